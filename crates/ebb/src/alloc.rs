@@ -1,0 +1,263 @@
+//! Entry points: allocate, free, reallocate, usable size. The fast paths live here.
+//!
+//! malloc (size <= 512 KiB, alignment <= 16):
+//!   heap = TLS; page = heap.direct[(size+7)/8] (or heap.current[class]);
+//!   block = page.free; if null -> slow path; page.free = block.next; page.used += 1.
+//! free:
+//!   segment = SEGMENT_MAP[ptr >> 25]; page = segment.pages[slice].span_head;
+//!   if page.owner == heap: push on page.local_free; page.used -= 1 (slow if it hits 0)
+//!   else -> slow path (remote push, large span, huge mapping, or invalid pointer).
+
+use crate::heap::{self, malloc_slow};
+use crate::page::{Block, Page, HUGE, LARGE, MARKER_LIMIT};
+use crate::segment::{self, SLICE_SIZE};
+use crate::size_class::{
+    class_for_aligned, class_of, class_size, DIRECT_CLASS, LARGE_MAX, MEDIUM_MAX, SMALL_MAX,
+};
+use crate::stats::COUNTERS;
+use crate::{arena, huge, os, tls};
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+
+/// Alignment every block has without asking: blocks of 16-byte multiples are 16-byte
+/// aligned, all others 8-byte aligned.
+pub const MIN_ALIGN: usize = 8;
+
+/// Allocate `size` bytes aligned to 8 (16 if `size` is a multiple of 16).
+#[inline(always)]
+pub fn malloc(size: usize) -> *mut u8 {
+    let heap = tls::heap();
+    // SAFETY: `heap` is the thread's heap or the empty heap; both have valid tables, and
+    // the page pointers in them are owned by this thread (or the never-written empty
+    // page, whose free list is null).
+    unsafe {
+        if size <= SMALL_MAX {
+            let page = *(*heap).direct.get_unchecked((size + 7) >> 3);
+            let block = (*page).free;
+            if !block.is_null() {
+                (*page).free = (*block).next;
+                (*page).set_used((*page).used() + 1);
+                return block as *mut u8;
+            }
+            return malloc_slow(*DIRECT_CLASS.get_unchecked((size + 7) >> 3) as usize);
+        }
+        if size <= MEDIUM_MAX {
+            let class = class_of(size);
+            let page = *(*heap).current.get_unchecked(class);
+            let block = (*page).free;
+            if !block.is_null() {
+                (*page).free = (*block).next;
+                (*page).set_used((*page).used() + 1);
+                return block as *mut u8;
+            }
+            return malloc_slow(class);
+        }
+    }
+    alloc_big(size, SLICE_SIZE)
+}
+
+/// Allocate `size` bytes aligned to `align` (any power of two). Null on failure.
+#[inline(always)]
+pub fn alloc(size: usize, align: usize) -> *mut u8 {
+    if align <= MIN_ALIGN {
+        return malloc(size);
+    }
+    if align == 16 {
+        // Multiples of 16 map to classes that are multiples of 16.
+        return malloc((size + 15) & !15);
+    }
+    alloc_aligned(size, align)
+}
+
+#[cold]
+#[inline(never)]
+fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
+    debug_assert!(align.is_power_of_two());
+    if align <= SLICE_SIZE {
+        if let Some(class) = class_for_aligned(size, align) {
+            let p = malloc(class_size(class));
+            debug_assert!(p as usize % align == 0);
+            return p;
+        }
+    }
+    alloc_big(size, align)
+}
+
+/// Blocks above `MEDIUM_MAX`, or with alignment above one slice.
+#[cold]
+#[inline(never)]
+fn alloc_big(size: usize, align: usize) -> *mut u8 {
+    if size <= LARGE_MAX {
+        if let Some(page) = arena::alloc_large(size.max(1), align) {
+            // SAFETY: alloc_large returns a valid span head.
+            return unsafe { (*page).start };
+        }
+    }
+    huge::alloc(size, align)
+}
+
+/// Allocate zeroed memory. Memory fresh from the OS is known to be zero and is not
+/// written again.
+pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+    let p = alloc(size, align);
+    if p.is_null() {
+        return p;
+    }
+    // SAFETY: p is a live block of at least `size` bytes, so its descriptor is valid.
+    unsafe {
+        let page = segment::page_of(segment::segment_of(p), p);
+        match (*page).owner.load(Ordering::Relaxed) {
+            HUGE => {}
+            LARGE => {
+                if !(*page).is_zero {
+                    core::ptr::write_bytes(p, 0, size);
+                }
+            }
+            _ => {
+                // Owned by us: free_is_zero describes the list the block came from, and
+                // was not changed since the pop (only our own calls change it).
+                if (*page).free_is_zero {
+                    (p as *mut usize).write(0);
+                } else {
+                    core::ptr::write_bytes(p, 0, size);
+                }
+            }
+        }
+    }
+    p
+}
+
+/// Free a block. Null is ignored.
+///
+/// # Safety
+/// `ptr` must be null or a live block from this allocator.
+#[inline(always)]
+pub unsafe fn free(ptr: *mut u8) {
+    let seg = segment::segment_of(ptr);
+    if seg.is_null() {
+        free_unknown(ptr);
+        return;
+    }
+    // SAFETY: seg is the segment holding ptr; per the contract ptr is a live block.
+    unsafe {
+        let page = segment::page_of(seg, ptr);
+        if (*page).owner.load(Ordering::Relaxed) == tls::heap() as usize {
+            if (*page).free_local(ptr as *mut Block) {
+                heap::page_emptied(page);
+            }
+        } else {
+            heap::free_slow(page, ptr);
+        }
+    }
+}
+
+/// `free` of a pointer in no ebb segment: null, or not ours.
+#[cold]
+#[inline(never)]
+fn free_unknown(ptr: *mut u8) {
+    if !ptr.is_null() {
+        report_invalid_free(ptr, "pointer not allocated by ebb");
+    }
+}
+
+/// Report an invalid free on stderr (without allocating) and abort if asked to.
+#[cold]
+pub fn report_invalid_free(ptr: *mut u8, what: &str) {
+    COUNTERS.invalid_frees.fetch_add(1, Ordering::Relaxed);
+    let options = crate::options::get();
+    if options.show_errors {
+        use core::fmt::Write;
+        let mut w = crate::stats::StderrWriter::new();
+        let _ = writeln!(w, "ebb: free({:p}): {}", ptr, what);
+    }
+    if options.abort_on_error {
+        os::abort();
+    }
+}
+
+/// Usable size of a live block (at least what was asked for). 0 for null or foreign.
+///
+/// # Safety
+/// `ptr` must be null or a live block from this allocator.
+pub unsafe fn usable_size(ptr: *const u8) -> usize {
+    let seg = segment::segment_of(ptr);
+    if seg.is_null() {
+        return 0;
+    }
+    // SAFETY: per the contract.
+    unsafe {
+        let page = segment::page_of(seg, ptr);
+        match (*page).owner.load(Ordering::Relaxed) {
+            HUGE => huge::usable_size(page),
+            _ => {
+                (*page).block_size()
+                    - (ptr as usize - (*page).start as usize) % (*page).block_size()
+            }
+        }
+    }
+}
+
+/// Resize a block to `new_size` keeping alignment `align`: in place when its usable
+/// size allows (and, for large and huge blocks, by growing or shrinking the span or
+/// mapping), else by allocating, copying and freeing. Null on failure (the old block
+/// is then untouched).
+///
+/// # Safety
+/// `ptr` must be a live block from this allocator allocated with alignment `align`.
+pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usize) -> *mut u8 {
+    // SAFETY: per the contract.
+    unsafe {
+        let seg = segment::segment_of(ptr);
+        if seg.is_null() {
+            report_invalid_free(ptr, "realloc of a pointer not allocated by ebb");
+            return null_mut();
+        }
+        let page = segment::page_of(seg, ptr);
+        let owner = (*page).owner.load(Ordering::Relaxed);
+        let usable = (*page).block_size();
+        match owner {
+            HUGE => {
+                if new_size > LARGE_MAX {
+                    let p = huge::resize(page, new_size);
+                    if !p.is_null() {
+                        return p;
+                    }
+                }
+            }
+            LARGE => {
+                if new_size > MEDIUM_MAX
+                    && new_size <= LARGE_MAX
+                    && arena::resize_large(page, new_size)
+                {
+                    return ptr;
+                }
+            }
+            _ if owner >= MARKER_LIMIT
+                || owner == crate::page::ABANDONED
+                || owner == crate::page::COLLECTING =>
+            {
+                // Small or medium block: in place if it fits and is not mostly empty.
+                if new_size <= usable && new_size >= usable / 2 {
+                    return ptr;
+                }
+            }
+            _ => {}
+        }
+        let new = alloc(new_size, align);
+        if new.is_null() {
+            return null_mut();
+        }
+        core::ptr::copy_nonoverlapping(ptr, new, old_size.min(new_size));
+        free(ptr);
+        new
+    }
+}
+
+/// The page descriptor of a live block (tests and checks).
+///
+/// # Safety
+/// `ptr` must be a live block from this allocator.
+pub unsafe fn page_of(ptr: *const u8) -> *mut Page {
+    // SAFETY: per the contract.
+    unsafe { segment::page_of(segment::segment_of(ptr), ptr) }
+}

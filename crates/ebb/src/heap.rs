@@ -1,0 +1,457 @@
+//! Heaps: one per thread, holding that thread's pages per size class.
+//!
+//! A heap owns a queue of pages for each size class; the first page of a queue is the
+//! one the malloc fast path allocates from (`current`, and `direct` for requests up to
+//! 1 KiB, indexed by `(size + 7) / 8`). When a page fills up it is abandoned rather than
+//! kept: blocks freed into it later make it claimable by any thread (see `arena.rs`),
+//! and if its former owner frees into it first, the owner takes it back.
+//!
+//! Heap memory comes from the OS directly (one heap per 4 KiB-rounded mapping, reused
+//! after thread exit), never from a global allocator.
+
+use crate::arena::{self, PageList, ARENA};
+use crate::os;
+use crate::page::{empty_page, Block, Page, ABANDONED};
+use crate::size_class::{CLASS_COUNT, DIRECT_CLASS, DIRECT_COUNT};
+use crate::stats::COUNTERS;
+use crate::tls;
+use core::cell::UnsafeCell;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+
+/// Per-thread allocation state.
+///
+/// Invariants: `current[c]` is `queues[c].first`, or the empty page if the queue is
+/// empty; `direct[i]` is `current[DIRECT_CLASS[i]]`; every page in `queues[c]` is owned
+/// by this heap (`owner == self`) and has class `c`.
+#[repr(C)]
+pub struct Heap {
+    pub direct: [*mut Page; DIRECT_COUNT],
+    pub current: [*mut Page; CLASS_COUNT],
+    pub queues: [PageList; CLASS_COUNT],
+    /// Links in the arena's list of live heaps or of spare heaps.
+    pub next: *mut Heap,
+    pub prev: *mut Heap,
+    pub thread_id: usize,
+}
+
+impl Heap {
+    const fn empty() -> Self {
+        Self {
+            direct: [empty_page_const(); DIRECT_COUNT],
+            current: [empty_page_const(); CLASS_COUNT],
+            queues: [PageList::new(); CLASS_COUNT],
+            next: null_mut(),
+            prev: null_mut(),
+            thread_id: 0,
+        }
+    }
+
+    /// Make `page` (owned, class `class`) the current page of its class.
+    fn set_current(&mut self, class: usize, page: *mut Page) {
+        self.current[class] = page;
+        // The direct entries of a class are contiguous.
+        if class < DIRECT_CLASS[DIRECT_COUNT - 1] as usize + 1 {
+            for (i, &c) in DIRECT_CLASS.iter().enumerate() {
+                if c as usize == class {
+                    self.direct[i] = page;
+                }
+            }
+        }
+    }
+
+    fn refresh_current(&mut self, class: usize) {
+        let first = self.queues[class].first;
+        self.set_current(class, if first.is_null() { empty_page() } else { first });
+    }
+}
+
+const fn empty_page_const() -> *mut Page {
+    crate::page::EMPTY_PAGE.0.get()
+}
+
+/// The heap every thread starts with: read-only, all pages empty.
+pub struct EmptyHeap(pub UnsafeCell<Heap>);
+// SAFETY: the empty heap is never written: every path that would modify a heap first
+// replaces it with a real one (`ensure_heap`).
+unsafe impl Sync for EmptyHeap {}
+pub static EMPTY_HEAP: EmptyHeap = EmptyHeap(UnsafeCell::new(Heap::empty()));
+
+#[inline(always)]
+pub fn empty_heap() -> *mut Heap {
+    EMPTY_HEAP.0.get()
+}
+
+// ---------------------------------------------------------------------------------
+// Process and thread set-up
+
+const INIT_NONE: u8 = 0;
+const INIT_RUNNING: u8 = 1;
+const INIT_DONE: u8 = 2;
+static PROCESS_INIT: AtomicU8 = AtomicU8::new(INIT_NONE);
+static THREAD_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// The pthread key whose destructor abandons an exiting thread's heap.
+pub fn thread_key() -> u32 {
+    THREAD_KEY.load(Ordering::Acquire)
+}
+
+/// One-time process set-up: options, the thread-exit key, fork and exit handlers.
+fn process_init() {
+    if PROCESS_INIT.load(Ordering::Acquire) == INIT_DONE {
+        return;
+    }
+    if PROCESS_INIT
+        .compare_exchange(INIT_NONE, INIT_RUNNING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        while PROCESS_INIT.load(Ordering::Acquire) != INIT_DONE {
+            os::yield_now();
+        }
+        return;
+    }
+    crate::options::get();
+    if let Some(key) = os::thread_key_create(thread_exit) {
+        THREAD_KEY.store(key, Ordering::Release);
+    }
+    PROCESS_INIT.store(INIT_DONE, Ordering::Release);
+    // These may allocate, so they run after the state is DONE (re-entry is then safe).
+    os::at_fork(arena::fork_prepare, arena::fork_parent, arena::fork_child);
+    if crate::options::get().show_stats {
+        os::at_exit(crate::stats::print_at_exit);
+    }
+}
+
+/// The calling thread's heap, made on first use. Null if the OS refused memory.
+#[cold]
+pub fn ensure_heap() -> *mut Heap {
+    let heap = tls::heap();
+    if heap != empty_heap() {
+        return heap;
+    }
+    process_init();
+    let heap = new_heap();
+    if heap.is_null() {
+        return null_mut();
+    }
+    tls::set_heap(heap);
+    let key = thread_key();
+    if key != u32::MAX {
+        // May allocate (glibc, for high key numbers): the heap is already installed.
+        os::thread_key_set(key, heap as *mut core::ffi::c_void);
+    }
+    heap
+}
+
+fn new_heap() -> *mut Heap {
+    let reused = {
+        let mut arena = ARENA.lock();
+        let heap = arena.spare_heaps;
+        if !heap.is_null() {
+            // SAFETY: spare heaps are valid, unused, linked under the lock.
+            arena.spare_heaps = unsafe { (*heap).next };
+        }
+        heap
+    };
+    let heap = if reused.is_null() {
+        let bytes = core::mem::size_of::<Heap>().next_multiple_of(os::page_size());
+        let memory = os::reserve_aligned(bytes, os::page_size());
+        if memory.is_null() {
+            return null_mut();
+        }
+        memory as *mut Heap
+    } else {
+        reused
+    };
+    // SAFETY: `heap` is unused memory of the right size and alignment.
+    unsafe {
+        heap.write(Heap::empty());
+        (*heap).thread_id = os::thread_id();
+        let mut arena = ARENA.lock();
+        (*heap).next = arena.heaps;
+        if !arena.heaps.is_null() {
+            (*arena.heaps).prev = heap;
+        }
+        arena.heaps = heap;
+    }
+    COUNTERS.threads.fetch_add(1, Ordering::Relaxed);
+    COUNTERS.threads_created.fetch_add(1, Ordering::Relaxed);
+    heap
+}
+
+/// pthread key destructor: the thread is exiting.
+unsafe extern "C" fn thread_exit(value: *mut core::ffi::c_void) {
+    let heap = value as *mut Heap;
+    if heap.is_null() || heap == empty_heap() {
+        return;
+    }
+    // Allocations made after this point (by later destructors) start a new heap, which
+    // re-arms the key, so its pages are abandoned too.
+    tls::set_heap(empty_heap());
+    // SAFETY: the heap belonged to this thread, which no longer uses it.
+    unsafe { heap_done(heap) };
+}
+
+/// Abandon every page of `heap` and return it to the spare list.
+///
+/// # Safety
+/// No thread may use `heap` any more.
+unsafe fn heap_done(heap: *mut Heap) {
+    // SAFETY: per the contract we have exclusive use of the heap and own its pages.
+    unsafe {
+        for class in 0..CLASS_COUNT {
+            loop {
+                let page = (*heap).queues[class].first;
+                if page.is_null() {
+                    break;
+                }
+                (*heap).queues[class].remove(page);
+                arena::abandon(page, heap);
+            }
+        }
+        let mut arena = ARENA.lock();
+        let (prev, next) = ((*heap).prev, (*heap).next);
+        if prev.is_null() {
+            arena.heaps = next;
+        } else {
+            (*prev).next = next;
+        }
+        if !next.is_null() {
+            (*next).prev = prev;
+        }
+        (*heap).next = arena.spare_heaps;
+        arena.spare_heaps = heap;
+    }
+    COUNTERS.threads.fetch_sub(1, Ordering::Relaxed);
+}
+
+// ---------------------------------------------------------------------------------
+// Malloc slow path
+
+/// Find a page of `class` with a free block for `heap`, making it current. Null if the
+/// OS refused memory.
+///
+/// # Safety
+/// `heap` must be the calling thread's own heap.
+pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
+    // SAFETY: the heap is ours; pages in our queues are owned by us.
+    unsafe {
+        let heap_ref = &mut *heap;
+        loop {
+            let page = heap_ref.queues[class].first;
+            if page.is_null() {
+                break;
+            }
+            (*page).collect();
+            if (*page).has_free() || (*page).extend() {
+                return page;
+            }
+            // Full: let it go, so frees into it make it claimable by anyone.
+            heap_ref.queues[class].remove(page);
+            heap_ref.refresh_current(class);
+            arena::abandon(page, heap);
+        }
+        let page = arena::take_page(class, heap);
+        if page.is_null() {
+            return null_mut();
+        }
+        (*page).collect();
+        if !(*page).has_free() && !(*page).extend() {
+            // A claimed page always has room; a fresh one can always be carved.
+            debug_assert!(false, "page without room");
+        }
+        heap_ref.queues[class].push_front(page);
+        heap_ref.set_current(class, page);
+        page
+    }
+}
+
+/// Allocate a block of `class` when the fast path found no free block.
+#[cold]
+#[inline(never)]
+pub fn malloc_slow(class: usize) -> *mut u8 {
+    let heap = ensure_heap();
+    if heap.is_null() {
+        return null_mut();
+    }
+    // SAFETY: `heap` is this thread's heap.
+    unsafe {
+        let page = find_page(heap, class);
+        if page.is_null() {
+            return null_mut();
+        }
+        pop(page)
+    }
+}
+
+/// Take the first free block of `page` (which must have one).
+///
+/// # Safety
+/// The caller must own `page` and `page.free` must be non-null.
+#[inline(always)]
+pub unsafe fn pop(page: *mut Page) -> *mut u8 {
+    // SAFETY: per the contract.
+    unsafe {
+        let block = (*page).free;
+        debug_assert!(!block.is_null());
+        (*page).free = (*block).next;
+        (*page).set_used((*page).used() + 1);
+        block as *mut u8
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Free slow path
+
+/// Free `block` of `page` when the page is not owned by the calling thread's heap, or
+/// when a local free emptied it.
+///
+/// # Safety
+/// `block` must be a live block of `page`.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
+    let heap = tls::heap();
+    // SAFETY: page is a valid descriptor; ownership decides who touches what.
+    unsafe {
+        let owner = (*page).owner.load(Ordering::Acquire);
+        debug_assert_ne!(owner, heap as usize, "local frees take the fast path");
+        match owner {
+            crate::page::LARGE => {
+                (*page).set_used(0);
+                COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
+                arena::free_span(page);
+            }
+            crate::page::HUGE => crate::huge::free(page),
+            crate::page::FREE => {
+                crate::alloc::report_invalid_free(block, "block is not in use (double free?)")
+            }
+            ABANDONED
+                if heap != empty_heap()
+                    && (*page).last_owner.load(Ordering::Relaxed) == heap as usize =>
+            {
+                // Our own page that filled up: take it back so later frees are local.
+                if (*page)
+                    .owner
+                    .compare_exchange(
+                        ABANDONED,
+                        heap as usize,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    reclaim(heap, page);
+                    if (*page).free_local(block as *mut Block) {
+                        retire(heap, page);
+                    }
+                } else {
+                    free_to_other(page, block);
+                }
+            }
+            _ => free_to_other(page, block),
+        }
+    }
+}
+
+/// Push a block onto another owner's (or nobody's) page.
+unsafe fn free_to_other(page: *mut Page, block: *mut u8) {
+    // SAFETY: the block is live in page; pushing is allowed to anyone.
+    unsafe {
+        let old_head = (*page).free_remote(block as *mut Block);
+        if old_head.is_null() && (*page).owner.load(Ordering::SeqCst) == ABANDONED {
+            arena::notify(page);
+        }
+    }
+}
+
+/// Put a page we just claimed back into our queue for its class (not as current).
+unsafe fn reclaim(heap: *mut Heap, page: *mut Page) {
+    // SAFETY: we own the page; the list is guarded by the arena lock.
+    unsafe {
+        if (*page).listed {
+            let mut arena = ARENA.lock();
+            if (*page).listed {
+                arena.abandoned[(*page).class as usize].remove(page);
+                (*page).listed = false;
+            }
+        }
+        let class = (*page).class as usize;
+        let heap_ref = &mut *heap;
+        if heap_ref.queues[class].first.is_null() {
+            heap_ref.queues[class].push_front(page);
+            heap_ref.set_current(class, page);
+        } else {
+            heap_ref.queues[class].push_back(page);
+        }
+    }
+    COUNTERS.pages_reclaimed.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A local free emptied `page`, owned by the calling thread's heap.
+///
+/// # Safety
+/// `page` must be owned by the calling thread's heap.
+#[cold]
+#[inline(never)]
+pub unsafe fn page_emptied(page: *mut Page) {
+    // SAFETY: per the contract.
+    unsafe { retire(tls::heap(), page) }
+}
+
+/// A page of ours became unused: keep it if it is the only page of its class (so a
+/// thread that allocates and frees one block does not churn spans), else free it.
+unsafe fn retire(heap: *mut Heap, page: *mut Page) {
+    // SAFETY: we own the page and the heap.
+    unsafe {
+        let class = (*page).class as usize;
+        let heap_ref = &mut *heap;
+        let queue = &mut heap_ref.queues[class];
+        if queue.first == page && (*page).next.is_null() {
+            return;
+        }
+        queue.remove(page);
+        heap_ref.refresh_current(class);
+        (*page).collect();
+        if (*page).is_unused() {
+            (*page)
+                .owner
+                .store(crate::page::COLLECTING, Ordering::Relaxed);
+            arena::free_span(page);
+        } else {
+            // Remote frees raced in between; keep using it.
+            heap_ref.queues[class].push_back(page);
+            heap_ref.refresh_current(class);
+        }
+    }
+}
+
+/// Free every unused page of the calling thread's heap (for `collect`).
+pub fn collect_own(force: bool) {
+    let heap = tls::heap();
+    if heap == empty_heap() {
+        return;
+    }
+    // SAFETY: this is our heap.
+    unsafe {
+        let heap_ref = &mut *heap;
+        for class in 0..CLASS_COUNT {
+            let mut page = heap_ref.queues[class].first;
+            while !page.is_null() {
+                let next = (*page).next;
+                (*page).collect();
+                if (*page).is_unused()
+                    && (force || page != heap_ref.queues[class].first || !next.is_null())
+                {
+                    heap_ref.queues[class].remove(page);
+                    (*page)
+                        .owner
+                        .store(crate::page::COLLECTING, Ordering::Relaxed);
+                    arena::free_span(page);
+                }
+                page = next;
+            }
+            heap_ref.refresh_current(class);
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Huge blocks: above `LARGE_MAX`, each block gets a mapping of its own, unmapped on
+//! free and moved with `mremap` (no copy) on realloc.
+//!
+//! The mapping is a segment of kind `Huge`: it starts on a 32 MiB boundary with the
+//! usual header in its first slice, so `free` finds it through the segment map like any
+//! other block. The block starts at `huge_offset` (one slice, or the alignment if that
+//! is larger) and the mapping is a whole number of 32 MiB windows, so no other segment
+//! ever shares a window with it. Untouched tail pages cost address space, not memory.
+
+use crate::os;
+use crate::page::{Page, HUGE};
+use crate::segment::{self, Segment, SegmentKind, SEGMENT_SIZE, SLICE_SIZE};
+use crate::stats::COUNTERS;
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+
+/// Round a huge request up to whole windows, or None on overflow.
+fn mapping_size(offset: usize, size: usize) -> Option<usize> {
+    let total = offset.checked_add(size)?.checked_add(SEGMENT_SIZE - 1)? & !(SEGMENT_SIZE - 1);
+    (total <= isize::MAX as usize).then_some(total)
+}
+
+/// Offset of the block in its mapping for alignment `align`.
+fn block_offset(align: usize) -> usize {
+    align.max(SLICE_SIZE)
+}
+
+/// Set up the header and descriptor of a huge mapping at `base` and publish it.
+///
+/// # Safety
+/// `[base, base + mapped)` must be a fresh reservation (or one just moved here).
+unsafe fn install(base: *mut u8, mapped: usize, offset: usize) -> *mut u8 {
+    let seg = base as *mut Segment;
+    let block = base.wrapping_add(offset);
+    // SAFETY: per the contract the header slice is ours and zero or ours from before.
+    unsafe {
+        (*seg).kind = SegmentKind::Huge;
+        (*seg).mapped = mapped;
+        (*seg).huge_offset = offset;
+        (*seg).huge_size = mapped - offset;
+        let page = segment::page_of(seg, block);
+        (*page).slice_offset = 0;
+        (*page).start = block;
+        (*page).block_size.store(mapped - offset, Ordering::Relaxed);
+        (*page).reserved = 1;
+        (*page).set_used(1);
+        (*page).owner.store(HUGE, Ordering::Release);
+    }
+    segment::map_windows(seg, base as usize, mapped);
+    block
+}
+
+/// Allocate a huge block of `size` bytes aligned to `align`. Null on failure.
+pub fn alloc(size: usize, align: usize) -> *mut u8 {
+    let offset = block_offset(align);
+    let Some(mapped) = mapping_size(offset, size) else {
+        return null_mut();
+    };
+    let base = os::reserve_aligned(mapped, align.max(SEGMENT_SIZE));
+    if base.is_null() {
+        return null_mut();
+    }
+    if !segment::in_map_range(base.wrapping_add(mapped - 1)) {
+        // SAFETY: just reserved, unused.
+        unsafe { os::release(base, mapped) };
+        return null_mut();
+    }
+    COUNTERS.huge_allocs.fetch_add(1, Ordering::Relaxed);
+    COUNTERS
+        .huge_bytes
+        .fetch_add(mapped as u64, Ordering::Relaxed);
+    // SAFETY: fresh reservation.
+    unsafe { install(base, mapped, offset) }
+}
+
+/// The huge segment of descriptor `page`.
+fn segment_of(page: *mut Page) -> *mut Segment {
+    let seg = segment::segment_of_page(page);
+    // SAFETY: huge descriptors live in their segment's header.
+    debug_assert_eq!(unsafe { (*seg).kind }, SegmentKind::Huge);
+    seg
+}
+
+/// Unmap a huge block.
+///
+/// # Safety
+/// `page` must be the descriptor of a live huge block nobody uses any more.
+pub unsafe fn free(page: *mut Page) {
+    let seg = segment_of(page);
+    // SAFETY: per the contract.
+    unsafe {
+        let mapped = (*seg).mapped;
+        segment::unmap_windows(seg as usize, mapped);
+        COUNTERS.huge_frees.fetch_add(1, Ordering::Relaxed);
+        COUNTERS
+            .huge_bytes
+            .fetch_sub(mapped as u64, Ordering::Relaxed);
+        os::release(seg as *mut u8, mapped);
+    }
+}
+
+/// Usable bytes of a huge block.
+///
+/// # Safety
+/// `page` must be the descriptor of a live huge block.
+pub unsafe fn usable_size(page: *mut Page) -> usize {
+    // SAFETY: per the contract.
+    unsafe { (*segment_of(page)).huge_size }
+}
+
+/// Resize a huge block to `new_size` without copying: in place when it fits the
+/// mapping (shrinking unmaps whole windows), else by moving the pages with `mremap`
+/// to a fresh aligned reservation. Returns the block's address or null (the block is
+/// then unchanged).
+///
+/// # Safety
+/// `page` must be the descriptor of a live huge block owned by the caller.
+pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
+    let seg = segment_of(page);
+    // SAFETY: per the contract.
+    unsafe {
+        let (mapped, offset) = ((*seg).mapped, (*seg).huge_offset);
+        let base = seg as *mut u8;
+        let Some(needed) = mapping_size(offset, new_size) else {
+            return null_mut();
+        };
+        if needed == mapped {
+            return base.add(offset);
+        }
+        if needed < mapped {
+            // Shrink in place: give back whole windows at the end.
+            segment::unmap_windows(base as usize + needed, mapped - needed);
+            os::release(base.add(needed), mapped - needed);
+            COUNTERS
+                .huge_bytes
+                .fetch_sub((mapped - needed) as u64, Ordering::Relaxed);
+            (*seg).mapped = needed;
+            (*seg).huge_size = needed - offset;
+            (*page).block_size.store(needed - offset, Ordering::Relaxed);
+            return base.add(offset);
+        }
+        // Grow in place if the address space after us is free, else move the pages.
+        let mut new_base = os::remap(base, mapped, needed, null_mut());
+        if new_base.is_null() {
+            let dest = os::reserve_aligned(needed, offset.max(SEGMENT_SIZE));
+            if dest.is_null() || !segment::in_map_range(dest.wrapping_add(needed - 1)) {
+                if !dest.is_null() {
+                    os::release(dest, needed);
+                }
+                return null_mut();
+            }
+            if os::remap(base, mapped, needed, dest).is_null() {
+                os::release(dest, needed);
+                return null_mut();
+            }
+            segment::unmap_windows(base as usize, mapped);
+            new_base = dest;
+        }
+        COUNTERS
+            .huge_bytes
+            .fetch_add((needed - mapped) as u64, Ordering::Relaxed);
+        install(new_base, needed, offset)
+    }
+}

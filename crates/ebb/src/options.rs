@@ -1,0 +1,196 @@
+//! Options, read once from `EBB_*` environment variables at first use.
+//!
+//! Parsing uses `getenv` and byte slices only: nothing here allocates, so options can be
+//! read from inside `malloc`.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `EBB_PURGE_DELAY` | 500 | ms a free span stays committed before it goes back to the OS (0: at once) |
+//! | `EBB_BACKGROUND` | 1 | purge from a background thread, so idle processes give memory back (0: only inside allocator calls) |
+//! | `EBB_SHOW_STATS` | 0 | print statistics to stderr at exit |
+//! | `EBB_SHOW_ERRORS` | 1 | report invalid and double frees on stderr |
+//! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower) |
+//! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
+
+use crate::os;
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// Why 500 ms: a span freed and re-used within half a second (a request, a build step,
+/// a GC cycle) is reused still committed, paying no `madvise` and no page faults; a
+/// process that stops using memory gives it back well within the one to two seconds
+/// users notice, even counting the purger's batching.
+pub const DEFAULT_PURGE_DELAY_MS: u64 = 500;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub purge_delay_ms: u64,
+    pub background: bool,
+    pub show_stats: bool,
+    pub show_errors: bool,
+    pub check: bool,
+    pub abort_on_error: bool,
+}
+
+impl Options {
+    pub const DEFAULT: Options = Options {
+        purge_delay_ms: DEFAULT_PURGE_DELAY_MS,
+        background: true,
+        show_stats: false,
+        show_errors: true,
+        check: false,
+        abort_on_error: false,
+    };
+
+    /// Build options from a lookup function (the environment, or a test's table).
+    pub fn from_lookup(lookup: impl Fn(&[u8]) -> Option<&'static [u8]>) -> Options {
+        let mut o = Options::DEFAULT;
+        if let Some(v) = lookup(b"EBB_PURGE_DELAY\0").and_then(parse_u64) {
+            o.purge_delay_ms = v;
+        }
+        if let Some(v) = lookup(b"EBB_BACKGROUND\0").and_then(parse_bool) {
+            o.background = v;
+        }
+        if let Some(v) = lookup(b"EBB_SHOW_STATS\0").and_then(parse_bool) {
+            o.show_stats = v;
+        }
+        if let Some(v) = lookup(b"EBB_SHOW_ERRORS\0").and_then(parse_bool) {
+            o.show_errors = v;
+        }
+        if let Some(v) = lookup(b"EBB_CHECK\0").and_then(parse_bool) {
+            o.check = v;
+        }
+        if let Some(v) = lookup(b"EBB_ABORT_ON_ERROR\0").and_then(parse_bool) {
+            o.abort_on_error = v;
+        }
+        o
+    }
+}
+
+/// Parse a decimal number (surrounding spaces allowed).
+pub fn parse_u64(text: &[u8]) -> Option<u64> {
+    let text = trim(text);
+    if text.is_empty() {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &c in text {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(value)
+}
+
+/// Parse `1/0`, `true/false`, `yes/no`, `on/off` (any case).
+pub fn parse_bool(text: &[u8]) -> Option<bool> {
+    let text = trim(text);
+    let mut lower = [0u8; 8];
+    if text.len() > lower.len() {
+        return None;
+    }
+    for (d, s) in lower.iter_mut().zip(text) {
+        *d = s.to_ascii_lowercase();
+    }
+    match &lower[..text.len()] {
+        b"1" | b"true" | b"yes" | b"on" => Some(true),
+        b"0" | b"false" | b"no" | b"off" => Some(false),
+        _ => None,
+    }
+}
+
+fn trim(mut text: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = text {
+        if first.is_ascii_whitespace() {
+            text = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = text {
+        if last.is_ascii_whitespace() {
+            text = rest;
+        } else {
+            break;
+        }
+    }
+    text
+}
+
+struct OptionCell(core::cell::UnsafeCell<Options>);
+// SAFETY: written once by the thread that wins STATE (NONE -> BUSY), read only after
+// STATE is READY (Acquire), or later through `set` which tolerates torn reads of
+// independent plain fields.
+unsafe impl Sync for OptionCell {}
+
+static OPTIONS: OptionCell = OptionCell(core::cell::UnsafeCell::new(Options::DEFAULT));
+static STATE: AtomicU8 = AtomicU8::new(0);
+
+/// The process's options, read from the environment on first call.
+#[inline]
+pub fn get() -> &'static Options {
+    if STATE.load(Ordering::Acquire) != 2 {
+        load();
+    }
+    // SAFETY: STATE is READY, so the cell is initialised and no longer written by `load`.
+    unsafe { &*OPTIONS.0.get() }
+}
+
+#[cold]
+fn load() {
+    if STATE
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire)
+        .is_ok()
+    {
+        let options = Options::from_lookup(os::getenv);
+        // SAFETY: we won the race to initialise; readers wait for READY.
+        unsafe { *OPTIONS.0.get() = options };
+        STATE.store(2, Ordering::Release);
+    } else {
+        while STATE.load(Ordering::Acquire) != 2 {
+            core::hint::spin_loop();
+        }
+    }
+}
+
+/// Replace the options at run time (the C API's `ebb_option_set`, and tests).
+pub fn set(options: Options) {
+    get();
+    // SAFETY: a plain store of Copy fields; concurrent readers see the old or new value
+    // of each field, both valid.
+    unsafe { core::ptr::write_volatile(OPTIONS.0.get(), options) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_numbers_and_bools() {
+        assert_eq!(parse_u64(b"250"), Some(250));
+        assert_eq!(parse_u64(b" 7 "), Some(7));
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"-1"), None);
+        assert_eq!(parse_u64(b"99999999999999999999999"), None);
+        assert_eq!(parse_bool(b"1"), Some(true));
+        assert_eq!(parse_bool(b"Yes"), Some(true));
+        assert_eq!(parse_bool(b"off"), Some(false));
+        assert_eq!(parse_bool(b"maybe"), None);
+    }
+
+    #[test]
+    fn reads_from_lookup() {
+        let o = Options::from_lookup(|name| match name {
+            b"EBB_PURGE_DELAY\0" => Some(b"0"),
+            b"EBB_BACKGROUND\0" => Some(b"0"),
+            b"EBB_SHOW_STATS\0" => Some(b"true"),
+            b"EBB_CHECK\0" => Some(b"nonsense"),
+            _ => None,
+        });
+        assert_eq!(o.purge_delay_ms, 0);
+        assert!(!o.background);
+        assert!(o.show_stats);
+        assert!(!o.check, "unparsable values keep the default");
+        assert_eq!(Options::from_lookup(|_| None), Options::DEFAULT);
+    }
+}

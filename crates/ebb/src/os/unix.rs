@@ -1,0 +1,262 @@
+//! Linux implementation of the OS layer.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// The OS page size (read once; 4 KiB on x86-64 Linux, 16/64 KiB on some arm64).
+#[inline]
+pub fn page_size() -> usize {
+    let cached = PAGE_SIZE.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let size = if size > 0 { size as usize } else { 4096 };
+    PAGE_SIZE.store(size, Ordering::Relaxed);
+    size
+}
+
+/// Reserve `size` bytes aligned to `align` (a power of two, at least the page size).
+/// Returns null on failure. The memory reads as zero and is committed on first touch.
+pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
+    debug_assert!(align.is_power_of_two() && size % page_size() == 0);
+    let Some(over) = size.checked_add(align) else {
+        return null_mut();
+    };
+    // SAFETY: an anonymous private mapping at a kernel-chosen address touches no
+    // existing memory.
+    let raw = unsafe {
+        libc::mmap(
+            null_mut(),
+            over,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return null_mut();
+    }
+    let raw = raw as usize;
+    let start = (raw + align - 1) & !(align - 1);
+    let head = start - raw;
+    let tail = over - head - size;
+    // SAFETY: both trimmed ranges lie inside the mapping just made and are not used.
+    unsafe {
+        if head > 0 {
+            libc::munmap(raw as *mut c_void, head);
+        }
+        if tail > 0 {
+            libc::munmap((start + size) as *mut c_void, tail);
+        }
+    }
+    start as *mut u8
+}
+
+/// Give a reservation back to the OS.
+///
+/// # Safety
+/// `[ptr, ptr + size)` must be a range this module reserved and nobody uses any more.
+pub unsafe fn release(ptr: *mut u8, size: usize) {
+    // SAFETY: per the contract above.
+    unsafe { libc::munmap(ptr as *mut c_void, size) };
+}
+
+/// Return the physical pages of a range to the OS; it stays reserved and reads as zero.
+///
+/// # Safety
+/// The range must be page aligned, reserved by this module and hold no live data.
+pub unsafe fn decommit(ptr: *mut u8, size: usize) -> bool {
+    // SAFETY: per the contract above.
+    unsafe { libc::madvise(ptr as *mut c_void, size, libc::MADV_DONTNEED) == 0 }
+}
+
+/// Move (or grow or shrink) a reservation. With `dest` non-null the pages move to
+/// `dest`, replacing what was reserved there; otherwise the resize must happen in
+/// place. Returns the new start or null. The page contents move without copying.
+///
+/// # Safety
+/// `old` must be a reservation of `old_size` bytes; `dest`, if non-null, a reservation
+/// of at least `new_size` bytes that nobody uses.
+pub unsafe fn remap(old: *mut u8, old_size: usize, new_size: usize, dest: *mut u8) -> *mut u8 {
+    // SAFETY: per the contract above.
+    let res = unsafe {
+        if dest.is_null() {
+            libc::mremap(old as *mut c_void, old_size, new_size, 0)
+        } else {
+            libc::mremap(
+                old as *mut c_void,
+                old_size,
+                new_size,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                dest as *mut c_void,
+            )
+        }
+    };
+    if res == libc::MAP_FAILED {
+        null_mut()
+    } else {
+        res as *mut u8
+    }
+}
+
+/// Milliseconds on a monotonic clock (vDSO: no system call).
+pub fn now_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// Sleep while `*word == expected`, at most `timeout_ms` if given. Spurious returns
+/// are possible; callers re-check their condition.
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ms: Option<u64>) {
+    let ts;
+    let ts_ptr = match timeout_ms {
+        Some(ms) => {
+            ts = libc::timespec {
+                tv_sec: (ms / 1000) as libc::time_t,
+                tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+            };
+            &ts as *const libc::timespec
+        }
+        None => core::ptr::null(),
+    };
+    // SAFETY: `word` is a valid, aligned u32 for the duration of the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            ts_ptr,
+        )
+    };
+}
+
+/// Wake up to `count` threads sleeping in `futex_wait` on `word`.
+pub fn futex_wake(word: &AtomicU32, count: u32) {
+    // SAFETY: `word` is a valid, aligned u32.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            count,
+        )
+    };
+}
+
+/// Let another thread run (used by spin loops).
+pub fn yield_now() {
+    // SAFETY: no preconditions.
+    unsafe { libc::sched_yield() };
+}
+
+/// Write all of `bytes` to standard error, ignoring failures.
+pub fn write_stderr(mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: the pointer and length come from a live slice.
+        let n = unsafe { libc::write(2, bytes.as_ptr() as *const c_void, bytes.len()) };
+        if n <= 0 {
+            return;
+        }
+        bytes = &bytes[n as usize..];
+    }
+}
+
+/// The value of environment variable `name` (NUL-terminated), without allocating.
+pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
+    debug_assert_eq!(name.last(), Some(&0));
+    // SAFETY: `name` is NUL-terminated; getenv returns a pointer into the environment
+    // block, which lives for the rest of the process unless the program calls setenv
+    // concurrently (which glibc also does not protect against).
+    unsafe {
+        let value = libc::getenv(name.as_ptr() as *const c_char);
+        if value.is_null() {
+            return None;
+        }
+        let len = libc::strlen(value);
+        Some(core::slice::from_raw_parts(value as *const u8, len))
+    }
+}
+
+/// Start a detached thread running `entry`. Returns false if it could not be made.
+pub fn spawn_detached(entry: extern "C" fn(*mut c_void) -> *mut c_void) -> bool {
+    // SAFETY: attr and thread are valid out-pointers; the attribute object is destroyed
+    // after use.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        if libc::pthread_attr_init(&mut attr) != 0 {
+            return false;
+        }
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        libc::pthread_attr_setstacksize(&mut attr, 256 * 1024);
+        let mut thread: libc::pthread_t = 0;
+        let rc = libc::pthread_create(&mut thread, &attr, entry, null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        rc == 0
+    }
+}
+
+/// A process-wide key whose destructor runs `dtor(value)` at thread exit.
+pub fn thread_key_create(dtor: unsafe extern "C" fn(*mut c_void)) -> Option<u32> {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out-pointer.
+    let rc = unsafe { libc::pthread_key_create(&mut key, Some(dtor)) };
+    (rc == 0).then_some(key)
+}
+
+/// Attach `value` to the calling thread under `key`, so the key's destructor sees it.
+pub fn thread_key_set(key: u32, value: *mut c_void) {
+    // SAFETY: `key` came from thread_key_create.
+    unsafe { libc::pthread_setspecific(key, value) };
+}
+
+/// The calling thread's value under `key` (null if none).
+pub fn thread_key_get(key: u32) -> *mut c_void {
+    // SAFETY: `key` came from thread_key_create.
+    unsafe { libc::pthread_getspecific(key) }
+}
+
+/// Run `f` at normal process exit.
+pub fn at_exit(f: extern "C" fn()) {
+    // SAFETY: `f` is a valid function for the life of the process.
+    unsafe { libc::atexit(f) };
+}
+
+/// Register fork handlers (before fork, after in the parent, after in the child).
+pub fn at_fork(
+    prepare: unsafe extern "C" fn(),
+    parent: unsafe extern "C" fn(),
+    child: unsafe extern "C" fn(),
+) {
+    // SAFETY: the handlers are valid functions for the life of the process.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+}
+
+/// Set `errno`.
+pub fn set_errno(value: c_int) {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// End the process at once (used only when the program asked for aborts on errors).
+pub fn abort() -> ! {
+    // SAFETY: no preconditions.
+    unsafe { libc::abort() }
+}
+
+/// An identifier of the calling thread, unique among live threads.
+pub fn thread_id() -> usize {
+    // SAFETY: no preconditions.
+    unsafe { libc::pthread_self() as usize }
+}

@@ -1,0 +1,370 @@
+//! Pages: a run of slices carved into blocks of one size class, with sharded free lists.
+//!
+//! A [`Page`] is the descriptor; it lives in the segment header (see `segment.rs`), not
+//! in the page's memory, so freed blocks can be handed back to the OS while the
+//! descriptor stays. Every slice of a segment has a descriptor; only the first slice of
+//! a span is a page, the others point back to it through `slice_offset`.
+//!
+//! # Free lists
+//! - `free`: blocks ready to hand out. Only the owner pops from it.
+//! - `local_free`: blocks the owner freed. Only the owner pushes; moved to `free` when
+//!   `free` runs dry, so the malloc fast path never tests two lists.
+//! - `thread_free`: blocks freed by other threads, an atomic LIFO pushed with one CAS
+//!   and taken whole with one swap by whoever owns the page.
+//!
+//! # Ownership (`owner`)
+//! The word is a heap address while a thread's heap owns the page, or one of the
+//! markers below. Whoever owns the page is the only one that may touch `free`,
+//! `local_free`, `used`, `capacity` and the queue links; ownership of an abandoned
+//! page is taken with a CAS from [`ABANDONED`] and given up with a release store.
+
+use crate::os;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// The span's slices are free in their segment.
+pub const FREE: usize = 0;
+/// Nobody owns the page: its thread exited or it filled up. Any thread may claim it.
+pub const ABANDONED: usize = 1;
+/// A collector (see `arena::collect_page`) briefly owns an abandoned page.
+pub const COLLECTING: usize = 2;
+/// A single-block span for a large block; any thread frees it directly.
+pub const LARGE: usize = 3;
+/// The descriptor of a huge block (its own mapping; see `huge.rs`).
+pub const HUGE: usize = 4;
+/// Owner words below this are markers, not heaps.
+pub const MARKER_LIMIT: usize = 16;
+
+/// A free block: its first word links to the next one.
+#[repr(C)]
+pub struct Block {
+    pub next: *mut Block,
+}
+
+/// Descriptor of a span of slices.
+///
+/// Invariants (checked with `debug_assert!` where they are relied on):
+/// - `used + blocks in free/local_free/thread_free + (reserved - capacity) == reserved`,
+///   i.e. `used` counts blocks handed out and not yet given back to the owner;
+/// - `capacity <= reserved`, and blocks `capacity..reserved` have never been handed out;
+/// - `free_is_zero` implies every block on `free` is zero except its link word;
+/// - a page is in at most one list (a heap queue or the arena's abandoned list), and
+///   `listed` is true exactly when it is in the abandoned list.
+#[repr(C)]
+pub struct Page {
+    /// Blocks to allocate from (owner only).
+    pub free: *mut Block,
+    /// Blocks freed by the owner (owner only).
+    pub local_free: *mut Block,
+    /// Blocks handed out and not returned to the owner (owner writes, stats read).
+    pub used: AtomicU32,
+    /// Blocks carved out of the page so far (owner only).
+    pub capacity: u32,
+    /// Blocks that fit in the page.
+    pub reserved: u32,
+    /// Size class, for pages in heap queues.
+    pub class: u8,
+    /// The span came from decommitted memory: uncarved blocks read as zero.
+    pub is_zero: bool,
+    /// Every block on `free` is zero apart from its link word.
+    pub free_is_zero: bool,
+    /// In the arena's abandoned list (arena lock).
+    pub listed: bool,
+    /// Block size in bytes (for large spans: the span size).
+    pub block_size: AtomicUsize,
+    /// First byte of the page's memory.
+    pub start: *mut u8,
+    /// Heap address, or a marker (`FREE`, `ABANDONED`, ...).
+    pub owner: AtomicUsize,
+    /// The heap that abandoned the page, so it can take it back on its next free.
+    pub last_owner: AtomicUsize,
+    /// Blocks freed by other threads.
+    pub thread_free: AtomicPtr<Block>,
+    /// Links in a heap queue or the abandoned list.
+    pub next: *mut Page,
+    pub prev: *mut Page,
+    /// Slices in the span (first slice only).
+    pub slice_count: u32,
+    /// Bytes from this descriptor back to the span's first descriptor (0 on the first).
+    pub slice_offset: u32,
+    /// When the slice became free, for the purge delay (ms, `os::now_ms`).
+    pub freed_at: AtomicU64,
+}
+
+impl Page {
+    /// A descriptor of a free slice.
+    pub const fn new() -> Self {
+        Self {
+            free: null_mut(),
+            local_free: null_mut(),
+            used: AtomicU32::new(0),
+            capacity: 0,
+            reserved: 0,
+            class: 0,
+            is_zero: false,
+            free_is_zero: false,
+            listed: false,
+            block_size: AtomicUsize::new(0),
+            start: null_mut(),
+            owner: AtomicUsize::new(FREE),
+            last_owner: AtomicUsize::new(0),
+            thread_free: AtomicPtr::new(null_mut()),
+            next: null_mut(),
+            prev: null_mut(),
+            slice_count: 0,
+            slice_offset: 0,
+            freed_at: AtomicU64::new(0),
+        }
+    }
+
+    #[inline(always)]
+    pub fn block_size(&self) -> usize {
+        self.block_size.load(Ordering::Relaxed)
+    }
+
+    /// Blocks handed out and not yet returned to the owner's lists.
+    #[inline(always)]
+    pub fn used(&self) -> u32 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Owner-only update of `used`: a relaxed load and store compile to one `inc`/`dec`,
+    /// and keep the counter readable by stats without a data race.
+    #[inline(always)]
+    pub fn set_used(&self, value: u32) {
+        self.used.store(value, Ordering::Relaxed);
+    }
+
+    /// Set up a fresh span as a page of `block_size` blocks (owner: the caller).
+    pub fn init_blocks(&mut self, class: usize, block_size: usize, bytes: usize) {
+        debug_assert!(block_size >= crate::size_class::MIN_BLOCK);
+        self.free = null_mut();
+        self.local_free = null_mut();
+        self.set_used(0);
+        self.capacity = 0;
+        self.reserved = (bytes / block_size) as u32;
+        self.class = class as u8;
+        self.free_is_zero = false;
+        self.block_size.store(block_size, Ordering::Relaxed);
+        self.thread_free.store(null_mut(), Ordering::Relaxed);
+        self.next = null_mut();
+        self.prev = null_mut();
+    }
+
+    /// True if nothing is handed out (after a collect).
+    #[inline]
+    pub fn is_unused(&self) -> bool {
+        self.used() == 0
+    }
+
+    /// True if the page can hand out a block without carving more.
+    #[inline]
+    pub fn has_free(&self) -> bool {
+        !self.free.is_null()
+    }
+
+    /// True if some block is free or not yet carved.
+    #[inline]
+    pub fn has_room(&self) -> bool {
+        !self.free.is_null() || !self.local_free.is_null() || self.capacity < self.reserved
+    }
+
+    /// Take all blocks other threads freed and move the owner's frees to `free`.
+    /// Owner only.
+    pub fn collect(&mut self) {
+        self.collect_thread_free();
+        if self.free.is_null() && !self.local_free.is_null() {
+            self.free = self.local_free;
+            self.local_free = null_mut();
+            self.free_is_zero = false;
+        }
+    }
+
+    /// Take the remote-free list and fold it into `local_free`. Owner only.
+    pub fn collect_thread_free(&mut self) {
+        if self.thread_free.load(Ordering::Relaxed).is_null() {
+            return;
+        }
+        let mut head = self.thread_free.swap(null_mut(), Ordering::Acquire);
+        let mut count = 0u32;
+        // SAFETY: blocks on the list were freed to this page and are owned by it now;
+        // the Acquire swap makes their link words visible.
+        unsafe {
+            while !head.is_null() {
+                let next = (*head).next;
+                (*head).next = self.local_free;
+                self.local_free = head;
+                head = next;
+                count += 1;
+            }
+        }
+        debug_assert!(count <= self.used(), "more remote frees than blocks in use");
+        self.set_used(self.used().saturating_sub(count));
+    }
+
+    /// Carve more never-used blocks onto `free` (which must be empty). Carves about
+    /// 16 KiB at a time so a page's memory is touched only as it is needed.
+    /// Returns false if the page is fully carved. Owner only.
+    pub fn extend(&mut self) -> bool {
+        debug_assert!(self.free.is_null());
+        if self.capacity >= self.reserved {
+            return false;
+        }
+        let size = self.block_size();
+        let count = ((16 * 1024) / size).clamp(1, (self.reserved - self.capacity) as usize);
+        // SAFETY: blocks capacity..capacity+count lie inside the page's span, which the
+        // owner has exclusive use of; nobody else has seen them yet.
+        unsafe {
+            let first = self.start.add(self.capacity as usize * size);
+            let mut block = first;
+            for _ in 1..count {
+                let next = block.add(size);
+                (*(block as *mut Block)).next = next as *mut Block;
+                block = next;
+            }
+            (*(block as *mut Block)).next = null_mut();
+            self.free = first as *mut Block;
+        }
+        self.capacity += count as u32;
+        self.free_is_zero = self.is_zero;
+        true
+    }
+
+    /// Owner-local free: push on `local_free`. Returns true if the page became unused.
+    ///
+    /// # Safety
+    /// `block` must be a block of this page that is in use, and the caller its owner.
+    #[inline(always)]
+    pub unsafe fn free_local(&mut self, block: *mut Block) -> bool {
+        // SAFETY: per the contract, the block is ours to write.
+        unsafe { (*block).next = self.local_free };
+        self.local_free = block;
+        let used = self.used() - 1;
+        self.set_used(used);
+        used == 0
+    }
+
+    /// Free from a thread that does not own the page: one CAS push. Returns the list
+    /// head seen before the push (null means the list was empty).
+    ///
+    /// # Safety
+    /// `block` must be a block of this page that is in use.
+    #[inline]
+    pub unsafe fn free_remote(&self, block: *mut Block) -> *mut Block {
+        let mut head = self.thread_free.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: the block is ours until the CAS publishes it.
+            unsafe { (*block).next = head };
+            match self.thread_free.compare_exchange_weak(
+                head,
+                block,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return head,
+                Err(current) => head = current,
+            }
+        }
+    }
+
+    /// Index of `ptr`'s block (for checks).
+    pub fn block_index(&self, ptr: *const u8) -> usize {
+        (ptr as usize - self.start as usize) / self.block_size()
+    }
+
+    /// Bytes of the page's memory (its span).
+    pub fn span_bytes(&self) -> usize {
+        self.slice_count as usize * crate::segment::SLICE_SIZE
+    }
+}
+
+/// Count blocks on a list (debug checks and tests).
+pub fn list_len(mut head: *mut Block) -> usize {
+    let mut n = 0;
+    // SAFETY: callers pass lists they own.
+    unsafe {
+        while !head.is_null() {
+            n += 1;
+            head = (*head).next;
+        }
+    }
+    n
+}
+
+/// The page returned when a heap has no page for a class: its empty `free` list sends
+/// the malloc fast path to the slow path, so the fast path needs no null test.
+pub struct EmptyPage(pub core::cell::UnsafeCell<Page>);
+// SAFETY: the empty page is never written: its free list is always null, so no code
+// path pops from it or pushes to it.
+unsafe impl Sync for EmptyPage {}
+
+pub static EMPTY_PAGE: EmptyPage = EmptyPage(core::cell::UnsafeCell::new(Page::new()));
+
+#[inline(always)]
+pub fn empty_page() -> *mut Page {
+    EMPTY_PAGE.0.get()
+}
+
+#[allow(dead_code)]
+fn _assert_os_linked() {
+    let _ = os::page_size;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    extern crate std;
+    use std::vec;
+
+    fn page_over(buf: &mut [u8], size: usize) -> Page {
+        let mut page = Page::new();
+        page.start = buf.as_mut_ptr();
+        page.slice_count = 1;
+        page.init_blocks(crate::size_class::class_of(size), size, buf.len());
+        page
+    }
+
+    #[test]
+    fn extend_pop_free_collect() {
+        let mut buf = vec![0u8; 4096];
+        let mut page = page_over(&mut buf, 64);
+        assert_eq!(page.reserved, 64);
+        assert!(page.extend());
+        assert_eq!(page.capacity, 64);
+        assert_eq!(list_len(page.free), 64);
+        let mut taken = vec![];
+        while page.has_free() {
+            let b = page.free;
+            // SAFETY: test owns the page.
+            page.free = unsafe { (*b).next };
+            page.set_used(page.used() + 1);
+            taken.push(b);
+        }
+        assert!(!page.extend());
+        assert_eq!(page.used(), 64);
+        for &b in &taken[..32] {
+            // SAFETY: b is in use.
+            assert!(!unsafe { page.free_local(b) });
+        }
+        for &b in &taken[32..63] {
+            // SAFETY: b is in use.
+            unsafe { page.free_remote(b) };
+        }
+        assert_eq!(page.used(), 32);
+        page.collect();
+        assert_eq!(page.used(), 1);
+        assert_eq!(list_len(page.free), 63);
+        // SAFETY: last block is in use.
+        assert!(unsafe { page.free_local(taken[63]) });
+        assert!(page.is_unused());
+    }
+
+    #[test]
+    fn extend_is_incremental() {
+        let mut buf = vec![0u8; 65536];
+        let mut page = page_over(&mut buf, 16);
+        assert!(page.extend());
+        assert_eq!(page.capacity as usize, 16 * 1024 / 16);
+        assert!(page.capacity < page.reserved);
+    }
+}

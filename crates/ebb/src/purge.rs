@@ -1,0 +1,138 @@
+//! Purging: returning free memory to the OS after the purge delay, with or without
+//! allocator calls.
+//!
+//! Freed spans stay committed for `EBB_PURGE_DELAY` ms (so churn reuses them cheaply)
+//! and are then decommitted. Two things run the purge:
+//! - any allocator slow path that notices the earliest deadline has passed
+//!   ([`after_slow_path`]), and
+//! - a background thread, started lazily the first time there is something to purge or
+//!   collect. It sleeps on a futex until the next deadline, and *indefinitely* while
+//!   there is nothing to do, so a clean heap costs no wake-ups. Freeing a span (or a
+//!   notification of remote frees into an abandoned page) wakes it only if it is
+//!   sleeping indefinitely or past the new deadline.
+//!
+//! `EBB_BACKGROUND=0` disables the thread. After `fork` the child has no purger; it
+//! starts one again lazily.
+
+use crate::arena::{self, COLLECT_PENDING, NEXT_PURGE};
+use crate::os;
+use crate::stats::COUNTERS;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+const NOT_STARTED: u8 = 0;
+const STARTING: u8 = 1;
+const RUNNING: u8 = 2;
+const FAILED: u8 = 3;
+static PURGER: AtomicU8 = AtomicU8::new(NOT_STARTED);
+/// Futex word: bumped by every wake-up request.
+static WAKE: AtomicU32 = AtomicU32::new(0);
+/// When the purger will next wake by itself (`u64::MAX`: never, it sleeps until woken).
+static PURGER_WAKES_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Something was scheduled, so the purger should exist.
+static WANTED: AtomicU8 = AtomicU8::new(0);
+
+/// A span became free at `now`: its purge is due at `now + delay`.
+pub fn schedule(now: u64) {
+    let delay = crate::options::get().purge_delay_ms;
+    let due = now + delay;
+    NEXT_PURGE.fetch_min(due, Ordering::SeqCst);
+    WANTED.store(1, Ordering::Relaxed);
+    if PURGER.load(Ordering::Acquire) == RUNNING && due < PURGER_WAKES_AT.load(Ordering::SeqCst) {
+        wake();
+    }
+}
+
+/// Remote frees into an abandoned page want collecting.
+pub fn wake_for_collect() {
+    WANTED.store(1, Ordering::Relaxed);
+    if PURGER.load(Ordering::Acquire) == RUNNING
+        && PURGER_WAKES_AT.load(Ordering::SeqCst) == u64::MAX
+    {
+        wake();
+    }
+}
+
+fn wake() {
+    WAKE.fetch_add(1, Ordering::Release);
+    os::futex_wake(&WAKE, 1);
+}
+
+/// Called at the end of slow paths, with no lock held: purge if something is due, and
+/// start the background purger if it is wanted and not running.
+pub fn after_slow_path() {
+    let options = crate::options::get();
+    if options.purge_delay_ms == 0 || NEXT_PURGE.load(Ordering::Relaxed) <= os::now_ms() {
+        if options.purge_delay_ms == 0 || PURGER.load(Ordering::Relaxed) != RUNNING {
+            arena::purge(os::now_ms(), false);
+        }
+    }
+    if options.background
+        && WANTED.load(Ordering::Relaxed) != 0
+        && PURGER.load(Ordering::Relaxed) == NOT_STARTED
+    {
+        start();
+    }
+}
+
+#[cold]
+fn start() {
+    if PURGER
+        .compare_exchange(NOT_STARTED, STARTING, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    // pthread_create may call malloc; we hold no lock here, so re-entry is fine.
+    let state = if os::spawn_detached(purger_main) {
+        RUNNING
+    } else {
+        FAILED
+    };
+    PURGER.store(state, Ordering::Release);
+}
+
+extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
+    loop {
+        let seen = WAKE.load(Ordering::Acquire);
+        arena::collect_pending();
+        let now = os::now_ms();
+        let next = arena::purge(now, false);
+        if COLLECT_PENDING.load(Ordering::Acquire) {
+            continue;
+        }
+        let delay = crate::options::get().purge_delay_ms;
+        // Batch: never wake more often than every delay/4 while work is pending.
+        let wake_at = if next == u64::MAX {
+            u64::MAX
+        } else {
+            next.max(now + delay / 4)
+        };
+        PURGER_WAKES_AT.store(wake_at, Ordering::SeqCst);
+        // Re-check after publishing (Dekker with `schedule`): a span freed after our
+        // scan either sees our new wake time and wakes us, or we see its deadline here.
+        if NEXT_PURGE.load(Ordering::SeqCst) < wake_at || COLLECT_PENDING.load(Ordering::SeqCst) {
+            continue;
+        }
+        let timeout = if wake_at == u64::MAX {
+            None
+        } else {
+            Some(wake_at.saturating_sub(os::now_ms()).max(1))
+        };
+        os::futex_wait(&WAKE, seen, timeout);
+        PURGER_WAKES_AT.store(0, Ordering::SeqCst);
+        COUNTERS.purger_wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// In a fork child: the purger thread did not survive.
+pub fn reset_after_fork() {
+    if PURGER.load(Ordering::Relaxed) != FAILED {
+        PURGER.store(NOT_STARTED, Ordering::Relaxed);
+    }
+    PURGER_WAKES_AT.store(u64::MAX, Ordering::Relaxed);
+}
+
+/// True if the background purger thread is running.
+pub fn purger_running() -> bool {
+    PURGER.load(Ordering::Acquire) == RUNNING
+}

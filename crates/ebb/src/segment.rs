@@ -1,0 +1,193 @@
+//! Segments: 32 MiB-aligned regions of address space, and the map from any address to
+//! the segment that holds it.
+//!
+//! A normal segment is 512 slices of 64 KiB. Slice 0 holds the [`Segment`] header with
+//! one [`Page`] descriptor per slice; slices 1..512 are handed out as spans (pages or
+//! large blocks) by the arena. A huge segment is one mapping holding a single huge block
+//! (see `huge.rs`), laid out with the same header so `free` finds both the same way.
+//!
+//! # Pointer to page in O(1)
+//! [`SEGMENT_MAP`] has one entry per 32 MiB window of the 47-bit address space, holding
+//! `segment address >> 25` (0 = not ebb's). From a pointer: the entry gives the segment,
+//! bits 16..25 of the pointer give the slice, the slice's descriptor gives the span's
+//! first descriptor. No search, no size needed, and a pointer ebb never handed out in a
+//! window ebb does not own is recognised by a zero entry.
+
+use crate::bitmap::Bitmap512;
+use crate::os;
+use crate::page::{Page, FREE};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+pub const SLICE_SHIFT: usize = 16;
+pub const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
+pub const SEGMENT_SHIFT: usize = 25;
+pub const SEGMENT_SIZE: usize = 1 << SEGMENT_SHIFT;
+pub const SLICES_PER_SEGMENT: usize = SEGMENT_SIZE / SLICE_SIZE;
+/// User address space covered by the segment map (x86-64 and arm64 4-level paging).
+pub const ADDRESS_BITS: usize = 47;
+const MAP_ENTRIES: usize = 1 << (ADDRESS_BITS - SEGMENT_SHIFT);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub enum SegmentKind {
+    Normal = 1,
+    Huge = 2,
+}
+
+/// Header at the start of every segment.
+///
+/// Invariants: `free_slices` and `committed_slices` are touched only under the arena
+/// lock; slice 0 of a normal segment is never free; a set bit in `collect_mask` means
+/// that page may hold remote frees nobody will collect unless a collector looks.
+#[repr(C)]
+pub struct Segment {
+    pub kind: SegmentKind,
+    /// Number of free slices (arena lock).
+    pub free_count: u32,
+    /// Next segment in the arena's list (append-only, so readers need no lock).
+    pub next: AtomicPtr<Segment>,
+    /// Bytes mapped for this segment.
+    pub mapped: usize,
+    /// Huge segments: offset of the block from the segment start, and its usable size.
+    pub huge_offset: usize,
+    pub huge_size: usize,
+    /// Slices free for spans (arena lock).
+    pub free_slices: Bitmap512,
+    /// Slices whose memory may be resident (arena lock).
+    pub committed_slices: Bitmap512,
+    /// Pages of abandoned spans with pending remote frees.
+    pub collect_mask: [AtomicU64; 8],
+    /// One descriptor per slice.
+    pub pages: [Page; SLICES_PER_SEGMENT],
+}
+
+const _: () = assert!(core::mem::size_of::<Segment>() <= SLICE_SIZE);
+const _: () = assert!(core::mem::size_of::<Page>() <= 128);
+
+/// The segment map: entry `addr >> 25` is the owning segment's address `>> 25`.
+struct SegmentMap([AtomicU32; MAP_ENTRIES]);
+// 16 MiB of zero-initialised .bss: only the entries for windows ebb uses are ever
+// touched, so it costs a few KiB of RSS at most.
+static SEGMENT_MAP: SegmentMap = SegmentMap([const { AtomicU32::new(0) }; MAP_ENTRIES]);
+
+/// The segment holding `ptr`, or null if ebb never mapped its window.
+#[inline(always)]
+pub fn segment_of(ptr: *const u8) -> *mut Segment {
+    let index = (ptr as usize >> SEGMENT_SHIFT) & (MAP_ENTRIES - 1);
+    // SAFETY: index is masked into range.
+    let entry = unsafe { SEGMENT_MAP.0.get_unchecked(index) }.load(Ordering::Relaxed);
+    ((entry as usize) << SEGMENT_SHIFT) as *mut Segment
+}
+
+/// True if `ptr` is inside the 47-bit range the segment map covers.
+#[inline]
+pub fn in_map_range(ptr: *const u8) -> bool {
+    (ptr as usize) >> ADDRESS_BITS == 0
+}
+
+/// Record `segment` as the owner of every window in `[start, start + len)`.
+pub fn map_windows(segment: *mut Segment, start: usize, len: usize) {
+    let value = (segment as usize >> SEGMENT_SHIFT) as u32;
+    let mut window = start >> SEGMENT_SHIFT;
+    let end = (start + len + SEGMENT_SIZE - 1) >> SEGMENT_SHIFT;
+    while window < end {
+        SEGMENT_MAP.0[window & (MAP_ENTRIES - 1)].store(value, Ordering::Release);
+        window += 1;
+    }
+}
+
+/// Forget the windows of `[start, start + len)`.
+pub fn unmap_windows(start: usize, len: usize) {
+    let mut window = start >> SEGMENT_SHIFT;
+    let end = (start + len + SEGMENT_SIZE - 1) >> SEGMENT_SHIFT;
+    while window < end {
+        SEGMENT_MAP.0[window & (MAP_ENTRIES - 1)].store(0, Ordering::Release);
+        window += 1;
+    }
+}
+
+impl Segment {
+    /// Map a new normal segment with every slice but the header free and uncommitted.
+    /// Returns null if the OS refuses.
+    pub fn reserve() -> *mut Segment {
+        let base = os::reserve_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+        if base.is_null() || !in_map_range(base) {
+            if !base.is_null() {
+                // SAFETY: just reserved, unused.
+                unsafe { os::release(base, SEGMENT_SIZE) };
+            }
+            return core::ptr::null_mut();
+        }
+        let segment = base as *mut Segment;
+        // SAFETY: the mapping is fresh, zeroed and ours; the header fits in slice 0.
+        // Zero is a valid bit pattern for every header field except `kind`, and a zero
+        // descriptor is a free one (owner FREE, no links), so only the scalars are set.
+        unsafe {
+            (*segment).kind = SegmentKind::Normal;
+            (*segment).mapped = SEGMENT_SIZE;
+            (*segment)
+                .free_slices
+                .assign_range(1, SLICES_PER_SEGMENT - 1, true);
+            (*segment).free_count = (SLICES_PER_SEGMENT - 1) as u32;
+            (*segment).committed_slices.assign_range(0, 1, true);
+            debug_assert_eq!((*segment).pages[1].owner.load(Ordering::Relaxed), FREE);
+        }
+        map_windows(segment, base as usize, SEGMENT_SIZE);
+        segment
+    }
+
+    /// Address of slice `index`.
+    #[inline]
+    pub fn slice_start(&self, index: usize) -> *mut u8 {
+        (self as *const Segment as usize + index * SLICE_SIZE) as *mut u8
+    }
+
+    /// Index of the descriptor `page` within this segment.
+    #[inline]
+    pub fn page_index(&self, page: *const Page) -> usize {
+        (page as usize - self.pages.as_ptr() as usize) / core::mem::size_of::<Page>()
+    }
+}
+
+/// The span descriptor for `ptr` inside `segment` (follows `slice_offset`).
+///
+/// # Safety
+/// `segment` must be `segment_of(ptr)` and non-null.
+#[inline(always)]
+pub unsafe fn page_of(segment: *mut Segment, ptr: *const u8) -> *mut Page {
+    let slice = (ptr as usize >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1);
+    // SAFETY: slice < 512 and the header's descriptor array has 512 entries.
+    unsafe {
+        let desc = (*segment).pages.as_mut_ptr().add(slice);
+        let offset = (*desc).slice_offset as usize;
+        (desc as *mut u8).sub(offset) as *mut Page
+    }
+}
+
+/// The segment that holds descriptor `page`.
+#[inline]
+pub fn segment_of_page(page: *const Page) -> *mut Segment {
+    (page as usize & !(SEGMENT_SIZE - 1)) as *mut Segment
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserve_maps_and_finds() {
+        let seg = Segment::reserve();
+        assert!(!seg.is_null());
+        assert_eq!(seg as usize % SEGMENT_SIZE, 0);
+        // SAFETY: seg is a live segment.
+        unsafe {
+            let p = (*seg).slice_start(7).add(100);
+            assert_eq!(segment_of(p), seg);
+            let page = page_of(seg, p);
+            assert_eq!((*seg).page_index(page), 7);
+            assert_eq!(segment_of_page(page), seg);
+            assert_eq!((*seg).free_count, 511);
+        }
+        assert!(segment_of(8 as *const u8).is_null());
+    }
+}

@@ -1,0 +1,185 @@
+//! Size classes: the mapping from a request size to the block size that serves it.
+//!
+//! Classes are multiples of 8 up to 128 bytes, then eight classes per power of two
+//! (spacing `2^k / 8` inside `(2^k, 2^(k+1)]`), so rounding a request up to its class
+//! wastes less than 1/8 (12.5%) of it above 64 bytes. The largest class is
+//! [`MEDIUM_MAX`]; bigger blocks get a span of their own (see `arena.rs`) or, above
+//! [`LARGE_MAX`], a mapping of their own (see `huge.rs`).
+//!
+//! Every power of two is a class, and a class in `(2^k, 2^(k+1)]` is a multiple of
+//! `2^(k-3)`: this is what lets aligned requests pick a class whose blocks are
+//! naturally aligned (see [`class_for_aligned`]).
+
+/// Smallest block: one pointer, enough to thread the free list through.
+pub const MIN_BLOCK: usize = 8;
+/// Requests up to this size index the heap's direct page table by `(size + 7) / 8`.
+pub const SMALL_MAX: usize = 1024;
+/// Entries of the direct table (`0..=SMALL_MAX / 8`).
+pub const DIRECT_COUNT: usize = SMALL_MAX / 8 + 1;
+/// The largest block size served from multi-block pages.
+pub const MEDIUM_MAX: usize = 512 * 1024;
+/// The largest block served from a span inside a segment; above it blocks are huge.
+pub const LARGE_MAX: usize = 16 * 1024 * 1024;
+
+/// Classes `0..16` are 8..=128 in steps of 8; then 8 per doubling up to `MEDIUM_MAX`.
+const LINEAR_CLASSES: usize = 16;
+const LINEAR_MAX: usize = 128;
+const LINEAR_MAX_LOG2: u32 = 7;
+const MEDIUM_MAX_LOG2: u32 = 19;
+/// Number of size classes.
+pub const CLASS_COUNT: usize = LINEAR_CLASSES + 8 * (MEDIUM_MAX_LOG2 - LINEAR_MAX_LOG2) as usize;
+
+/// The class serving `size` bytes (`size <= MEDIUM_MAX`); size 0 maps to the smallest.
+#[inline(always)]
+pub const fn class_of(size: usize) -> usize {
+    debug_assert!(size <= MEDIUM_MAX);
+    if size <= LINEAR_MAX {
+        if size == 0 {
+            0
+        } else {
+            (size + 7) / 8 - 1
+        }
+    } else {
+        // size lies in (2^k, 2^(k+1)]; step is 2^(k-3).
+        let k = (usize::BITS - 1 - (size - 1).leading_zeros()) as usize;
+        let shift = k - 3;
+        let j = (size - 1 - (1 << k)) >> shift; // 0..8
+        LINEAR_CLASSES + (k - LINEAR_MAX_LOG2 as usize) * 8 + j
+    }
+}
+
+/// Block size of class `class`.
+#[inline]
+pub const fn class_size(class: usize) -> usize {
+    debug_assert!(class < CLASS_COUNT);
+    if class < LINEAR_CLASSES {
+        (class + 1) * 8
+    } else {
+        let c = class - LINEAR_CLASSES;
+        let k = LINEAR_MAX_LOG2 as usize + c / 8;
+        let j = c % 8 + 1;
+        (1 << k) + (j << (k - 3))
+    }
+}
+
+/// Number of 64 KiB slices in a page of this class: enough that the page holds at
+/// least 8 blocks, so the unusable tail of a page stays under 1/8 of it.
+#[inline]
+pub const fn page_slices(class: usize) -> usize {
+    let size = class_size(class);
+    if size <= 8 * 1024 {
+        1
+    } else if size <= 64 * 1024 {
+        8
+    } else {
+        64
+    }
+}
+
+/// The class for `size` bytes aligned to `align` (a power of two, at most one slice),
+/// whose blocks all start on an `align` boundary because the block size is a multiple
+/// of it and pages start on slice boundaries. `None` if no class is big enough.
+#[inline]
+pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
+    debug_assert!(align.is_power_of_two());
+    let size = size.max(align).checked_add(align - 1)? & !(align - 1);
+    if size > MEDIUM_MAX {
+        return None;
+    }
+    let mut class = class_of(size);
+    // Terminates: the next power of two >= size is a class and a multiple of align.
+    while class_size(class) % align != 0 {
+        class += 1;
+    }
+    Some(class)
+}
+
+/// Build the direct table entry -> class map at compile time.
+const fn direct_classes() -> [u8; DIRECT_COUNT] {
+    let mut table = [0u8; DIRECT_COUNT];
+    let mut i = 0;
+    while i < DIRECT_COUNT {
+        table[i] = class_of(i * 8) as u8;
+        i += 1;
+    }
+    table
+}
+
+/// `DIRECT_CLASS[(size + 7) / 8]` is the class of a request of `size <= SMALL_MAX`.
+pub static DIRECT_CLASS: [u8; DIRECT_COUNT] = direct_classes();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_sizes_increase_and_fit() {
+        let mut prev = 0;
+        for c in 0..CLASS_COUNT {
+            let s = class_size(c);
+            assert!(s > prev, "class {c}");
+            assert_eq!(class_of(s), c, "round trip of class {c} size {s}");
+            assert_eq!(class_of(prev + 1), c, "first size of class {c}");
+            prev = s;
+        }
+        assert_eq!(class_size(CLASS_COUNT - 1), MEDIUM_MAX);
+    }
+
+    #[test]
+    fn every_size_fits_with_bounded_waste() {
+        for size in 1..=MEDIUM_MAX {
+            let c = class_of(size);
+            let s = class_size(c);
+            assert!(s >= size);
+            if c > 0 {
+                assert!(
+                    class_size(c - 1) < size,
+                    "size {size} not in smallest class"
+                );
+            }
+            if size > 64 {
+                // waste strictly below 1/8 of the request
+                assert!((s - size) * 8 < size, "size {size} -> {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn direct_table_matches() {
+        for size in 0..=SMALL_MAX {
+            assert_eq!(
+                DIRECT_CLASS[(size + 7) / 8] as usize,
+                class_of(size),
+                "{size}"
+            );
+        }
+    }
+
+    #[test]
+    fn sixteen_byte_multiples_get_sixteen_byte_classes() {
+        for size in (16..=MEDIUM_MAX).step_by(16) {
+            assert_eq!(class_size(class_of(size)) % 16, 0, "{size}");
+        }
+    }
+
+    #[test]
+    fn aligned_classes_are_aligned() {
+        let mut align = 1;
+        while align <= 64 * 1024 {
+            for size in [1, 7, 8, 24, 100, 1000, 1025, 5000, 70_000, 300_000] {
+                if let Some(c) = class_for_aligned(size, align) {
+                    assert_eq!(class_size(c) % align, 0);
+                    assert!(class_size(c) >= size);
+                }
+            }
+            align *= 2;
+        }
+    }
+
+    #[test]
+    fn pages_hold_eight_blocks() {
+        for c in 0..CLASS_COUNT {
+            assert!(page_slices(c) * 64 * 1024 / class_size(c) >= 8, "class {c}");
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! Statistics: process-wide counters kept on slow paths, plus a walk of the page
+//! descriptors for live bytes. The fast paths count nothing: `used` per page is kept
+//! anyway, and summing it over the (few thousand) descriptors is cheap enough for a
+//! monitoring loop.
+
+use crate::arena;
+use crate::page::{FREE, HUGE, LARGE, MARKER_LIMIT};
+use crate::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
+use crate::size_class::{class_size, CLASS_COUNT};
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Process-wide counters (relaxed; updated on slow paths only).
+pub struct Counters {
+    pub reserved: AtomicU64,
+    pub committed: AtomicU64,
+    pub purged: AtomicU64,
+    pub purge_calls: AtomicU64,
+    pub segments: AtomicU64,
+    pub threads: AtomicU64,
+    pub threads_created: AtomicU64,
+    pub pages_abandoned: AtomicU64,
+    pub pages_reclaimed: AtomicU64,
+    pub pages_collected: AtomicU64,
+    pub large_allocs: AtomicU64,
+    pub large_frees: AtomicU64,
+    pub huge_allocs: AtomicU64,
+    pub huge_frees: AtomicU64,
+    pub huge_bytes: AtomicU64,
+    pub purger_wakeups: AtomicU64,
+    pub invalid_frees: AtomicU64,
+}
+
+pub static COUNTERS: Counters = Counters {
+    reserved: AtomicU64::new(0),
+    committed: AtomicU64::new(0),
+    purged: AtomicU64::new(0),
+    purge_calls: AtomicU64::new(0),
+    segments: AtomicU64::new(0),
+    threads: AtomicU64::new(0),
+    threads_created: AtomicU64::new(0),
+    pages_abandoned: AtomicU64::new(0),
+    pages_reclaimed: AtomicU64::new(0),
+    pages_collected: AtomicU64::new(0),
+    large_allocs: AtomicU64::new(0),
+    large_frees: AtomicU64::new(0),
+    huge_allocs: AtomicU64::new(0),
+    huge_bytes: AtomicU64::new(0),
+    huge_frees: AtomicU64::new(0),
+    purger_wakeups: AtomicU64::new(0),
+    invalid_frees: AtomicU64::new(0),
+};
+
+/// Per size class figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Block size of the class.
+    pub block_size: u64,
+    /// Pages of this class in use (owned or abandoned).
+    pub pages: u64,
+    /// Blocks handed out and not yet freed.
+    pub live_blocks: u64,
+    /// Blocks the pages can hold.
+    pub capacity_blocks: u64,
+}
+
+/// A snapshot of the allocator's state. All byte counts are bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Stats {
+    /// Bytes in live blocks, counted at block size (what programs hold, after
+    /// rounding to size classes). Blocks freed by another thread count until their page
+    /// is collected.
+    pub allocated: u64,
+    /// Bytes of small and medium blocks in use (part of `allocated`).
+    pub allocated_small: u64,
+    /// Bytes of large blocks (spans of their own, up to 16 MiB).
+    pub allocated_large: u64,
+    /// Bytes of huge blocks (mappings of their own).
+    pub allocated_huge: u64,
+    /// Bytes of memory that may be resident: spans handed out or free but not yet
+    /// purged, segment headers, and huge mappings.
+    pub committed: u64,
+    /// Part of `committed` that is free and waiting for its purge delay.
+    pub free_committed: u64,
+    /// Address space reserved from the OS.
+    pub reserved: u64,
+    /// Total bytes given back to the OS by purging (cumulative).
+    pub purged: u64,
+    /// Number of `madvise` calls made by purging (cumulative).
+    pub purge_calls: u64,
+    /// Segments (32 MiB regions) reserved.
+    pub segments: u64,
+    /// Pages in use (owned by a thread or abandoned).
+    pub pages: u64,
+    /// Pages nobody owns right now.
+    pub pages_abandoned: u64,
+    /// Pages abandoned, claimed back, and collected (cumulative).
+    pub abandon_events: u64,
+    pub reclaim_events: u64,
+    pub collect_events: u64,
+    /// Threads with a heap now, and ever.
+    pub threads: u64,
+    pub threads_created: u64,
+    /// Large and huge blocks allocated (cumulative).
+    pub large_allocs: u64,
+    pub huge_allocs: u64,
+    /// Times the background purger woke up (cumulative).
+    pub purger_wakeups: u64,
+    /// Invalid or double frees detected (cumulative).
+    pub invalid_frees: u64,
+    /// Per size class.
+    pub classes: [ClassStats; CLASS_COUNT],
+}
+
+/// Take a snapshot. Costs a walk over every page descriptor (512 per 32 MiB segment).
+pub fn snapshot() -> Stats {
+    let c = &COUNTERS;
+    let mut s = Stats {
+        allocated: 0,
+        allocated_small: 0,
+        allocated_large: 0,
+        allocated_huge: c.huge_bytes.load(Ordering::Relaxed),
+        committed: c.committed.load(Ordering::Relaxed)
+            + c.segments.load(Ordering::Relaxed) * SLICE_SIZE as u64
+            + c.huge_bytes.load(Ordering::Relaxed),
+        free_committed: arena::free_committed_bytes(),
+        reserved: c.reserved.load(Ordering::Relaxed) + c.huge_bytes.load(Ordering::Relaxed),
+        purged: c.purged.load(Ordering::Relaxed),
+        purge_calls: c.purge_calls.load(Ordering::Relaxed),
+        segments: c.segments.load(Ordering::Relaxed),
+        pages: 0,
+        pages_abandoned: 0,
+        abandon_events: c.pages_abandoned.load(Ordering::Relaxed),
+        reclaim_events: c.pages_reclaimed.load(Ordering::Relaxed),
+        collect_events: c.pages_collected.load(Ordering::Relaxed),
+        threads: c.threads.load(Ordering::Relaxed),
+        threads_created: c.threads_created.load(Ordering::Relaxed),
+        large_allocs: c.large_allocs.load(Ordering::Relaxed),
+        huge_allocs: c.huge_allocs.load(Ordering::Relaxed),
+        purger_wakeups: c.purger_wakeups.load(Ordering::Relaxed),
+        invalid_frees: c.invalid_frees.load(Ordering::Relaxed),
+        classes: [ClassStats::default(); CLASS_COUNT],
+    };
+    for (i, class) in s.classes.iter_mut().enumerate() {
+        class.block_size = class_size(i) as u64;
+    }
+    for seg in arena::segments() {
+        for i in 1..SLICES_PER_SEGMENT {
+            // SAFETY: segments are never unmapped; descriptor fields read here are atomics
+            // or written before the owner word is published.
+            let page = unsafe { &(*seg).pages[i] };
+            if page.slice_offset != 0 {
+                continue;
+            }
+            let owner = page.owner.load(Ordering::Acquire);
+            match owner {
+                FREE | HUGE => {}
+                LARGE => s.allocated_large += page.block_size() as u64,
+                _ => {
+                    let size = page.block_size() as u64;
+                    if size == 0 {
+                        continue;
+                    }
+                    let class = &mut s.classes[page.class as usize % CLASS_COUNT];
+                    let used = page.used() as u64;
+                    class.pages += 1;
+                    class.live_blocks += used;
+                    class.capacity_blocks += page.reserved as u64;
+                    s.pages += 1;
+                    s.allocated_small += used * size;
+                    if owner < MARKER_LIMIT {
+                        s.pages_abandoned += 1;
+                    }
+                }
+            }
+        }
+    }
+    s.allocated = s.allocated_small + s.allocated_large + s.allocated_huge;
+    s
+}
+
+/// Writes into a fixed buffer, flushing to stderr when full (no allocation).
+pub struct StderrWriter {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl StderrWriter {
+    pub const fn new() -> Self {
+        Self {
+            buf: [0; 512],
+            len: 0,
+        }
+    }
+    pub fn flush(&mut self) {
+        crate::os::write_stderr(&self.buf[..self.len]);
+        self.len = 0;
+    }
+}
+
+impl Write for StderrWriter {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for &b in s.as_bytes() {
+            if self.len == self.buf.len() {
+                self.flush();
+            }
+            self.buf[self.len] = b;
+            self.len += 1;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StderrWriter {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+struct Bytes(u64);
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        if b >= 10 << 30 {
+            write!(f, "{} GiB", b >> 30)
+        } else if b >= 10 << 20 {
+            write!(f, "{} MiB", b >> 20)
+        } else if b >= 10 << 10 {
+            write!(f, "{} KiB", b >> 10)
+        } else {
+            write!(f, "{} B", b)
+        }
+    }
+}
+
+impl Stats {
+    /// Write a human-readable report.
+    pub fn write_to(&self, w: &mut impl Write) -> fmt::Result {
+        writeln!(w, "ebb stats:")?;
+        writeln!(
+            w,
+            "  allocated {} (small {}, large {}, huge {})",
+            Bytes(self.allocated),
+            Bytes(self.allocated_small),
+            Bytes(self.allocated_large),
+            Bytes(self.allocated_huge)
+        )?;
+        writeln!(
+            w,
+            "  committed {} (free, awaiting purge {}), reserved {}",
+            Bytes(self.committed),
+            Bytes(self.free_committed),
+            Bytes(self.reserved)
+        )?;
+        writeln!(
+            w,
+            "  purged {} in {} calls",
+            Bytes(self.purged),
+            self.purge_calls
+        )?;
+        writeln!(
+            w,
+            "  segments {}, pages {} ({} abandoned), threads {} now / {} ever",
+            self.segments, self.pages, self.pages_abandoned, self.threads, self.threads_created
+        )?;
+        writeln!(
+            w,
+            "  page events: {} abandoned, {} reclaimed, {} collected; purger wake-ups {}",
+            self.abandon_events, self.reclaim_events, self.collect_events, self.purger_wakeups
+        )?;
+        writeln!(
+            w,
+            "  large blocks {}, huge blocks {}, invalid frees {}",
+            self.large_allocs, self.huge_allocs, self.invalid_frees
+        )?;
+        writeln!(
+            w,
+            "  {:>9} {:>7} {:>12} {:>12}",
+            "class", "pages", "live blocks", "live bytes"
+        )?;
+        for c in self.classes.iter().filter(|c| c.pages > 0) {
+            writeln!(
+                w,
+                "  {:>9} {:>7} {:>12} {:>12}",
+                c.block_size,
+                c.pages,
+                c.live_blocks,
+                Bytes(c.live_blocks * c.block_size).to_padded()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Bytes {
+    fn to_padded(&self) -> PaddedBytes {
+        PaddedBytes(self.0)
+    }
+}
+
+struct PaddedBytes(u64);
+impl fmt::Display for PaddedBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = FixedBuf::new();
+        let _ = write!(buf, "{}", Bytes(self.0));
+        f.pad(buf.as_str())
+    }
+}
+
+struct FixedBuf {
+    buf: [u8; 32],
+    len: usize,
+}
+impl FixedBuf {
+    fn new() -> Self {
+        Self {
+            buf: [0; 32],
+            len: 0,
+        }
+    }
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+impl Write for FixedBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// Print a snapshot to stderr.
+pub fn print() {
+    let mut w = StderrWriter::new();
+    let _ = snapshot().write_to(&mut w);
+}
+
+/// `atexit` handler for `EBB_SHOW_STATS=1`.
+pub extern "C" fn print_at_exit() {
+    print();
+}
+
+#[cfg(feature = "std")]
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.write_to(f)
+    }
+}
