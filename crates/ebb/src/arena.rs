@@ -379,7 +379,7 @@ pub fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
                 unsafe {
                     let bytes = (*page).span_bytes();
                     (*page).init_blocks(class, class_size(class), bytes);
-                    (*page).owner.store(heap as usize, Ordering::Release);
+                    (*page).owner.store((*heap).owner_word, Ordering::Release);
                 }
                 found = page;
             }
@@ -464,17 +464,31 @@ pub fn collect_pending() {
 /// Fold the remote frees of an abandoned page in; free it if it became empty, list it
 /// if it has room. No-op if someone else owns the page (they will see the frees).
 pub fn collect_page(page: *mut Page) {
-    // SAFETY: page is a descriptor in a live segment; the CAS gives us ownership.
+    if !claim_for_collect(page) {
+        return;
+    }
+    // SAFETY: we own the page (COLLECTING).
+    unsafe { (*page).collect_thread_free() };
+    finish_collect(page);
+}
+
+/// Take an abandoned page for collecting (`ABANDONED` -> `COLLECTING`).
+pub fn claim_for_collect(page: *mut Page) -> bool {
+    // SAFETY: page is a descriptor in a live segment; the CAS decides ownership.
     unsafe {
-        if (*page)
+        (*page)
             .owner
             .compare_exchange(ABANDONED, COLLECTING, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return;
-        }
-        (*page).collect_thread_free();
-        COUNTERS.pages_collected.fetch_add(1, Ordering::Relaxed);
+            .is_ok()
+    }
+}
+
+/// Let go of a page taken with `claim_for_collect`: free it if unused, list it if it
+/// has room, and publish it as abandoned again.
+pub fn finish_collect(page: *mut Page) {
+    COUNTERS.pages_collected.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: we own the page (COLLECTING).
+    unsafe {
         if (*page).is_unused() {
             free_span(page);
             return;

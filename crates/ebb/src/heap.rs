@@ -11,7 +11,7 @@
 
 use crate::arena::{self, PageList, ARENA};
 use crate::os;
-use crate::page::{empty_page, Block, Page, ABANDONED};
+use crate::page::{empty_page, Block, Page, ABANDONED, CHECK_TAG, MARKER_LIMIT};
 use crate::size_class::{CLASS_COUNT, DIRECT_CLASS, DIRECT_COUNT};
 use crate::stats::COUNTERS;
 use crate::tls;
@@ -33,6 +33,9 @@ pub struct Heap {
     pub next: *mut Heap,
     pub prev: *mut Heap,
     pub thread_id: usize,
+    /// What this heap writes in the owner word of its pages: its address, plus
+    /// `CHECK_TAG` in check mode.
+    pub owner_word: usize,
 }
 
 impl Heap {
@@ -44,6 +47,7 @@ impl Heap {
             next: null_mut(),
             prev: null_mut(),
             thread_id: 0,
+            owner_word: 0,
         }
     }
 
@@ -167,6 +171,8 @@ fn new_heap() -> *mut Heap {
     unsafe {
         heap.write(Heap::empty());
         (*heap).thread_id = os::thread_id();
+        let check = crate::options::get().check;
+        (*heap).owner_word = heap as usize | if check { CHECK_TAG } else { 0 };
         let mut arena = ARENA.lock();
         (*heap).next = arena.heaps;
         if !arena.heaps.is_null() {
@@ -303,11 +309,11 @@ pub unsafe fn pop(page: *mut Page) -> *mut u8 {
 // ---------------------------------------------------------------------------------
 // Free slow path
 
-/// Free `block` of `page` when the page is not owned by the calling thread's heap, or
-/// when a local free emptied it.
+/// Free `block` of `page` when the fast path could not: the page is not owned by the
+/// calling thread's heap, or it is but the heap is in check mode.
 ///
 /// # Safety
-/// `block` must be a live block of `page`.
+/// `block` must be a block of `page` (checked, and reported if not, in check mode).
 #[cold]
 #[inline(never)]
 pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
@@ -315,7 +321,18 @@ pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
     // SAFETY: page is a valid descriptor; ownership decides who touches what.
     unsafe {
         let owner = (*page).owner.load(Ordering::Acquire);
-        debug_assert_ne!(owner, heap as usize, "local frees take the fast path");
+        if owner >= MARKER_LIMIT && owner & !CHECK_TAG == heap as usize {
+            // Our page, in check mode.
+            if crate::check::local_free_is_valid(page, block)
+                && (*page).free_local(block as *mut Block)
+            {
+                retire(heap, page);
+            }
+            return;
+        }
+        if crate::options::get().check && !crate::check::remote_free_is_valid(page, owner, block) {
+            return;
+        }
         match owner {
             crate::page::LARGE => {
                 (*page).set_used(0);
@@ -335,7 +352,7 @@ pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
                     .owner
                     .compare_exchange(
                         ABANDONED,
-                        heap as usize,
+                        (*heap).owner_word,
                         Ordering::Acquire,
                         Ordering::Relaxed,
                     )

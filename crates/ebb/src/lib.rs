@@ -23,6 +23,9 @@ extern crate std;
 mod alloc;
 mod arena;
 mod bitmap;
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
+pub mod c_api;
+mod check;
 mod heap;
 mod huge;
 mod options;
@@ -142,9 +145,7 @@ pub fn print_stats() {
 /// Collect now: fold in frees from other threads, free the calling thread's empty
 /// pages, and purge free memory whose delay has passed (all free memory if `force`).
 pub fn collect(force: bool) {
-    arena::collect_pending();
-    heap::collect_own(force);
-    arena::purge(os::now_ms(), force);
+    c_api::collect(force);
 }
 
 /// The options in force (read from `EBB_*` environment variables at first use).

@@ -18,7 +18,6 @@
 //! `local_free`, `used`, `capacity` and the queue links; ownership of an abandoned
 //! page is taken with a CAS from [`ABANDONED`] and given up with a release store.
 
-use crate::os;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -34,6 +33,20 @@ pub const LARGE: usize = 3;
 pub const HUGE: usize = 4;
 /// Owner words below this are markers, not heaps.
 pub const MARKER_LIMIT: usize = 16;
+/// Set in the owner word of pages owned by a heap in check mode (`EBB_CHECK=1`): the
+/// free fast path compares the word with the plain heap address, so every free of a
+/// checked heap takes the slow path, where it is validated. Costs nothing when off.
+pub const CHECK_TAG: usize = 1;
+
+/// The heap address in an owner word (drops the check tag).
+#[inline]
+pub fn owner_heap(word: usize) -> usize {
+    if word >= MARKER_LIMIT {
+        word & !CHECK_TAG
+    } else {
+        word
+    }
+}
 
 /// A free block: its first word links to the next one.
 #[repr(C)]
@@ -303,11 +316,6 @@ pub static EMPTY_PAGE: EmptyPage = EmptyPage(core::cell::UnsafeCell::new(Page::n
 #[inline(always)]
 pub fn empty_page() -> *mut Page {
     EMPTY_PAGE.0.get()
-}
-
-#[allow(dead_code)]
-fn _assert_os_linked() {
-    let _ = os::page_size;
 }
 
 #[cfg(test)]

@@ -1,0 +1,432 @@
+//! The C ABI: the `malloc` family with glibc's documented behaviour, and the `ebb_*`
+//! interface (`include/ebb.h`).
+//!
+//! With the `c-api` feature the `ebb_*` functions are exported; with `override` the
+//! standard names (`malloc`, `free`, ..., and glibc's `__libc_*` aliases) are exported
+//! too, so every allocation of the process — C libraries, C++ `new` — goes through ebb.
+//!
+//! glibc behaviour kept here: blocks are 16-byte aligned (8 for requests of at most 8
+//! bytes); `malloc(0)` returns a unique pointer; `realloc(p, 0)` frees `p` and returns
+//! null; `realloc(NULL, n)` is `malloc(n)`; overflow in `calloc`/`reallocarray` returns
+//! null with `ENOMEM`; `posix_memalign` returns its error and leaves `errno` alone;
+//! `memalign` rounds a non-power-of-two alignment up; `aligned_alloc` rejects one with
+//! `EINVAL`.
+
+use crate::{alloc, arena, check, heap, options, os, segment, stats};
+use core::ffi::{c_char, c_int, c_void};
+use core::ptr::null_mut;
+
+/// The alignment glibc guarantees (`MALLOC_ALIGNMENT` on 64-bit).
+pub const C_ALIGN: usize = 16;
+
+#[inline(always)]
+fn fail_enomem() -> *mut c_void {
+    os::set_errno(libc::ENOMEM);
+    null_mut()
+}
+
+#[inline(always)]
+pub fn malloc(size: usize) -> *mut c_void {
+    // Requests of at most 8 bytes get the 8-byte class; larger ones a 16-byte multiple.
+    let p = if size <= 8 {
+        alloc::malloc(size)
+    } else {
+        alloc::malloc((size + 15) & !15)
+    };
+    if p.is_null() {
+        return malloc_failed(size);
+    }
+    p as *mut c_void
+}
+
+#[cold]
+fn malloc_failed(size: usize) -> *mut c_void {
+    // (size + 15) wrapped or the OS refused: retry the exact size once on the big path.
+    let p = alloc::alloc(size, C_ALIGN);
+    if p.is_null() {
+        fail_enomem()
+    } else {
+        p as *mut c_void
+    }
+}
+
+pub fn calloc(count: usize, size: usize) -> *mut c_void {
+    let Some(total) = count.checked_mul(size) else {
+        return fail_enomem();
+    };
+    let p = alloc::alloc_zeroed(total, if total <= 8 { 8 } else { C_ALIGN });
+    if p.is_null() {
+        fail_enomem()
+    } else {
+        p as *mut c_void
+    }
+}
+
+/// # Safety
+/// `ptr` must be null or a live block from this allocator.
+pub unsafe fn free(ptr: *mut c_void) {
+    // SAFETY: per the contract.
+    unsafe { alloc::free(ptr as *mut u8) }
+}
+
+/// # Safety
+/// `ptr` must be null or a live block from this allocator.
+pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    if ptr.is_null() {
+        return malloc(size);
+    }
+    if size == 0 {
+        // glibc frees and returns null.
+        // SAFETY: per the contract.
+        unsafe { free(ptr) };
+        return null_mut();
+    }
+    let ptr = ptr as *mut u8;
+    // SAFETY: per the contract; foreign pointers are caught by the segment map.
+    unsafe {
+        if !is_ours(ptr, "realloc") {
+            return fail_enomem();
+        }
+        let old = alloc::usable_size(ptr);
+        let p = alloc::realloc(ptr, old, size, C_ALIGN);
+        if p.is_null() {
+            fail_enomem()
+        } else {
+            p as *mut c_void
+        }
+    }
+}
+
+/// # Safety
+/// `ptr` must be null or a live block from this allocator.
+pub unsafe fn reallocarray(ptr: *mut c_void, count: usize, size: usize) -> *mut c_void {
+    match count.checked_mul(size) {
+        // SAFETY: per the contract.
+        Some(total) => unsafe { realloc(ptr, total) },
+        None => fail_enomem(),
+    }
+}
+
+fn aligned(align: usize, size: usize) -> *mut c_void {
+    let p = if align <= C_ALIGN {
+        malloc(size) as *mut u8
+    } else {
+        alloc::alloc(size, align)
+    };
+    if p.is_null() {
+        fail_enomem()
+    } else {
+        p as *mut c_void
+    }
+}
+
+pub fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        os::set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    aligned(align, size)
+}
+
+pub fn memalign(align: usize, size: usize) -> *mut c_void {
+    if align > usize::MAX / 2 + 1 {
+        os::set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // glibc rounds a non-power-of-two alignment up to the next power of two.
+    aligned(align.max(1).next_power_of_two(), size)
+}
+
+/// # Safety
+/// `out` must be valid for writing a pointer.
+pub unsafe fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    if align % core::mem::size_of::<*mut c_void>() != 0 || !align.is_power_of_two() {
+        return libc::EINVAL;
+    }
+    let saved = errno();
+    let p = aligned(align, size);
+    os::set_errno(saved);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: per the contract.
+    unsafe { *out = p };
+    0
+}
+
+pub fn valloc(size: usize) -> *mut c_void {
+    aligned(os::page_size(), size)
+}
+
+pub fn pvalloc(size: usize) -> *mut c_void {
+    let page = os::page_size();
+    match size.max(1).checked_add(page - 1) {
+        Some(rounded) => aligned(page, rounded & !(page - 1)),
+        None => fail_enomem(),
+    }
+}
+
+/// # Safety
+/// `ptr` must be null or a live block from this allocator.
+pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
+    let ptr = ptr as *mut u8;
+    // SAFETY: per the contract.
+    unsafe {
+        if ptr.is_null() || !is_ours(ptr, "malloc_usable_size") {
+            return 0;
+        }
+        alloc::usable_size(ptr)
+    }
+}
+
+/// True if `ptr` is in ebb memory (and, in check mode, a live block); else reports it.
+unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
+    let seg = segment::segment_of(ptr);
+    if seg.is_null() {
+        report(ptr, what, "pointer not allocated by ebb");
+        return false;
+    }
+    if options::get().check {
+        // SAFETY: seg is the segment of ptr.
+        let page = unsafe { segment::page_of(seg, ptr) };
+        // SAFETY: page is the descriptor of ptr.
+        if !unsafe { check::is_live_block(page, ptr) } {
+            report(ptr, what, "pointer is not a live block");
+            return false;
+        }
+    }
+    true
+}
+
+fn report(ptr: *mut u8, function: &str, what: &str) {
+    crate::stats::COUNTERS
+        .invalid_frees
+        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    let options = options::get();
+    if options.show_errors {
+        use core::fmt::Write;
+        let mut w = stats::StderrWriter::new();
+        let _ = writeln!(w, "ebb: {}({:p}): {}", function, ptr, what);
+    }
+    if options.abort_on_error {
+        os::abort();
+    }
+}
+
+fn errno() -> c_int {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// `malloc_trim`: return every free page to the OS now. 1 if memory was released.
+pub fn malloc_trim(_pad: usize) -> c_int {
+    let before = stats::COUNTERS
+        .purged
+        .load(core::sync::atomic::Ordering::Relaxed);
+    crate::collect(true);
+    (stats::COUNTERS
+        .purged
+        .load(core::sync::atomic::Ordering::Relaxed)
+        != before) as c_int
+}
+
+/// glibc's `struct mallinfo2`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct Mallinfo2 {
+    pub arena: usize,
+    pub ordblks: usize,
+    pub smblks: usize,
+    pub hblks: usize,
+    pub hblkhd: usize,
+    pub usmblks: usize,
+    pub fsmblks: usize,
+    pub uordblks: usize,
+    pub fordblks: usize,
+    pub keepcost: usize,
+}
+
+/// glibc's `struct mallinfo` (int fields).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct Mallinfo {
+    pub arena: c_int,
+    pub ordblks: c_int,
+    pub smblks: c_int,
+    pub hblks: c_int,
+    pub hblkhd: c_int,
+    pub usmblks: c_int,
+    pub fsmblks: c_int,
+    pub uordblks: c_int,
+    pub fordblks: c_int,
+    pub keepcost: c_int,
+}
+
+pub fn mallinfo2() -> Mallinfo2 {
+    let s = stats::snapshot();
+    let huge_live = (s.huge_allocs.saturating_sub(
+        stats::COUNTERS
+            .huge_frees
+            .load(core::sync::atomic::Ordering::Relaxed),
+    )) as usize;
+    Mallinfo2 {
+        arena: (s.committed - s.allocated_huge) as usize,
+        ordblks: s.pages as usize,
+        smblks: 0,
+        hblks: huge_live,
+        hblkhd: s.allocated_huge as usize,
+        usmblks: 0,
+        fsmblks: 0,
+        uordblks: (s.allocated - s.allocated_huge) as usize,
+        fordblks: s.committed.saturating_sub(s.allocated) as usize,
+        keepcost: s.free_committed as usize,
+    }
+}
+
+pub fn mallinfo() -> Mallinfo {
+    let m = mallinfo2();
+    let c = |v: usize| v.min(c_int::MAX as usize) as c_int;
+    Mallinfo {
+        arena: c(m.arena),
+        ordblks: c(m.ordblks),
+        smblks: c(m.smblks),
+        hblks: c(m.hblks),
+        hblkhd: c(m.hblkhd),
+        usmblks: c(m.usmblks),
+        fsmblks: c(m.fsmblks),
+        uordblks: c(m.uordblks),
+        fordblks: c(m.fordblks),
+        keepcost: c(m.keepcost),
+    }
+}
+
+/// `ebb_stats_t` in `include/ebb.h`: every field is a `uint64_t`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct CStats {
+    pub allocated: u64,
+    pub committed: u64,
+    pub free_committed: u64,
+    pub reserved: u64,
+    pub purged: u64,
+    pub purge_calls: u64,
+    pub segments: u64,
+    pub pages: u64,
+    pub pages_abandoned: u64,
+    pub threads: u64,
+    pub threads_created: u64,
+    pub large_allocs: u64,
+    pub huge_allocs: u64,
+    pub purger_wakeups: u64,
+    pub invalid_frees: u64,
+}
+
+pub fn c_stats() -> CStats {
+    let s = stats::snapshot();
+    CStats {
+        allocated: s.allocated,
+        committed: s.committed,
+        free_committed: s.free_committed,
+        reserved: s.reserved,
+        purged: s.purged,
+        purge_calls: s.purge_calls,
+        segments: s.segments,
+        pages: s.pages,
+        pages_abandoned: s.pages_abandoned,
+        threads: s.threads,
+        threads_created: s.threads_created,
+        large_allocs: s.large_allocs,
+        huge_allocs: s.huge_allocs,
+        purger_wakeups: s.purger_wakeups,
+        invalid_frees: s.invalid_frees,
+    }
+}
+
+/// Read option `name` (without the `EBB_` prefix, any case). -1 if unknown.
+///
+/// # Safety
+/// `name` must be null or a NUL-terminated string.
+pub unsafe fn option_get(name: *const c_char) -> i64 {
+    let o = options::get();
+    // SAFETY: per the contract.
+    match unsafe { option_name(name) } {
+        Some(OptionName::PurgeDelay) => o.purge_delay_ms as i64,
+        Some(OptionName::Background) => o.background as i64,
+        Some(OptionName::ShowStats) => o.show_stats as i64,
+        Some(OptionName::ShowErrors) => o.show_errors as i64,
+        Some(OptionName::Check) => o.check as i64,
+        Some(OptionName::AbortOnError) => o.abort_on_error as i64,
+        None => -1,
+    }
+}
+
+/// Set option `name`. 0 on success, -1 if unknown or the value is out of range.
+///
+/// # Safety
+/// `name` must be null or a NUL-terminated string.
+pub unsafe fn option_set(name: *const c_char, value: i64) -> c_int {
+    let mut o = *options::get();
+    if value < 0 {
+        return -1;
+    }
+    // SAFETY: per the contract.
+    match unsafe { option_name(name) } {
+        Some(OptionName::PurgeDelay) => o.purge_delay_ms = value as u64,
+        Some(OptionName::Background) => o.background = value != 0,
+        Some(OptionName::ShowStats) => o.show_stats = value != 0,
+        Some(OptionName::ShowErrors) => o.show_errors = value != 0,
+        // Check mode applies to heaps made after the change.
+        Some(OptionName::Check) => o.check = value != 0,
+        Some(OptionName::AbortOnError) => o.abort_on_error = value != 0,
+        None => return -1,
+    }
+    options::set(o);
+    0
+}
+
+enum OptionName {
+    PurgeDelay,
+    Background,
+    ShowStats,
+    ShowErrors,
+    Check,
+    AbortOnError,
+}
+
+unsafe fn option_name(name: *const c_char) -> Option<OptionName> {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: per the caller's contract, name is NUL-terminated.
+    let bytes = unsafe { core::slice::from_raw_parts(name as *const u8, libc::strlen(name)) };
+    let bytes = bytes.strip_prefix(b"EBB_").unwrap_or(bytes);
+    let mut lower = [0u8; 32];
+    if bytes.len() > lower.len() {
+        return None;
+    }
+    for (d, s) in lower.iter_mut().zip(bytes) {
+        *d = s.to_ascii_lowercase();
+    }
+    match &lower[..bytes.len()] {
+        b"purge_delay" => Some(OptionName::PurgeDelay),
+        b"background" => Some(OptionName::Background),
+        b"show_stats" => Some(OptionName::ShowStats),
+        b"show_errors" => Some(OptionName::ShowErrors),
+        b"check" => Some(OptionName::Check),
+        b"abort_on_error" => Some(OptionName::AbortOnError),
+        _ => None,
+    }
+}
+
+/// Collect and purge now (`force`: all free memory, regardless of the delay).
+pub fn collect(force: bool) {
+    arena::collect_pending();
+    heap::collect_own(force);
+    arena::purge(os::now_ms(), force);
+}
+
+pub const VERSION: &[u8] = concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes();
+
+/// The exported symbols. `ebb_*` with `c-api`; standard names with `override`.
+#[cfg(feature = "c-api")]
+mod exports;

@@ -1,0 +1,98 @@
+//! Exported C symbols. Each function is defined once in `c_api.rs`; this file only
+//! gives it its public names.
+
+// Bodies name `super::` explicitly: the standard names defined here would otherwise
+// shadow the implementations they forward to.
+use super::{
+    c_char, c_int, c_stats, c_void, collect, option_get, option_set, stats, CStats, Mallinfo,
+    Mallinfo2, VERSION,
+};
+
+macro_rules! export {
+    ($( fn $ebb:ident / [$($std:ident),*] $params:tt $args:tt -> $ret:ty = $body:expr; )*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $ebb $params -> $ret {
+                // SAFETY: the caller upholds the C contract of this function.
+                #[allow(unused_unsafe)]
+                unsafe { $body }
+            }
+            $(
+                #[cfg(feature = "override")]
+                #[no_mangle]
+                pub unsafe extern "C" fn $std $params -> $ret {
+                    // SAFETY: the caller upholds the C contract of this function.
+                    unsafe { $ebb $args }
+                }
+            )*
+        )*
+    };
+}
+
+export! {
+    fn ebb_malloc / [malloc, __libc_malloc] (size: usize) (size) -> *mut c_void = super::malloc(size);
+    fn ebb_calloc / [calloc, __libc_calloc] (count: usize, size: usize) (count, size) -> *mut c_void =
+        super::calloc(count, size);
+    fn ebb_free / [free, __libc_free, cfree] (ptr: *mut c_void) (ptr) -> () = super::free(ptr);
+    fn ebb_realloc / [realloc, __libc_realloc] (ptr: *mut c_void, size: usize) (ptr, size) -> *mut c_void =
+        super::realloc(ptr, size);
+    fn ebb_reallocarray / [reallocarray] (ptr: *mut c_void, count: usize, size: usize) (ptr, count, size)
+        -> *mut c_void = super::reallocarray(ptr, count, size);
+    fn ebb_aligned_alloc / [aligned_alloc] (align: usize, size: usize) (align, size) -> *mut c_void =
+        super::aligned_alloc(align, size);
+    fn ebb_memalign / [memalign, __libc_memalign] (align: usize, size: usize) (align, size) -> *mut c_void =
+        super::memalign(align, size);
+    fn ebb_posix_memalign / [posix_memalign] (out: *mut *mut c_void, align: usize, size: usize) (out, align, size)
+        -> c_int = super::posix_memalign(out, align, size);
+    fn ebb_valloc / [valloc, __libc_valloc] (size: usize) (size) -> *mut c_void = super::valloc(size);
+    fn ebb_pvalloc / [pvalloc, __libc_pvalloc] (size: usize) (size) -> *mut c_void = super::pvalloc(size);
+    fn ebb_malloc_usable_size / [malloc_usable_size] (ptr: *mut c_void) (ptr) -> usize = super::malloc_usable_size(ptr);
+    fn ebb_malloc_trim / [malloc_trim] (pad: usize) (pad) -> c_int = super::malloc_trim(pad);
+    fn ebb_mallinfo2 / [mallinfo2] () () -> Mallinfo2 = super::mallinfo2();
+    fn ebb_mallinfo / [mallinfo] () () -> Mallinfo = super::mallinfo();
+    fn ebb_mallopt / [mallopt] (param: c_int, value: c_int) (param, value) -> c_int = { let _ = (param, value); 1 };
+    fn ebb_malloc_stats / [malloc_stats] () () -> () = stats::print();
+}
+
+/// Fill `*out` with a statistics snapshot. Returns 0, or -1 if `out` is null.
+#[no_mangle]
+pub unsafe extern "C" fn ebb_stats(out: *mut CStats) -> c_int {
+    if out.is_null() {
+        return -1;
+    }
+    // SAFETY: the caller passes a valid, writable ebb_stats_t.
+    unsafe { *out = c_stats() };
+    0
+}
+
+/// Print statistics to stderr.
+#[no_mangle]
+pub extern "C" fn ebb_stats_print() {
+    stats::print();
+}
+
+/// Collect and purge now; with `force`, return all free memory regardless of the delay.
+#[no_mangle]
+pub extern "C" fn ebb_collect(force: bool) {
+    collect(force);
+}
+
+/// Read an option by name (`"purge_delay"` or `"EBB_PURGE_DELAY"`); -1 if unknown.
+#[no_mangle]
+pub unsafe extern "C" fn ebb_option_get(name: *const c_char) -> i64 {
+    // SAFETY: the caller passes a NUL-terminated name.
+    unsafe { option_get(name) }
+}
+
+/// Set an option by name. 0 on success, -1 if unknown or out of range.
+#[no_mangle]
+pub unsafe extern "C" fn ebb_option_set(name: *const c_char, value: i64) -> c_int {
+    // SAFETY: the caller passes a NUL-terminated name.
+    unsafe { option_set(name, value) }
+}
+
+/// The library version, e.g. "0.1.0".
+#[no_mangle]
+pub extern "C" fn ebb_version() -> *const c_char {
+    VERSION.as_ptr() as *const c_char
+}

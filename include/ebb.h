@@ -1,0 +1,78 @@
+/* ebb — a general-purpose allocator that gives memory back.
+ *
+ * Link with -lebb (libebb.so or libebb.a, built by `cargo build --release -p ebb-capi`
+ * into target/release/), or preload libebb.so to replace malloc in any program:
+ *
+ *     LD_PRELOAD=target/release/libebb.so ./program
+ *
+ * libebb exports the standard allocation functions (malloc, free, calloc, realloc,
+ * reallocarray, aligned_alloc, posix_memalign, memalign, valloc, pvalloc,
+ * malloc_usable_size, malloc_trim, mallopt, mallinfo, mallinfo2, malloc_stats and glibc's
+ * __libc_* aliases) with glibc's documented behaviour, and the ebb_* functions below.
+ * Options are read from EBB_* environment variables at first use (see README.md).
+ */
+#ifndef EBB_H
+#define EBB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The standard interface under ebb_ names (same semantics as malloc etc.). */
+void *ebb_malloc(size_t size);
+void *ebb_calloc(size_t count, size_t size);
+void *ebb_realloc(void *ptr, size_t size);
+void *ebb_reallocarray(void *ptr, size_t count, size_t size);
+void ebb_free(void *ptr);
+void *ebb_aligned_alloc(size_t alignment, size_t size);
+void *ebb_memalign(size_t alignment, size_t size);
+int ebb_posix_memalign(void **out, size_t alignment, size_t size);
+void *ebb_valloc(size_t size);
+void *ebb_pvalloc(size_t size);
+size_t ebb_malloc_usable_size(void *ptr);
+int ebb_malloc_trim(size_t pad);
+
+/* A statistics snapshot. All counts are bytes unless named otherwise. */
+typedef struct ebb_stats_s {
+    uint64_t allocated;       /* bytes in live blocks (at block size) */
+    uint64_t committed;       /* bytes that may be resident */
+    uint64_t free_committed;  /* part of committed that is free, awaiting purge */
+    uint64_t reserved;        /* address space reserved */
+    uint64_t purged;          /* bytes returned to the OS (cumulative) */
+    uint64_t purge_calls;     /* madvise calls made by purging (cumulative) */
+    uint64_t segments;        /* 32 MiB segments reserved */
+    uint64_t pages;           /* pages in use */
+    uint64_t pages_abandoned; /* pages owned by no thread right now */
+    uint64_t threads;         /* threads with a heap now */
+    uint64_t threads_created; /* threads that ever made a heap */
+    uint64_t large_allocs;    /* large blocks allocated (cumulative) */
+    uint64_t huge_allocs;     /* huge blocks allocated (cumulative) */
+    uint64_t purger_wakeups;  /* background purger wake-ups (cumulative) */
+    uint64_t invalid_frees;   /* invalid or double frees detected (cumulative) */
+} ebb_stats_t;
+
+/* Fill *out with a snapshot (cheap enough for a monitoring loop). 0 on success. */
+int ebb_stats(ebb_stats_t *out);
+/* Print statistics to stderr (what EBB_SHOW_STATS=1 prints at exit). */
+void ebb_stats_print(void);
+/* Collect now: fold in frees from other threads, free empty pages and purge memory
+ * whose purge delay has passed; with force, purge all free memory at once. */
+void ebb_collect(bool force);
+/* Options by name, with or without the EBB_ prefix, any case: "purge_delay" (ms),
+ * "background", "show_stats", "show_errors", "check", "abort_on_error" (0/1).
+ * ebb_option_get returns -1 for an unknown name; ebb_option_set returns 0 on success,
+ * -1 for an unknown name or a negative value. */
+int64_t ebb_option_get(const char *name);
+int ebb_option_set(const char *name, int64_t value);
+/* The library version, e.g. "0.1.0". */
+const char *ebb_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EBB_H */
