@@ -612,4 +612,6 @@ pub unsafe extern "C" fn fork_child() {
     // SAFETY: the only thread of the child is the one that took the lock.
     unsafe { ARENA.reset_after_fork() };
     purge::reset_after_fork();
+    // SAFETY: we are the child and the lock is free.
+    unsafe { crate::heap::abandon_foreign_heaps_after_fork() };
 }

@@ -231,6 +231,31 @@ unsafe fn heap_done(heap: *mut Heap) {
     COUNTERS.threads.fetch_sub(1, Ordering::Relaxed);
 }
 
+/// In a fork child only the forking thread survives: abandon the heaps of the others,
+/// so their pages (and blocks the child frees into them) are not stranded.
+///
+/// # Safety
+/// Only in the child of a fork, with the arena lock free.
+pub unsafe fn abandon_foreign_heaps_after_fork() {
+    let mine = tls::heap();
+    loop {
+        let victim = {
+            let arena = ARENA.lock();
+            let mut heap = arena.heaps;
+            // SAFETY: live heaps are linked under the lock.
+            while !heap.is_null() && heap == mine {
+                heap = unsafe { (*heap).next };
+            }
+            heap
+        };
+        if victim.is_null() {
+            break;
+        }
+        // SAFETY: the victim's thread does not exist in this process.
+        unsafe { heap_done(victim) };
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Malloc slow path
 

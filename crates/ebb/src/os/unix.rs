@@ -28,8 +28,8 @@ pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
         return null_mut();
     };
     // SAFETY: an anonymous private mapping at a kernel-chosen address touches no
-    // existing memory.
-    let raw = unsafe {
+    // existing memory. A failure is reported by returning null (the C API sets ENOMEM).
+    let raw = preserving_errno(|| unsafe {
         libc::mmap(
             null_mut(),
             over,
@@ -38,7 +38,7 @@ pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
             -1,
             0,
         )
-    };
+    });
     if raw == libc::MAP_FAILED {
         return null_mut();
     }
@@ -73,7 +73,9 @@ pub unsafe fn release(ptr: *mut u8, size: usize) {
 /// The range must be page aligned, reserved by this module and hold no live data.
 pub unsafe fn decommit(ptr: *mut u8, size: usize) -> bool {
     // SAFETY: per the contract above.
-    unsafe { libc::madvise(ptr as *mut c_void, size, libc::MADV_DONTNEED) == 0 }
+    preserving_errno(|| unsafe {
+        libc::madvise(ptr as *mut c_void, size, libc::MADV_DONTNEED) == 0
+    })
 }
 
 /// Move (or grow or shrink) a reservation. With `dest` non-null the pages move to
@@ -85,7 +87,7 @@ pub unsafe fn decommit(ptr: *mut u8, size: usize) -> bool {
 /// of at least `new_size` bytes that nobody uses.
 pub unsafe fn remap(old: *mut u8, old_size: usize, new_size: usize, dest: *mut u8) -> *mut u8 {
     // SAFETY: per the contract above.
-    let res = unsafe {
+    let res = preserving_errno(|| unsafe {
         if dest.is_null() {
             libc::mremap(old as *mut c_void, old_size, new_size, 0)
         } else {
@@ -97,7 +99,7 @@ pub unsafe fn remap(old: *mut u8, old_size: usize, new_size: usize, dest: *mut u
                 dest as *mut c_void,
             )
         }
-    };
+    });
     if res == libc::MAP_FAILED {
         null_mut()
     } else {
@@ -116,6 +118,21 @@ pub fn now_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+/// Run `f` without letting it change the caller's `errno`: system calls that fail as
+/// a matter of course (a futex timing out, an in-place `mremap` that cannot grow) must
+/// not leak an errno into a program that called `malloc` and succeeded.
+#[inline]
+pub fn preserving_errno<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    let slot = unsafe { libc::__errno_location() };
+    // SAFETY: the slot is valid for the thread's lifetime.
+    let saved = unsafe { *slot };
+    let result = f();
+    // SAFETY: as above.
+    unsafe { *slot = saved };
+    result
+}
+
 /// Sleep while `*word == expected`, at most `timeout_ms` if given. Spurious returns
 /// are possible; callers re-check their condition.
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ms: Option<u64>) {
@@ -131,7 +148,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ms: Option<u64>) {
         None => core::ptr::null(),
     };
     // SAFETY: `word` is a valid, aligned u32 for the duration of the call.
-    unsafe {
+    preserving_errno(|| unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -139,20 +156,20 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ms: Option<u64>) {
             expected,
             ts_ptr,
         )
-    };
+    });
 }
 
 /// Wake up to `count` threads sleeping in `futex_wait` on `word`.
 pub fn futex_wake(word: &AtomicU32, count: u32) {
     // SAFETY: `word` is a valid, aligned u32.
-    unsafe {
+    preserving_errno(|| unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
             count,
         )
-    };
+    });
 }
 
 /// Let another thread run (used by spin loops).
@@ -165,7 +182,9 @@ pub fn yield_now() {
 pub fn write_stderr(mut bytes: &[u8]) {
     while !bytes.is_empty() {
         // SAFETY: the pointer and length come from a live slice.
-        let n = unsafe { libc::write(2, bytes.as_ptr() as *const c_void, bytes.len()) };
+        let n = preserving_errno(|| unsafe {
+            libc::write(2, bytes.as_ptr() as *const c_void, bytes.len())
+        });
         if n <= 0 {
             return;
         }
