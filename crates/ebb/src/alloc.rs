@@ -9,7 +9,7 @@
 //!   else -> slow path (remote push, large span, huge mapping, or invalid pointer).
 
 use crate::heap::{self, malloc_slow};
-use crate::page::{Block, Page, HUGE, LARGE, MARKER_LIMIT};
+use crate::page::{Block, HUGE, LARGE, MARKER_LIMIT};
 use crate::segment::{self, SLICE_SIZE};
 use crate::size_class::{
     class_for_aligned, class_of, class_size, DIRECT_CLASS, LARGE_MAX, MEDIUM_MAX, SMALL_MAX,
@@ -215,32 +215,25 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         let page = segment::page_of(seg, ptr);
         let owner = (*page).owner.load(Ordering::Relaxed);
         let usable = (*page).block_size();
+        let holds_blocks = owner >= MARKER_LIMIT
+            || owner == crate::page::ABANDONED
+            || owner == crate::page::COLLECTING;
         match owner {
-            HUGE => {
-                if new_size > LARGE_MAX {
-                    let p = huge::resize(page, new_size);
-                    if !p.is_null() {
-                        return p;
-                    }
+            HUGE if new_size > LARGE_MAX => {
+                let p = huge::resize(page, new_size);
+                if !p.is_null() {
+                    return p;
                 }
             }
-            LARGE => {
+            LARGE
                 if new_size > MEDIUM_MAX
                     && new_size <= LARGE_MAX
-                    && arena::resize_large(page, new_size)
-                {
-                    return ptr;
-                }
-            }
-            _ if owner >= MARKER_LIMIT
-                || owner == crate::page::ABANDONED
-                || owner == crate::page::COLLECTING =>
+                    && arena::resize_large(page, new_size) =>
             {
-                // Small or medium block: in place if it fits and is not mostly empty.
-                if new_size <= usable && new_size >= usable / 2 {
-                    return ptr;
-                }
+                return ptr;
             }
+            // Small or medium block: in place if it fits and would not be mostly empty.
+            _ if holds_blocks && new_size <= usable && new_size >= usable / 2 => return ptr,
             _ => {}
         }
         let new = alloc(new_size, align);
@@ -251,13 +244,4 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         free(ptr);
         new
     }
-}
-
-/// The page descriptor of a live block (tests and checks).
-///
-/// # Safety
-/// `ptr` must be a live block from this allocator.
-pub unsafe fn page_of(ptr: *const u8) -> *mut Page {
-    // SAFETY: per the contract.
-    unsafe { segment::page_of(segment::segment_of(ptr), ptr) }
 }

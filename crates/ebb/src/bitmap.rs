@@ -12,6 +12,7 @@ pub struct Bitmap512 {
 }
 
 impl Bitmap512 {
+    #[cfg(test)]
     pub const fn new() -> Self {
         Self { words: [0; WORDS] }
     }
@@ -50,6 +51,7 @@ impl Bitmap512 {
     }
 
     /// Number of set bits.
+    #[cfg(test)]
     pub fn count(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }

@@ -38,16 +38,6 @@ pub const MARKER_LIMIT: usize = 16;
 /// checked heap takes the slow path, where it is validated. Costs nothing when off.
 pub const CHECK_TAG: usize = 1;
 
-/// The heap address in an owner word (drops the check tag).
-#[inline]
-pub fn owner_heap(word: usize) -> usize {
-    if word >= MARKER_LIMIT {
-        word & !CHECK_TAG
-    } else {
-        word
-    }
-}
-
 /// A free block: its first word links to the next one.
 #[repr(C)]
 pub struct Block {
@@ -280,18 +270,14 @@ impl Page {
         }
     }
 
-    /// Index of `ptr`'s block (for checks).
-    pub fn block_index(&self, ptr: *const u8) -> usize {
-        (ptr as usize - self.start as usize) / self.block_size()
-    }
-
     /// Bytes of the page's memory (its span).
     pub fn span_bytes(&self) -> usize {
         self.slice_count as usize * crate::segment::SLICE_SIZE
     }
 }
 
-/// Count blocks on a list (debug checks and tests).
+/// Count blocks on a list.
+#[cfg(test)]
 pub fn list_len(mut head: *mut Block) -> usize {
     let mut n = 0;
     // SAFETY: callers pass lists they own.

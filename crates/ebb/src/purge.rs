@@ -61,10 +61,11 @@ fn wake() {
 /// start the background purger if it is wanted and not running.
 pub fn after_slow_path() {
     let options = crate::options::get();
-    if options.purge_delay_ms == 0 || NEXT_PURGE.load(Ordering::Relaxed) <= os::now_ms() {
-        if options.purge_delay_ms == 0 || PURGER.load(Ordering::Relaxed) != RUNNING {
-            arena::purge(os::now_ms(), false);
-        }
+    // With a running purger, slow paths leave due purges to it (unless the delay is 0,
+    // which asks for purging at once).
+    let inline = options.purge_delay_ms == 0 || PURGER.load(Ordering::Relaxed) != RUNNING;
+    if inline && NEXT_PURGE.load(Ordering::Relaxed) <= os::now_ms() {
+        arena::purge(os::now_ms(), false);
     }
     if options.background
         && WANTED.load(Ordering::Relaxed) != 0

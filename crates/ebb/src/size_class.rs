@@ -37,7 +37,7 @@ pub const fn class_of(size: usize) -> usize {
         if size == 0 {
             0
         } else {
-            (size + 7) / 8 - 1
+            size.div_ceil(8) - 1
         }
     } else {
         // size lies in (2^k, 2^(k+1)]; step is 2^(k-3).
@@ -148,7 +148,7 @@ mod tests {
     fn direct_table_matches() {
         for size in 0..=SMALL_MAX {
             assert_eq!(
-                DIRECT_CLASS[(size + 7) / 8] as usize,
+                DIRECT_CLASS[size.div_ceil(8)] as usize,
                 class_of(size),
                 "{size}"
             );

@@ -86,16 +86,6 @@ impl<T> Mutex<T> {
     pub unsafe fn reset_after_fork(&self) {
         self.state.store(UNLOCKED, Ordering::Release);
     }
-
-    /// Access without locking.
-    ///
-    /// # Safety
-    /// The caller must hold the lock (through a guard or `lock_raw`).
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn get_unchecked(&self) -> &mut T {
-        // SAFETY: per the contract, the caller has exclusive access.
-        unsafe { &mut *self.value.get() }
-    }
 }
 
 /// Holds the lock; releases it when dropped.

@@ -10,7 +10,7 @@
 //! Thread exit is seen through a pthread key whose destructor abandons the heap.
 //! On other targets the pointer lives in that pthread key (slower, same semantics).
 
-use crate::heap::{empty_heap, Heap};
+use crate::heap::Heap;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
@@ -64,6 +64,7 @@ mod imp {
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod imp {
     use super::*;
+    use crate::heap::empty_heap;
 
     /// The calling thread's heap, through the thread-exit key (slower fallback).
     #[inline]
@@ -88,9 +89,3 @@ mod imp {
 }
 
 pub use imp::{heap, set_heap};
-
-/// True if the calling thread has a heap of its own.
-#[inline]
-pub fn has_heap() -> bool {
-    heap() != empty_heap()
-}

@@ -241,6 +241,7 @@ pub fn thread_key_set(key: u32, value: *mut c_void) {
 }
 
 /// The calling thread's value under `key` (null if none).
+#[allow(dead_code)] // used by the TLS fallback on targets without initial-exec asm
 pub fn thread_key_get(key: u32) -> *mut c_void {
     // SAFETY: `key` came from thread_key_create.
     unsafe { libc::pthread_getspecific(key) }
