@@ -63,8 +63,13 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         return malloc(size);
     }
     if align == 16 {
-        // Multiples of 16 map to classes that are multiples of 16.
-        return malloc((size + 15) & !15);
+        // Multiples of 16 map to classes that are multiples of 16; bigger blocks start
+        // on slice boundaries anyway (and rounding them could overflow).
+        return malloc(if size <= MEDIUM_MAX {
+            (size + 15) & !15
+        } else {
+            size
+        });
     }
     alloc_aligned(size, align)
 }

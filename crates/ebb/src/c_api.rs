@@ -12,6 +12,7 @@
 //! `memalign` rounds a non-power-of-two alignment up; `aligned_alloc` rejects one with
 //! `EINVAL`.
 
+use crate::size_class::MEDIUM_MAX;
 use crate::{alloc, arena, check, heap, options, os, segment, stats};
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::null_mut;
@@ -27,27 +28,18 @@ fn fail_enomem() -> *mut c_void {
 
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
-    // Requests of at most 8 bytes get the 8-byte class; larger ones a 16-byte multiple.
-    let p = if size <= 8 {
-        alloc::malloc(size)
+    // Requests of at most 8 bytes get the 8-byte class; larger small ones a 16-byte
+    // multiple (so the block is 16-byte aligned); big blocks start on slice boundaries.
+    let rounded = if size > 8 && size <= MEDIUM_MAX {
+        (size + 15) & !15
     } else {
-        alloc::malloc((size + 15) & !15)
+        size
     };
+    let p = alloc::malloc(rounded);
     if p.is_null() {
-        return malloc_failed(size);
+        return fail_enomem();
     }
     p as *mut c_void
-}
-
-#[cold]
-fn malloc_failed(size: usize) -> *mut c_void {
-    // (size + 15) wrapped or the OS refused: retry the exact size once on the big path.
-    let p = alloc::alloc(size, C_ALIGN);
-    if p.is_null() {
-        fail_enomem()
-    } else {
-        p as *mut c_void
-    }
 }
 
 pub fn calloc(count: usize, size: usize) -> *mut c_void {
