@@ -9,7 +9,7 @@ use super::{
 };
 
 macro_rules! export {
-    ($( fn $ebb:ident / [$($std:ident),*] $params:tt $args:tt -> $ret:ty = $body:expr; )*) => {
+    ($( fn $ebb:ident / [$($std:ident),*] $params:tt $_args:tt -> $ret:ty = $body:expr; )*) => {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $ebb $params -> $ret {
@@ -21,8 +21,11 @@ macro_rules! export {
                 #[cfg(feature = "override")]
                 #[no_mangle]
                 pub unsafe extern "C" fn $std $params -> $ret {
+                    // The body again rather than a call to the ebb_ name: that call would
+                    // go through the GOT (exported symbols are interposable).
                     // SAFETY: the caller upholds the C contract of this function.
-                    unsafe { $ebb $args }
+                    #[allow(unused_unsafe)]
+                    unsafe { $body }
                 }
             )*
         )*
