@@ -253,8 +253,7 @@ fn impossible_sizes_return_null() {
         1 << 48,
         1 << 47,
     ];
-    // Alignment 16 is left out here: see `ebb_alloc_align16_overflow`.
-    let aligns = [1usize, 2, 8, 32, 4096, 1 << 16, 1 << 20, 1 << 26];
+    let aligns = [1usize, 2, 8, 16, 32, 4096, 1 << 16, 1 << 20, 1 << 26];
     for &size in &sizes {
         for &align in &aligns {
             assert!(
@@ -266,7 +265,7 @@ fn impossible_sizes_return_null() {
                 "ebb::alloc_zeroed({size:#x}, {align})"
             );
         }
-        for &align in aligns.iter().chain(&[16]) {
+        for &align in &aligns {
             if let Ok(l) = std::alloc::Layout::from_size_align(size, align) {
                 // SAFETY: non-zero layout. black_box: LLVM may otherwise elide the
                 // unused allocation and fold the null test to "not null".
@@ -288,17 +287,14 @@ fn impossible_sizes_return_null() {
                 let p = alloc(l);
                 fill(p, 9, 0, old);
                 for &new in &sizes {
-                    if std::alloc::Layout::from_size_align(new, align).is_err() {
-                        continue;
+                    if std::alloc::Layout::from_size_align(new, align).is_ok() {
+                        let q = black_box(realloc(p, l, new));
+                        assert!(q.is_null(), "realloc {old} -> {new:#x} align {align}");
+                        verify(p, 9, 0, old, "after failed realloc");
                     }
-                    let q = black_box(realloc(p, l, new));
-                    assert!(q.is_null(), "realloc {old} -> {new:#x} align {align}");
-                    verify(p, 9, 0, old, "after failed realloc");
-                    if align != 16 {
-                        let q = ebb::realloc(p, new, align);
-                        assert!(q.is_null(), "ebb::realloc {old} -> {new:#x} align {align}");
-                        verify(p, 9, 0, old, "after failed ebb::realloc");
-                    }
+                    let q = ebb::realloc(p, new, align);
+                    assert!(q.is_null(), "ebb::realloc {old} -> {new:#x} align {align}");
+                    verify(p, 9, 0, old, "after failed ebb::realloc");
                 }
                 dealloc(p, l);
             }
@@ -306,16 +302,14 @@ fn impossible_sizes_return_null() {
     }
 }
 
-/// BUG: `ebb::alloc(size, 16)` computes `(size + 15) & !15` without an overflow check
-/// (alloc.rs, `alloc`), so for sizes above `usize::MAX - 15` it wraps to a tiny request
-/// and returns a small block instead of null; in builds with overflow checks it panics
-/// inside the allocator instead. `ebb::realloc(p, usize::MAX, 16)` then "succeeds"
-/// with a small block, and `ebb::alloc_zeroed(usize::MAX, 16)` returns a small block
-/// too — and when that block is not known to be zero it clears `usize::MAX` bytes
-/// (SIGSEGV), which is why that part runs in a child process.
+/// Regression test for a bug found by this suite (fixed in 878bdb8): `ebb::alloc(size,
+/// 16)` rounded with `(size + 15) & !15` without an overflow check, so sizes above
+/// `usize::MAX - 15` wrapped to a tiny request and got a small block instead of null
+/// (a panic in builds with overflow checks); `ebb::realloc(p, usize::MAX, 16)`
+/// "succeeded" with a small block, and `ebb::alloc_zeroed(usize::MAX, 16)` could clear
+/// `usize::MAX` bytes (SIGSEGV), which is why that part runs in a child process.
 /// (`std::alloc` cannot reach this: `Layout` caps sizes at `isize::MAX`.)
 #[test]
-
 fn ebb_alloc_align16_overflow() {
     for size in [usize::MAX, usize::MAX - 1, usize::MAX - 14] {
         let p = ebb::alloc(size, 16);

@@ -1,0 +1,286 @@
+//! Memory goes back to the OS after it is freed, with no further allocator calls: the
+//! background purger collects remotely freed pages and decommits free spans once the
+//! purge delay has passed. And once the heap is clean, the purger stops waking up.
+//!
+//! These tests measure process-wide figures (RSS, committed bytes), so they run one at
+//! a time (a process-wide lock) and none of them calls `ebb::collect`. They assert
+//! where the figures end up, never how fast they get there (polls are bounded only so a
+//! failure does not hang).
+
+#[global_allocator]
+static A: ebb::Ebb = ebb::Ebb;
+
+mod common;
+
+use common::*;
+use std::io::Read;
+use std::sync::{mpsc, Barrier, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Read VmRSS into a buffer allocated up front, so polling does not allocate.
+struct RssReader {
+    buf: Vec<u8>,
+}
+
+impl RssReader {
+    fn new() -> Self {
+        RssReader {
+            buf: Vec::with_capacity(64 * 1024),
+        }
+    }
+
+    fn rss(&mut self) -> u64 {
+        self.buf.clear();
+        let mut f = std::fs::File::open("/proc/self/status").expect("/proc/self/status");
+        f.read_to_end(&mut self.buf).unwrap();
+        let text = std::str::from_utf8(&self.buf).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .expect("VmRSS line");
+        let kb: u64 = line[6..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .unwrap();
+        kb * 1024
+    }
+}
+
+/// How long to wait for the purger: the 10 s of the spec plus the configured delay.
+fn patience() -> Duration {
+    Duration::from_secs(10) + 2 * Duration::from_millis(ebb::options().purge_delay_ms)
+}
+
+/// Poll every 100 ms until `done` holds or patience runs out. Returns whether it held.
+fn poll_until(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + patience();
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn background_enabled(test: &str) -> bool {
+    if !ebb::options().background {
+        eprintln!("{test}: skipped, the background purger is disabled (EBB_BACKGROUND=0)");
+        return false;
+    }
+    true
+}
+
+/// Wait for the heap to be quiet (nothing free awaiting purge) before a baseline.
+fn settle() {
+    poll_until(|| ebb::stats().free_committed == 0);
+}
+
+const THREADS: usize = 4;
+const TOTAL: usize = 1 << 30;
+const SLACK: u64 = 16 * MIB as u64;
+
+/// 4 threads allocate ~1 GiB in 16..1024 B blocks, touching every byte; then the
+/// threads free their blocks, except a share `remote_share` (in 1/1000) that is sent
+/// to the main thread and freed there after the workers have exited. Afterwards, with
+/// no allocator calls, committed memory and RSS must come back to the baseline.
+fn allocate_gib_then_free(remote_share: usize) {
+    let mut reader = RssReader::new();
+    settle();
+    let base_committed = ebb::stats().committed;
+    let base_rss = reader.rss();
+
+    let barrier = std::sync::Arc::new(Barrier::new(THREADS + 1));
+    let (tx, rx) = mpsc::channel::<Vec<usize>>();
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let barrier = barrier.clone();
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut rng = Rng::new(t as u64 + 77);
+                let mut blocks: Vec<(usize, usize)> = Vec::with_capacity(1 << 20);
+                let mut bytes = 0;
+                while bytes < TOTAL / THREADS {
+                    let size = rng.range(16, 1024);
+                    let l = layout(size, 8);
+                    // SAFETY: non-zero layout, written within bounds.
+                    let p = unsafe { std::alloc::alloc(l) };
+                    assert!(!p.is_null());
+                    // SAFETY: p has `size` bytes.
+                    unsafe { std::ptr::write_bytes(p, (size & 0xFF) as u8, size) };
+                    blocks.push((p as usize, size));
+                    bytes += size;
+                }
+                barrier.wait(); // peak
+                barrier.wait();
+                let mut remote = Vec::new();
+                for (p, size) in blocks {
+                    // SAFETY: p is live with this size; checked and freed once.
+                    unsafe {
+                        let p = p as *mut u8;
+                        assert_eq!(*p, (size & 0xFF) as u8);
+                        assert_eq!(*p.add(size - 1), (size & 0xFF) as u8);
+                        if rng.below(1000) < remote_share {
+                            remote.push(p as usize);
+                            remote.push(size);
+                        } else {
+                            std::alloc::dealloc(p, layout(size, 8));
+                        }
+                    }
+                }
+                tx.send(remote).unwrap();
+            })
+        })
+        .collect();
+    drop(tx);
+    barrier.wait();
+    let peak = ebb::stats();
+    let peak_rss = reader.rss();
+    barrier.wait();
+    for h in handles {
+        h.join().unwrap();
+    }
+    // The workers are gone; free what they handed over.
+    for remote in rx {
+        for pair in remote.chunks(2) {
+            // SAFETY: live blocks of these sizes, freed once.
+            unsafe { std::alloc::dealloc(pair[0] as *mut u8, layout(pair[1], 8)) };
+        }
+    }
+    assert!(
+        peak.committed >= base_committed + (TOTAL as u64) * 9 / 10,
+        "the workload should commit about 1 GiB: {} -> {}",
+        base_committed,
+        peak.committed
+    );
+    assert!(peak_rss >= base_rss + (TOTAL as u64) * 9 / 10);
+
+    // No allocator calls from here on (the reader's buffer is allocated already).
+    let freed_at = Instant::now();
+    let mut last = (0, 0);
+    let back = poll_until(|| {
+        let committed = ebb::stats().committed;
+        let rss = reader.rss();
+        last = (committed, rss);
+        committed <= base_committed + SLACK && rss <= base_rss + SLACK
+    });
+    let s = ebb::stats();
+    eprintln!(
+        "remote share {remote_share}/1000: committed {} -> {} -> {} MiB, RSS {} -> {} -> {} MiB, \
+         back to baseline: {back} after {:?}",
+        base_committed >> 20,
+        peak.committed >> 20,
+        last.0 >> 20,
+        base_rss >> 20,
+        peak_rss >> 20,
+        last.1 >> 20,
+        freed_at.elapsed()
+    );
+    assert!(
+        back,
+        "memory not returned within {:?}: committed {} MiB (baseline {} MiB, peak {} MiB), \
+         RSS {} MiB (baseline {} MiB, peak {} MiB); free awaiting purge {} MiB, \
+         abandoned pages {}, live small {} MiB, purger running: {}",
+        patience(),
+        last.0 >> 20,
+        base_committed >> 20,
+        peak.committed >> 20,
+        last.1 >> 20,
+        base_rss >> 20,
+        peak_rss >> 20,
+        s.free_committed >> 20,
+        s.pages_abandoned,
+        s.allocated_small >> 20,
+        ebb::background_purger_running(),
+    );
+    check_stats_consistent(&s);
+}
+
+#[test]
+fn gib_freed_by_its_threads_goes_back() {
+    let _serial = serial();
+    if !background_enabled("gib_freed_by_its_threads_goes_back") {
+        return;
+    }
+    allocate_gib_then_free(0);
+}
+
+#[test]
+fn gib_half_freed_by_main_after_exit_goes_back() {
+    let _serial = serial();
+    if !background_enabled("gib_half_freed_by_main_after_exit_goes_back") {
+        return;
+    }
+    allocate_gib_then_free(500);
+}
+
+/// After memory is freed and purged, the purger sleeps until there is work again:
+/// no wake-ups over 3 idle seconds.
+#[test]
+fn idle_purger_does_not_wake() {
+    let _serial = serial();
+    if !background_enabled("idle_purger_does_not_wake") {
+        return;
+    }
+    // Give the purger work: 64 MiB of small blocks, allocated and freed on other
+    // threads, some freed remotely after their thread exited.
+    let (tx, rx) = mpsc::channel::<Vec<Vec<u8>>>();
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut rng = Rng::new(t as u64);
+                let mut v: Vec<Vec<u8>> = (0..64 * 1024)
+                    .map(|_| vec![t as u8; rng.range(16, 512)])
+                    .collect();
+                let keep = v.split_off(v.len() / 2);
+                drop(v);
+                tx.send(keep).unwrap();
+            })
+        })
+        .collect();
+    drop(tx);
+    for h in handles {
+        h.join().unwrap();
+    }
+    for v in rx {
+        drop(v);
+    }
+    assert!(
+        ebb::background_purger_running(),
+        "freed spans should have started the purger"
+    );
+    let settled = poll_until(|| ebb::stats().free_committed == 0);
+    assert!(
+        settled,
+        "free memory not purged: {} KiB awaiting purge",
+        ebb::stats().free_committed >> 10
+    );
+    // A timed wait armed before the last purge may still fire once; let it.
+    thread::sleep(Duration::from_millis(
+        ebb::options().purge_delay_ms.max(500) * 2,
+    ));
+    let before = ebb::stats().purger_wakeups;
+    thread::sleep(Duration::from_secs(3));
+    let after = ebb::stats();
+    assert_eq!(
+        after.purger_wakeups,
+        before,
+        "the purger woke {} times over 3 idle seconds (free awaiting purge: {} B, \
+         abandoned pages: {})",
+        after.purger_wakeups - before,
+        after.free_committed,
+        after.pages_abandoned
+    );
+}

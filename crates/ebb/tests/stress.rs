@@ -1,0 +1,538 @@
+//! Multi-threaded stress: blocks cross threads through channels and a shared pool, are
+//! freed by threads that did not allocate them (often after their creators exited),
+//! and every block's contents are checked before it is freed.
+//!
+//! Tests here run one at a time (a process-wide lock) so that the statistics checked at
+//! the end of each describe that test alone. Every test uses at least 4 threads, even
+//! on machines with fewer cores.
+
+#[global_allocator]
+static A: ebb::Ebb = ebb::Ebb;
+
+mod common;
+
+use common::*;
+use std::alloc::{alloc, dealloc, realloc};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::thread;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn threads_to_use() -> usize {
+    thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .max(4)
+}
+
+/// A block that carries its own check: the first 8 bytes hold the seed, the rest the
+/// seed's pattern. Sent between threads as plain numbers.
+#[derive(Debug)]
+struct Blk {
+    ptr: usize,
+    size: usize,
+    align: usize,
+}
+
+const HEADER: usize = 8;
+
+impl Blk {
+    /// Allocate and fill a block (`size >= HEADER`).
+    fn new(size: usize, align: usize, seed: u64) -> Blk {
+        assert!(size >= HEADER);
+        // SAFETY: non-zero layout; written within bounds.
+        unsafe {
+            let p = alloc(layout(size, align));
+            assert!(!p.is_null(), "alloc({size}, {align})");
+            assert_eq!(p as usize % align, 0, "alloc({size}, {align}) misaligned");
+            (p as *mut u64).write_unaligned(seed);
+            fill(p, seed, HEADER, size);
+            Blk {
+                ptr: p as usize,
+                size,
+                align,
+            }
+        }
+    }
+
+    fn random(rng: &mut Rng) -> Blk {
+        let size = stress_size(rng);
+        let align = match rng.below(100) {
+            0..=79 => 8,
+            80..=94 => 16,
+            95..=98 => 64,
+            _ => 4096,
+        };
+        Blk::new(size, align, rng.next_u64())
+    }
+
+    /// Check the contents against the seed stored in the block.
+    fn verify(&self, what: &str) {
+        let p = self.ptr as *const u8;
+        // SAFETY: the block is live with `size` bytes.
+        unsafe {
+            let seed = (p as *const u64).read_unaligned();
+            verify(p, seed, HEADER, self.size, what);
+        }
+    }
+
+    /// Verify, then free.
+    fn free(self, what: &str) {
+        self.verify(what);
+        // SAFETY: live block with this layout, freed once (self is consumed).
+        unsafe { dealloc(self.ptr as *mut u8, layout(self.size, self.align)) };
+    }
+
+    /// Verify, resize, check the kept part, and fill the rest.
+    fn resize(&mut self, new_size: usize) {
+        self.verify("before realloc");
+        let new_size = new_size.max(HEADER);
+        // SAFETY: live block with this layout; the new size is valid for the alignment.
+        unsafe {
+            let q = realloc(self.ptr as *mut u8, layout(self.size, self.align), new_size);
+            assert!(!q.is_null());
+            assert_eq!(q as usize % self.align, 0);
+            let seed = (q as *const u64).read_unaligned();
+            verify(q, seed, HEADER, self.size.min(new_size), "after realloc");
+            if new_size > self.size {
+                fill(q, seed, self.size, new_size);
+            }
+            self.ptr = q as usize;
+            self.size = new_size;
+        }
+    }
+}
+
+/// Mostly small, some medium, rare large (sizes >= HEADER).
+fn stress_size(rng: &mut Rng) -> usize {
+    match rng.below(100_000) {
+        0..=89_999 => rng.range(HEADER, 256),
+        90_000..=98_999 => rng.range(257, 4 * KIB),
+        99_000..=99_899 => rng.range(4 * KIB, 64 * KIB),
+        99_900..=99_989 => rng.range(64 * KIB, ebb::MEDIUM_MAX),
+        _ => rng.range(ebb::MEDIUM_MAX + 1, 4 * MIB),
+    }
+}
+
+/// Checks at the end of a test: everything was freed, so after a forced collect the
+/// live figures are back near where they started, and the figures agree.
+fn check_after(before: &ebb::Stats, spawned: u64) {
+    ebb::collect(true);
+    let s = ebb::stats();
+    check_stats_consistent(&s);
+    assert!(
+        s.threads_created >= before.threads_created + spawned,
+        "spawned {spawned} threads: created {} -> {}",
+        before.threads_created,
+        s.threads_created
+    );
+    assert!(
+        s.threads < before.threads + 16,
+        "heaps of exited threads are retired: {} live heaps (were {})",
+        s.threads,
+        before.threads
+    );
+    assert_eq!(
+        s.invalid_frees, before.invalid_frees,
+        "invalid frees reported"
+    );
+    assert!(
+        s.allocated <= before.allocated + 16 * MIB as u64,
+        "everything was freed, yet allocated went {} -> {} (small {}, large {}, huge {})",
+        before.allocated,
+        s.allocated,
+        s.allocated_small,
+        s.allocated_large,
+        s.allocated_huge
+    );
+    assert!(
+        s.committed <= s.reserved,
+        "{} > {}",
+        s.committed,
+        s.reserved
+    );
+    assert!(s.free_committed <= s.committed);
+    assert!(s.allocated <= s.committed);
+}
+
+// ---------------------------------------------------------------------------------
+// (a) producer / consumer pairs
+
+enum Msg {
+    One(Blk),
+    Many(Vec<Blk>),
+}
+
+#[test]
+fn producer_consumer_pairs() {
+    let _serial = serial();
+    let before = ebb::stats();
+    let pairs = threads_to_use() / 2;
+    const PER_PRODUCER: usize = 300_000;
+    let mut handles = Vec::new();
+    for pair in 0..pairs {
+        let (tx, rx) = mpsc::sync_channel::<Msg>(512);
+        // Blocks the consumer sends back for the producer to free (freed twice removed
+        // from their allocating thread's view: allocated here, checked there, freed here).
+        let (back_tx, back_rx) = mpsc::channel::<Blk>();
+        handles.push(thread::spawn(move || {
+            let mut rng = Rng::new(100 + pair as u64);
+            let mut sent = 0;
+            let mut returned = 0;
+            while sent < PER_PRODUCER {
+                if rng.chance(1, 4) {
+                    let n = rng.range(1, 64);
+                    let batch: Vec<Blk> = (0..n).map(|_| Blk::random(&mut rng)).collect();
+                    sent += n;
+                    tx.send(Msg::Many(batch)).unwrap();
+                } else {
+                    tx.send(Msg::One(Blk::random(&mut rng))).unwrap();
+                    sent += 1;
+                }
+                while let Ok(b) = back_rx.try_recv() {
+                    b.free("returned to producer");
+                    returned += 1;
+                }
+            }
+            drop(tx);
+            for b in back_rx {
+                b.free("returned to producer");
+                returned += 1;
+            }
+            (sent, returned)
+        }));
+        handles.push(thread::spawn(move || {
+            let mut rng = Rng::new(200 + pair as u64);
+            let mut got = 0;
+            let mut sent_back = 0;
+            let mut handle = |b: Blk, rng: &mut Rng| {
+                got += 1;
+                if rng.chance(1, 8) {
+                    b.verify("consumer, before sending back");
+                    back_tx.send(b).unwrap();
+                    sent_back += 1;
+                } else {
+                    b.free("consumer");
+                }
+            };
+            for msg in rx {
+                match msg {
+                    Msg::One(b) => handle(b, &mut rng),
+                    Msg::Many(v) => {
+                        for b in v {
+                            handle(b, &mut rng);
+                        }
+                    }
+                }
+            }
+            (got, sent_back)
+        }));
+    }
+    let results: Vec<(usize, usize)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    for pair in results.chunks(2) {
+        let ((sent, returned), (got, sent_back)) = (pair[0], pair[1]);
+        assert_eq!(sent, got);
+        assert_eq!(returned, sent_back);
+        assert!(sent >= PER_PRODUCER);
+    }
+    check_after(&before, 2 * pairs as u64);
+}
+
+// ---------------------------------------------------------------------------------
+// (b) thread churn
+
+#[cfg(target_os = "linux")]
+mod key {
+    //! A pthread key created after ebb's own, so its destructor runs after ebb has
+    //! retired the exiting thread's heap: the frees and allocations it does must work.
+    use super::Blk;
+    use std::ffi::{c_int, c_void};
+    use std::sync::OnceLock;
+
+    type PthreadKey = std::ffi::c_uint;
+    extern "C" {
+        fn pthread_key_create(
+            key: *mut PthreadKey,
+            dtor: Option<unsafe extern "C" fn(*mut c_void)>,
+        ) -> c_int;
+        fn pthread_setspecific(key: PthreadKey, value: *const c_void) -> c_int;
+    }
+
+    unsafe extern "C" fn destructor(value: *mut c_void) {
+        // SAFETY: the value is a Box<Blk> leaked by `set`.
+        let blk = unsafe { Box::from_raw(value as *mut Blk) };
+        blk.free("late thread-exit destructor");
+        let v: Vec<u64> = (0..1000).collect();
+        assert_eq!(v.iter().sum::<u64>(), 499_500);
+    }
+
+    static KEY: OnceLock<PthreadKey> = OnceLock::new();
+
+    /// Have `blk` freed by a pthread key destructor when this thread exits.
+    pub fn free_at_exit(blk: Blk) {
+        let key = *KEY.get_or_init(|| {
+            let mut key = 0;
+            // SAFETY: valid out-pointer and destructor.
+            assert_eq!(unsafe { pthread_key_create(&mut key, Some(destructor)) }, 0);
+            key
+        });
+        let value = Box::into_raw(Box::new(blk));
+        // SAFETY: key is valid; the value is a leaked box the destructor reclaims.
+        assert_eq!(
+            unsafe { pthread_setspecific(key, value as *const c_void) },
+            0
+        );
+    }
+}
+
+/// Drops at thread exit (Rust TLS destructor): frees a block and allocates.
+struct TlsGuard(Option<Blk>);
+impl Drop for TlsGuard {
+    fn drop(&mut self) {
+        if let Some(b) = self.0.take() {
+            b.free("TLS destructor");
+        }
+        let s: String = (0..100)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        assert_eq!(s.len(), 100);
+    }
+}
+thread_local! {
+    static TLS_GUARD: std::cell::RefCell<TlsGuard> = const { std::cell::RefCell::new(TlsGuard(None)) };
+}
+
+#[test]
+fn thread_churn() {
+    let _serial = serial();
+    let before = ebb::stats();
+    const WAVES: usize = 10;
+    const PER_WAVE: usize = 20;
+    const BLOCKS: usize = 1500;
+    let (tx, rx) = mpsc::channel::<Vec<Blk>>();
+    // Blocks of earlier waves, waiting to be freed by later threads.
+    let mut held: Vec<Blk> = Vec::new();
+    let mut spawned = 0u64;
+    let mut created = 0usize;
+    let mut freed_by_others = 0usize;
+    for wave in 0..WAVES {
+        // Hand each thread of this wave a share of the blocks made by exited threads.
+        let mut shares: Vec<Vec<Blk>> = (0..PER_WAVE).map(|_| Vec::new()).collect();
+        for (i, b) in held.drain(..).enumerate() {
+            shares[i % PER_WAVE].push(b);
+        }
+        let handles: Vec<_> = shares
+            .into_iter()
+            .enumerate()
+            .map(|(t, share)| {
+                let tx = tx.clone();
+                spawned += 1;
+                thread::spawn(move || {
+                    let mut rng = Rng::new((wave * PER_WAVE + t) as u64 + 1000);
+                    let n_share = share.len();
+                    for b in share {
+                        b.free("churn: block of an exited thread");
+                    }
+                    let mut mine: Vec<Blk> = (0..BLOCKS).map(|_| Blk::random(&mut rng)).collect();
+                    // Free a third here, resize some, hand the rest over.
+                    for _ in 0..BLOCKS / 3 {
+                        let i = rng.below(mine.len());
+                        mine.swap_remove(i).free("churn: own block");
+                    }
+                    for _ in 0..50 {
+                        let i = rng.below(mine.len());
+                        let new = stress_size(&mut rng);
+                        mine[i].resize(new);
+                    }
+                    #[cfg(target_os = "linux")]
+                    key::free_at_exit(mine.pop().unwrap());
+                    let last = mine.pop().unwrap();
+                    TLS_GUARD.with(|g| g.borrow_mut().0 = Some(last));
+                    let handed = mine.len();
+                    tx.send(mine).unwrap();
+                    (n_share, handed)
+                })
+            })
+            .collect();
+        for h in handles {
+            let (n_share, handed) = h.join().unwrap();
+            freed_by_others += n_share;
+            created += handed;
+        }
+        // The wave's threads have exited; their blocks are in the channel.
+        while let Ok(v) = rx.try_recv() {
+            held.extend(v);
+        }
+        // The owner frees some itself.
+        let mut rng = Rng::new(wave as u64);
+        for _ in 0..held.len() / 10 {
+            let i = rng.below(held.len());
+            held.swap_remove(i).free("churn: owner");
+            freed_by_others += 1;
+        }
+    }
+    // The rest goes to a few final threads.
+    let mut shares: Vec<Vec<Blk>> = (0..4).map(|_| Vec::new()).collect();
+    for (i, b) in held.drain(..).enumerate() {
+        shares[i % 4].push(b);
+    }
+    let handles: Vec<_> = shares
+        .into_iter()
+        .map(|share| {
+            spawned += 1;
+            thread::spawn(move || {
+                let n = share.len();
+                for b in share {
+                    b.free("churn: final freer");
+                }
+                n
+            })
+        })
+        .collect();
+    for h in handles {
+        freed_by_others += h.join().unwrap();
+    }
+    drop(tx);
+    assert_eq!(
+        created, freed_by_others,
+        "every handed-over block was freed"
+    );
+    assert!(spawned >= 200);
+    check_after(&before, spawned);
+}
+
+// ---------------------------------------------------------------------------------
+// (c) mixed workload with a shared pool
+
+#[test]
+fn mixed_workload_shared_pool() {
+    let _serial = serial();
+    let before = ebb::stats();
+    let threads = threads_to_use();
+    const TOTAL_OPS: usize = 10_000_000;
+    let per_thread = TOTAL_OPS.div_ceil(threads);
+    let pool: Arc<Mutex<Vec<Blk>>> = Arc::new(Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                let mut rng = Rng::new(5000 + t as u64);
+                let mut mine: Vec<Blk> = Vec::new();
+                let max_live = 1000 + 500 * t;
+                let mut ops = 0usize;
+                let mut counts = [0usize; 5];
+                while ops < per_thread {
+                    let r = rng.below(1000);
+                    if mine.is_empty() || (r < 500 && mine.len() < max_live) {
+                        mine.push(Blk::random(&mut rng));
+                        counts[0] += 1;
+                    } else if r < 930 {
+                        let i = rng.below(mine.len());
+                        mine.swap_remove(i).free("mixed: own block");
+                        counts[1] += 1;
+                    } else if r < 950 {
+                        let i = rng.below(mine.len());
+                        let new = stress_size(&mut rng);
+                        mine[i].resize(new);
+                        counts[2] += 1;
+                    } else if r < 980 {
+                        // Hand a block to whoever takes it next.
+                        let i = rng.below(mine.len());
+                        let b = mine.swap_remove(i);
+                        let mut p = pool.lock().unwrap();
+                        if p.len() < 20_000 {
+                            p.push(b);
+                        } else {
+                            let j = rng.below(p.len());
+                            let other = std::mem::replace(&mut p[j], b);
+                            drop(p);
+                            other.free("mixed: pool block (swap)");
+                        }
+                        counts[3] += 1;
+                    } else {
+                        // Take blocks someone else (probably) allocated.
+                        let taken: Vec<Blk> = {
+                            let mut p = pool.lock().unwrap();
+                            let n = rng.range(1, 8).min(p.len());
+                            let at = p.len() - n;
+                            p.split_off(at)
+                        };
+                        for b in taken {
+                            if rng.chance(1, 2) {
+                                b.free("mixed: pool block");
+                            } else {
+                                b.verify("mixed: adopted pool block");
+                                mine.push(b);
+                            }
+                        }
+                        counts[4] += 1;
+                    }
+                    ops += 1;
+                }
+                for b in mine {
+                    b.free("mixed: final");
+                }
+                counts
+            })
+        })
+        .collect();
+    let mut counts = [0usize; 5];
+    for h in handles {
+        let c = h.join().unwrap();
+        for (a, b) in counts.iter_mut().zip(c) {
+            *a += b;
+        }
+    }
+    assert!(counts.iter().sum::<usize>() >= TOTAL_OPS);
+    assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+    let rest = std::mem::take(&mut *pool.lock().unwrap());
+    for b in rest {
+        b.free("mixed: left in pool");
+    }
+    check_after(&before, threads as u64);
+}
+
+/// Many threads allocate and free at once in the same few size classes, with
+/// everything freed remotely: pages fill, get abandoned, collected and reclaimed.
+#[test]
+fn all_remote_frees_same_class() {
+    let _serial = serial();
+    let before = ebb::stats();
+    let threads = threads_to_use();
+    let (tx, rx) = mpsc::sync_channel::<Vec<Blk>>(64);
+    let freer = thread::spawn(move || {
+        let mut n = 0;
+        for v in rx {
+            n += v.len();
+            for b in v {
+                b.free("same class: remote");
+            }
+        }
+        n
+    });
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut n = 0;
+                for round in 0..200 {
+                    let size = [16usize, 48, 128, 1024][(round + t) % 4];
+                    let v: Vec<Blk> = (0..1000)
+                        .map(|i| Blk::new(size, 8, (t * 1_000_000 + round * 1000 + i) as u64))
+                        .collect();
+                    n += v.len();
+                    tx.send(v).unwrap();
+                }
+                n
+            })
+        })
+        .collect();
+    drop(tx);
+    let made: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(freer.join().unwrap(), made);
+    check_after(&before, threads as u64 + 1);
+}
