@@ -24,6 +24,9 @@ use core::sync::atomic::Ordering;
 pub const MIN_ALIGN: usize = 8;
 
 /// Allocate `size` bytes aligned to 8 (16 if `size` is a multiple of 16).
+///
+/// The whole operation sits between `enter` and `leave` of the heap's `in_op` count, so
+/// a stealer can tell the owner is outside the allocator (see `steal.rs`).
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut u8 {
     let heap = tls::heap();
@@ -31,29 +34,37 @@ pub fn malloc(size: usize) -> *mut u8 {
     // the page pointers in them are owned by this thread (or the never-written empty
     // page, whose free list is null).
     unsafe {
-        if size <= SMALL_MAX {
-            let page = *(*heap).direct.get_unchecked((size + 7) >> 3);
-            let block = (*page).free;
-            if !block.is_null() {
-                (*page).free = (*block).next;
-                (*page).set_used((*page).used() + 1);
-                return block as *mut u8;
-            }
-            return malloc_slow(*DIRECT_CLASS.get_unchecked((size + 7) >> 3) as usize);
-        }
-        if size <= MEDIUM_MAX {
-            let class = class_of(size);
-            let page = *(*heap).current.get_unchecked(class);
-            let block = (*page).free;
-            if !block.is_null() {
-                (*page).free = (*block).next;
-                (*page).set_used((*page).used() + 1);
-                return block as *mut u8;
-            }
-            return malloc_slow(class);
-        }
+        let page = if size <= SMALL_MAX {
+            (*heap).enter();
+            (*heap)
+                .direct
+                .get_unchecked((size + 7) >> 3)
+                .load(Ordering::Relaxed)
+        } else if size <= MEDIUM_MAX {
+            (*heap).enter();
+            (*heap)
+                .current
+                .get_unchecked(class_of(size))
+                .load(Ordering::Relaxed)
+        } else {
+            return alloc_big(size, SLICE_SIZE);
+        };
+        let block = (*page).free;
+        let result = if !block.is_null() {
+            (*page).free = (*block).next;
+            (*page).set_used((*page).used() + 1);
+            block as *mut u8
+        } else {
+            let class = if size <= SMALL_MAX {
+                *DIRECT_CLASS.get_unchecked((size + 7) >> 3) as usize
+            } else {
+                class_of(size)
+            };
+            malloc_slow(class)
+        };
+        (*heap).leave();
+        result
     }
-    alloc_big(size, SLICE_SIZE)
 }
 
 /// Allocate `size` bytes aligned to `align` (any power of two). Null on failure.
@@ -143,16 +154,20 @@ pub unsafe fn free(ptr: *mut u8) {
         free_unknown(ptr);
         return;
     }
-    // SAFETY: seg is the segment holding ptr; per the contract ptr is a live block.
+    let heap = tls::heap();
+    // SAFETY: seg is the segment holding ptr; per the contract ptr is a live block. The
+    // owner check and the push happen inside the heap's `in_op` window.
     unsafe {
+        (*heap).enter();
         let page = segment::page_of(seg, ptr);
-        if (*page).owner.load(Ordering::Relaxed) == tls::heap() as usize {
+        if (*page).owner.load(Ordering::Relaxed) == heap as usize {
             if (*page).free_local(ptr as *mut Block) {
                 heap::page_emptied(page);
             }
         } else {
             heap::free_slow(page, ptr);
         }
+        (*heap).leave();
     }
 }
 

@@ -12,23 +12,36 @@
 use crate::arena::{self, PageList, ARENA};
 use crate::os;
 use crate::page::{empty_page, Block, Page, ABANDONED, CHECK_TAG, MARKER_LIMIT};
-use crate::size_class::{CLASS_COUNT, DIRECT_CLASS, DIRECT_COUNT};
+use crate::size_class::{CLASS_COUNT, DIRECT_COUNT};
 use crate::stats::COUNTERS;
-use crate::tls;
+use crate::{steal, tls};
 use core::cell::UnsafeCell;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{
+    compiler_fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 /// Per-thread allocation state.
 ///
 /// Invariants: `current[c]` is `queues[c].first`, or the empty page if the queue is
-/// empty; `direct[i]` is `current[DIRECT_CLASS[i]]`; every page in `queues[c]` is owned
-/// by this heap (`owner == self`) and has class `c`.
+/// empty (or the heap was just stolen from); `direct[i]` is `current[DIRECT_CLASS[i]]`;
+/// every page in `queues[c]` is owned by this heap (`owner == owner_word`) and has
+/// class `c`. Only the owning thread changes the heap, except a stealer (`steal.rs`)
+/// that has proved the owner is outside every allocator call.
 #[repr(C)]
 pub struct Heap {
-    pub direct: [*mut Page; DIRECT_COUNT],
-    pub current: [*mut Page; CLASS_COUNT],
+    /// Nesting count of allocator calls the owner is inside (fast paths included).
+    /// Written only by the owner, with plain increments; read by the stealer.
+    pub in_op: AtomicU32,
+    /// `steal::NONE`, `steal::STEALING` or `steal::DEAD`.
+    pub steal_state: AtomicU32,
+    pub direct: [AtomicPtr<Page>; DIRECT_COUNT],
+    pub current: [AtomicPtr<Page>; CLASS_COUNT],
     pub queues: [PageList; CLASS_COUNT],
+    /// Pages in the queues (owner writes, stealer reads).
+    pub page_count: AtomicUsize,
+    /// Last time the owner ran a slow path (ms); the stealer leaves recent heaps alone.
+    pub last_active: AtomicU64,
     /// Links in the arena's list of live heaps or of spare heaps.
     pub next: *mut Heap,
     pub prev: *mut Heap,
@@ -41,9 +54,13 @@ pub struct Heap {
 impl Heap {
     const fn empty() -> Self {
         Self {
-            direct: [empty_page_const(); DIRECT_COUNT],
-            current: [empty_page_const(); CLASS_COUNT],
+            in_op: AtomicU32::new(0),
+            steal_state: AtomicU32::new(crate::steal::NONE),
+            direct: [const { AtomicPtr::new(empty_page_const()) }; DIRECT_COUNT],
+            current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             queues: [PageList::new(); CLASS_COUNT],
+            page_count: AtomicUsize::new(0),
+            last_active: AtomicU64::new(0),
             next: null_mut(),
             prev: null_mut(),
             thread_id: 0,
@@ -52,32 +69,73 @@ impl Heap {
     }
 
     /// Make `page` (owned, class `class`) the current page of its class.
-    fn set_current(&mut self, class: usize, page: *mut Page) {
-        self.current[class] = page;
-        // The direct entries of a class are contiguous.
-        if class < DIRECT_CLASS[DIRECT_COUNT - 1] as usize + 1 {
-            for (i, &c) in DIRECT_CLASS.iter().enumerate() {
-                if c as usize == class {
-                    self.direct[i] = page;
-                }
-            }
+    pub fn set_current(&self, class: usize, page: *mut Page) {
+        self.current[class].store(page, Ordering::Relaxed);
+        let (start, end) = DIRECT_RANGE[class];
+        for entry in &self.direct[start as usize..end as usize] {
+            entry.store(page, Ordering::Relaxed);
         }
     }
 
-    fn refresh_current(&mut self, class: usize) {
+    pub fn refresh_current(&self, class: usize) {
         let first = self.queues[class].first;
         self.set_current(class, if first.is_null() { empty_page() } else { first });
     }
+
+    /// Point every table entry at the empty page (after a steal).
+    pub fn clear_tables(&self) {
+        for entry in self.direct.iter().chain(self.current.iter()) {
+            entry.store(empty_page(), Ordering::Relaxed);
+        }
+    }
+
+    /// Enter an allocator call (owner only; nests).
+    #[inline(always)]
+    pub fn enter(&self) {
+        self.in_op.store(
+            self.in_op.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+        // Keep the page accesses that follow after the store (the stealer's membarrier
+        // takes care of the hardware ordering).
+        compiler_fence(Ordering::SeqCst);
+    }
+
+    /// Leave an allocator call.
+    #[inline(always)]
+    pub fn leave(&self) {
+        self.in_op.store(
+            self.in_op.load(Ordering::Relaxed).wrapping_sub(1),
+            Ordering::Release,
+        );
+    }
 }
+
+/// `DIRECT_RANGE[c]` is the range of direct-table entries that map to class `c`.
+const fn direct_ranges() -> [(u16, u16); CLASS_COUNT] {
+    let mut ranges = [(0u16, 0u16); CLASS_COUNT];
+    let mut i = 0;
+    while i < DIRECT_COUNT {
+        let c = crate::size_class::class_of(i * 8);
+        if ranges[c].1 == 0 {
+            ranges[c].0 = i as u16;
+        }
+        ranges[c].1 = i as u16 + 1;
+        i += 1;
+    }
+    ranges
+}
+static DIRECT_RANGE: [(u16, u16); CLASS_COUNT] = direct_ranges();
 
 const fn empty_page_const() -> *mut Page {
     crate::page::EMPTY_PAGE.0.get()
 }
 
-/// The heap every thread starts with: read-only, all pages empty.
+/// The heap every thread starts with: all pages empty.
 pub struct EmptyHeap(pub UnsafeCell<Heap>);
-// SAFETY: the empty heap is never written: every path that would modify a heap first
-// replaces it with a real one (`ensure_heap`).
+// SAFETY: the only writes to the empty heap are the atomic `in_op` updates of threads
+// that have no heap yet; every path that would change anything else first replaces it
+// with a real one (`ensure_heap`).
 unsafe impl Sync for EmptyHeap {}
 pub static EMPTY_HEAP: EmptyHeap = EmptyHeap(UnsafeCell::new(Heap::empty()));
 
@@ -163,17 +221,33 @@ fn new_heap() -> *mut Heap {
         if memory.is_null() {
             return null_mut();
         }
-        memory as *mut Heap
+        let heap = memory as *mut Heap;
+        // SAFETY: fresh, unused memory of the right size and alignment; nobody else
+        // knows its address yet.
+        unsafe { heap.write(Heap::empty()) };
+        heap
     } else {
+        // A spare heap is DEAD, so a stealer that still holds its address only reads
+        // its atomics (and fails its CAS); reset the rest field by field.
+        // SAFETY: the heap is ours (taken off the spare list under the lock).
+        unsafe {
+            let h = &mut *reused;
+            h.in_op.store(0, Ordering::Relaxed);
+            h.clear_tables();
+            h.queues = [PageList::new(); CLASS_COUNT];
+            h.page_count.store(0, Ordering::Relaxed);
+        }
         reused
     };
-    // SAFETY: `heap` is unused memory of the right size and alignment.
+    // SAFETY: the heap is ours until it is published in the list below.
     unsafe {
-        heap.write(Heap::empty());
         (*heap).thread_id = os::thread_id();
+        (*heap).last_active.store(os::now_ms(), Ordering::Relaxed);
         let check = crate::options::get().check;
         (*heap).owner_word = heap as usize | if check { CHECK_TAG } else { 0 };
+        (*heap).steal_state.store(steal::NONE, Ordering::Release);
         let mut arena = ARENA.lock();
+        (*heap).prev = null_mut();
         (*heap).next = arena.heaps;
         if !arena.heaps.is_null() {
             (*arena.heaps).prev = heap;
@@ -195,26 +269,21 @@ unsafe extern "C" fn thread_exit(value: *mut core::ffi::c_void) {
     // re-arms the key, so its pages are abandoned too.
     tls::set_heap(empty_heap());
     // SAFETY: the heap belonged to this thread, which no longer uses it.
-    unsafe { heap_done(heap) };
+    unsafe {
+        (*heap).enter();
+        steal::mark_dead(heap);
+        heap_done(heap);
+    }
 }
 
 /// Abandon every page of `heap` and return it to the spare list.
 ///
 /// # Safety
-/// No thread may use `heap` any more.
+/// No thread may use `heap` any more, and it must be marked DEAD (no stealer on it).
 unsafe fn heap_done(heap: *mut Heap) {
     // SAFETY: per the contract we have exclusive use of the heap and own its pages.
     unsafe {
-        for class in 0..CLASS_COUNT {
-            loop {
-                let page = (*heap).queues[class].first;
-                if page.is_null() {
-                    break;
-                }
-                (*heap).queues[class].remove(page);
-                arena::abandon(page, heap);
-            }
-        }
+        abandon_all(heap);
         let mut arena = ARENA.lock();
         let (prev, next) = ((*heap).prev, (*heap).next);
         if prev.is_null() {
@@ -229,6 +298,29 @@ unsafe fn heap_done(heap: *mut Heap) {
         arena.spare_heaps = heap;
     }
     COUNTERS.threads.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Abandon every page in the heap's queues (they stay valid; anyone may claim them)
+/// and point its tables at the empty page.
+///
+/// # Safety
+/// The caller must have exclusive use of the heap: its owner, or a stealer that has
+/// proved the owner idle.
+pub unsafe fn abandon_all(heap: *mut Heap) {
+    // SAFETY: per the contract.
+    unsafe {
+        (*heap).clear_tables();
+        for class in 0..CLASS_COUNT {
+            loop {
+                let page = (*heap).queues[class].first;
+                if page.is_null() {
+                    break;
+                }
+                queue_remove(heap, class, page);
+                arena::abandon(page, heap);
+            }
+        }
+    }
 }
 
 /// In a fork child only the forking thread survives: abandon the heaps of the others,
@@ -251,8 +343,63 @@ pub unsafe fn abandon_foreign_heaps_after_fork() {
         if victim.is_null() {
             break;
         }
-        // SAFETY: the victim's thread does not exist in this process.
-        unsafe { heap_done(victim) };
+        // SAFETY: the victim's thread (and any stealer) does not exist in this process.
+        unsafe {
+            (*victim).steal_state.store(steal::DEAD, Ordering::Release);
+            heap_done(victim);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Queue maintenance (owner only; keeps `page_count` for the stealer)
+
+unsafe fn queue_push_front(heap: *mut Heap, class: usize, page: *mut Page) {
+    // SAFETY: the caller owns heap and page; the page is in no list.
+    unsafe {
+        (*heap).queues[class].push_front(page);
+        (*heap).set_current(class, page);
+        let count = (*heap).page_count.load(Ordering::Relaxed);
+        (*heap).page_count.store(count + 1, Ordering::Relaxed);
+        if count == 0 {
+            crate::purge::heap_became_active();
+        }
+    }
+}
+
+unsafe fn queue_push_back(heap: *mut Heap, class: usize, page: *mut Page) {
+    // SAFETY: the caller owns heap and page; the page is in no list.
+    unsafe {
+        if (*heap).queues[class].first.is_null() {
+            queue_push_front(heap, class, page);
+            return;
+        }
+        (*heap).queues[class].push_back(page);
+        let count = (*heap).page_count.load(Ordering::Relaxed);
+        (*heap).page_count.store(count + 1, Ordering::Relaxed);
+    }
+}
+
+unsafe fn queue_remove(heap: *mut Heap, class: usize, page: *mut Page) {
+    // SAFETY: the caller owns heap and page; the page is in this queue.
+    unsafe {
+        (*heap).queues[class].remove(page);
+        (*heap).refresh_current(class);
+        let count = (*heap).page_count.load(Ordering::Relaxed);
+        debug_assert!(count > 0);
+        (*heap).page_count.store(count - 1, Ordering::Relaxed);
+    }
+}
+
+/// Slow-path entry for the calling thread's own heap: wait out a steal in progress and
+/// note the activity (the stealer leaves recently active heaps alone).
+#[inline]
+fn slow_path_enter(heap: *mut Heap) {
+    // SAFETY: heap is the calling thread's heap.
+    unsafe {
+        (*heap).enter();
+        steal::wait_while_stealing(heap);
+        (*heap).last_active.store(os::now_ms(), Ordering::Relaxed);
     }
 }
 
@@ -263,13 +410,12 @@ pub unsafe fn abandon_foreign_heaps_after_fork() {
 /// OS refused memory.
 ///
 /// # Safety
-/// `heap` must be the calling thread's own heap.
+/// `heap` must be the calling thread's own heap, entered with `slow_path_enter`.
 pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
     // SAFETY: the heap is ours; pages in our queues are owned by us.
     unsafe {
-        let heap_ref = &mut *heap;
         loop {
-            let page = heap_ref.queues[class].first;
+            let page = (*heap).queues[class].first;
             if page.is_null() {
                 break;
             }
@@ -278,8 +424,7 @@ pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
                 return page;
             }
             // Full: let it go, so frees into it make it claimable by anyone.
-            heap_ref.queues[class].remove(page);
-            heap_ref.refresh_current(class);
+            queue_remove(heap, class, page);
             arena::abandon(page, heap);
         }
         let page = arena::take_page(class, heap);
@@ -291,8 +436,7 @@ pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
             // A claimed page always has room; a fresh one can always be carved.
             debug_assert!(false, "page without room");
         }
-        heap_ref.queues[class].push_front(page);
-        heap_ref.set_current(class, page);
+        queue_push_front(heap, class, page);
         page
     }
 }
@@ -305,14 +449,19 @@ pub fn malloc_slow(class: usize) -> *mut u8 {
     if heap.is_null() {
         return null_mut();
     }
+    slow_path_enter(heap);
     // SAFETY: `heap` is this thread's heap.
-    unsafe {
+    let block = unsafe {
         let page = find_page(heap, class);
         if page.is_null() {
-            return null_mut();
+            null_mut()
+        } else {
+            pop(page)
         }
-        pop(page)
-    }
+    };
+    // SAFETY: as above.
+    unsafe { (*heap).leave() };
+    block
 }
 
 /// Take the first free block of `page` (which must have one).
@@ -335,7 +484,7 @@ pub unsafe fn pop(page: *mut Page) -> *mut u8 {
 // Free slow path
 
 /// Free `block` of `page` when the fast path could not: the page is not owned by the
-/// calling thread's heap, or it is but the heap is in check mode.
+/// calling thread's heap, it is in check mode, or a stealer is taking it.
 ///
 /// # Safety
 /// `block` must be a block of `page` (checked, and reported if not, in check mode).
@@ -343,12 +492,33 @@ pub unsafe fn pop(page: *mut Page) -> *mut u8 {
 #[inline(never)]
 pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
     let heap = tls::heap();
+    let own = heap != empty_heap();
+    if own {
+        slow_path_enter(heap);
+    }
     // SAFETY: page is a valid descriptor; ownership decides who touches what.
     unsafe {
-        let owner = (*page).owner.load(Ordering::Acquire);
+        free_slow_inner(heap, page, block);
+        if own {
+            (*heap).leave();
+        }
+    }
+}
+
+unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
+    // SAFETY: page is a valid descriptor; ownership decides who touches what.
+    unsafe {
+        let mut owner = (*page).owner.load(Ordering::Acquire);
+        while owner == crate::page::STOLEN {
+            // A stealer is taking the page from its (idle) owner: it is about to become
+            // abandoned, or to return to its owner.
+            os::yield_now();
+            owner = (*page).owner.load(Ordering::Acquire);
+        }
         if owner >= MARKER_LIMIT && owner & !CHECK_TAG == heap as usize {
-            // Our page, in check mode.
-            if crate::check::local_free_is_valid(page, block)
+            // Our own page: in check mode, or the fast path raced with a steal that was
+            // undone.
+            if (owner & CHECK_TAG == 0 || crate::check::local_free_is_valid(page, block))
                 && (*page).free_local(block as *mut Block)
             {
                 retire(heap, page);
@@ -418,14 +588,7 @@ unsafe fn reclaim(heap: *mut Heap, page: *mut Page) {
                 (*page).listed = false;
             }
         }
-        let class = (*page).class as usize;
-        let heap_ref = &mut *heap;
-        if heap_ref.queues[class].first.is_null() {
-            heap_ref.queues[class].push_front(page);
-            heap_ref.set_current(class, page);
-        } else {
-            heap_ref.queues[class].push_back(page);
-        }
+        queue_push_back(heap, (*page).class as usize, page);
     }
     COUNTERS.pages_reclaimed.fetch_add(1, Ordering::Relaxed);
 }
@@ -437,8 +600,16 @@ unsafe fn reclaim(heap: *mut Heap, page: *mut Page) {
 #[cold]
 #[inline(never)]
 pub unsafe fn page_emptied(page: *mut Page) {
-    // SAFETY: per the contract.
-    unsafe { retire(tls::heap(), page) }
+    let heap = tls::heap();
+    slow_path_enter(heap);
+    // SAFETY: per the contract. A steal that completed meanwhile took the page from us
+    // (then it is no longer ours and there is nothing to do).
+    unsafe {
+        if (*page).owner.load(Ordering::Relaxed) & !CHECK_TAG == heap as usize {
+            retire(heap, page);
+        }
+        (*heap).leave();
+    }
 }
 
 /// A page of ours became unused: keep it if it is the only page of its class (so a
@@ -447,24 +618,17 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: we own the page and the heap.
     unsafe {
         let class = (*page).class as usize;
-        let heap_ref = &mut *heap;
-        let queue = &mut heap_ref.queues[class];
+        let queue = &(*heap).queues[class];
         if queue.first == page && (*page).next.is_null() {
             return;
         }
-        queue.remove(page);
-        heap_ref.refresh_current(class);
+        queue_remove(heap, class, page);
         (*page).collect();
-        if (*page).is_unused() {
-            (*page)
-                .owner
-                .store(crate::page::COLLECTING, Ordering::Relaxed);
-            arena::free_span(page);
-        } else {
-            // Remote frees raced in between; keep using it.
-            heap_ref.queues[class].push_back(page);
-            heap_ref.refresh_current(class);
-        }
+        debug_assert!((*page).is_unused());
+        (*page)
+            .owner
+            .store(crate::page::COLLECTING, Ordering::Relaxed);
+        arena::free_span(page);
     }
 }
 
@@ -474,18 +638,17 @@ pub fn collect_own(force: bool) {
     if heap == empty_heap() {
         return;
     }
+    slow_path_enter(heap);
     // SAFETY: this is our heap.
     unsafe {
-        let heap_ref = &mut *heap;
         for class in 0..CLASS_COUNT {
-            let mut page = heap_ref.queues[class].first;
+            let mut page = (*heap).queues[class].first;
             while !page.is_null() {
                 let next = (*page).next;
                 (*page).collect();
-                if (*page).is_unused()
-                    && (force || page != heap_ref.queues[class].first || !next.is_null())
-                {
-                    heap_ref.queues[class].remove(page);
+                let only = page == (*heap).queues[class].first && next.is_null();
+                if (*page).is_unused() && (force || !only) {
+                    queue_remove(heap, class, page);
                     (*page)
                         .owner
                         .store(crate::page::COLLECTING, Ordering::Relaxed);
@@ -493,7 +656,7 @@ pub fn collect_own(force: bool) {
                 }
                 page = next;
             }
-            heap_ref.refresh_current(class);
         }
+        (*heap).leave();
     }
 }

@@ -35,6 +35,7 @@ mod purge;
 mod segment;
 mod size_class;
 mod stats;
+mod steal;
 mod sync;
 mod tls;
 

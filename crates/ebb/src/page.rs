@@ -31,6 +31,8 @@ pub const COLLECTING: usize = 2;
 pub const LARGE: usize = 3;
 /// The descriptor of a huge block (its own mapping; see `huge.rs`).
 pub const HUGE: usize = 4;
+/// A stealer is taking the page from its idle owner (see `steal.rs`); frees wait.
+pub const STOLEN: usize = 5;
 /// Owner words below this are markers, not heaps.
 pub const MARKER_LIMIT: usize = 16;
 /// Set in the owner word of pages owned by a heap in check mode (`EBB_CHECK=1`): the

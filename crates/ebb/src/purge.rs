@@ -11,8 +11,14 @@
 //!   notification of remote frees into an abandoned page) wakes it only if it is
 //!   sleeping indefinitely or past the new deadline.
 //!
-//! `EBB_BACKGROUND=0` disables the thread. After `fork` the child has no purger; it
-//! starts one again lazily.
+//! The purger also takes over the pages of threads that have been idle for the purge
+//! delay (`steal.rs`), so memory stranded in a sleeping thread's heap is collected and
+//! purged too. It wakes for that only while some heap owns pages and has not been taken
+//! over yet: when every thread is idle and every free span purged, it sleeps without a
+//! timeout.
+//!
+//! `EBB_BACKGROUND=0` disables the thread (and with it the takeover of idle heaps).
+//! After `fork` the child has no purger; it starts one again lazily.
 
 use crate::arena::{self, COLLECT_PENDING, NEXT_PURGE};
 use crate::os;
@@ -30,6 +36,19 @@ static WAKE: AtomicU32 = AtomicU32::new(0);
 static PURGER_WAKES_AT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// Something was scheduled, so the purger should exist.
 static WANTED: AtomicU8 = AtomicU8::new(0);
+/// Earliest time a heap may have become idle enough to take over (`u64::MAX`: none).
+static NEXT_STEAL: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// A heap got its first page: it may go idle holding pages, so the purger must look at
+/// it after the delay (woken if it sleeps without a timeout).
+pub fn heap_became_active() {
+    let due = os::now_ms() + crate::options::get().purge_delay_ms;
+    NEXT_STEAL.fetch_min(due, Ordering::SeqCst);
+    WANTED.store(1, Ordering::Relaxed);
+    if PURGER.load(Ordering::Acquire) == RUNNING && due < PURGER_WAKES_AT.load(Ordering::SeqCst) {
+        wake();
+    }
+}
 
 /// A span became free at `now`: its purge is due at `now + delay`.
 pub fn schedule(now: u64) {
@@ -93,15 +112,20 @@ fn start() {
 }
 
 extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
+    crate::steal::init();
     loop {
         let seen = WAKE.load(Ordering::Acquire);
-        arena::collect_pending();
+        let delay = crate::options::get().purge_delay_ms;
         let now = os::now_ms();
-        let next = arena::purge(now, false);
+        NEXT_STEAL.store(u64::MAX, Ordering::SeqCst);
+        let steal_due = crate::steal::steal_idle(now, delay);
+        NEXT_STEAL.fetch_min(steal_due, Ordering::SeqCst);
+        arena::collect_pending();
+        let purge_due = arena::purge(os::now_ms(), false);
         if COLLECT_PENDING.load(Ordering::Acquire) {
             continue;
         }
-        let delay = crate::options::get().purge_delay_ms;
+        let next = purge_due.min(NEXT_STEAL.load(Ordering::SeqCst));
         // Batch: never wake more often than every delay/4 while work is pending.
         let wake_at = if next == u64::MAX {
             u64::MAX
@@ -109,9 +133,13 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
             next.max(now + delay / 4)
         };
         PURGER_WAKES_AT.store(wake_at, Ordering::SeqCst);
-        // Re-check after publishing (Dekker with `schedule`): a span freed after our
-        // scan either sees our new wake time and wakes us, or we see its deadline here.
-        if NEXT_PURGE.load(Ordering::SeqCst) < wake_at || COLLECT_PENDING.load(Ordering::SeqCst) {
+        // Re-check after publishing (Dekker with `schedule` and `heap_became_active`): a
+        // deadline set after our scan either sees our new wake time and wakes us, or we
+        // see it here.
+        if NEXT_PURGE.load(Ordering::SeqCst) < wake_at
+            || NEXT_STEAL.load(Ordering::SeqCst) < wake_at
+            || COLLECT_PENDING.load(Ordering::SeqCst)
+        {
             continue;
         }
         let timeout = if wake_at == u64::MAX {
@@ -131,6 +159,7 @@ pub fn reset_after_fork() {
         PURGER.store(NOT_STARTED, Ordering::Relaxed);
     }
     PURGER_WAKES_AT.store(u64::MAX, Ordering::Relaxed);
+    crate::steal::reset_after_fork();
 }
 
 /// True if the background purger thread is running.

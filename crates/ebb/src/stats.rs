@@ -29,6 +29,8 @@ pub struct Counters {
     pub huge_bytes: AtomicU64,
     pub purger_wakeups: AtomicU64,
     pub invalid_frees: AtomicU64,
+    pub steals: AtomicU64,
+    pub steal_attempts: AtomicU64,
 }
 
 pub static COUNTERS: Counters = Counters {
@@ -49,6 +51,8 @@ pub static COUNTERS: Counters = Counters {
     huge_frees: AtomicU64::new(0),
     purger_wakeups: AtomicU64::new(0),
     invalid_frees: AtomicU64::new(0),
+    steals: AtomicU64::new(0),
+    steal_attempts: AtomicU64::new(0),
 };
 
 /// Per size class figures.
@@ -108,6 +112,10 @@ pub struct Stats {
     pub purger_wakeups: u64,
     /// Invalid or double frees detected (cumulative).
     pub invalid_frees: u64,
+    /// Heaps of idle threads whose pages the background purger took over, and attempts
+    /// (cumulative).
+    pub steals: u64,
+    pub steal_attempts: u64,
     /// Per size class.
     pub classes: [ClassStats; CLASS_COUNT],
 }
@@ -139,6 +147,8 @@ pub fn snapshot() -> Stats {
         huge_allocs: c.huge_allocs.load(Ordering::Relaxed),
         purger_wakeups: c.purger_wakeups.load(Ordering::Relaxed),
         invalid_frees: c.invalid_frees.load(Ordering::Relaxed),
+        steals: c.steals.load(Ordering::Relaxed),
+        steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
         classes: [ClassStats::default(); CLASS_COUNT],
     };
     for (i, class) in s.classes.iter_mut().enumerate() {
@@ -267,6 +277,11 @@ impl Stats {
             w,
             "  page events: {} abandoned, {} reclaimed, {} collected; purger wake-ups {}",
             self.abandon_events, self.reclaim_events, self.collect_events, self.purger_wakeups
+        )?;
+        writeln!(
+            w,
+            "  idle heaps taken over: {} of {} attempts",
+            self.steals, self.steal_attempts
         )?;
         writeln!(
             w,

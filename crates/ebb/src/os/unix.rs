@@ -172,6 +172,33 @@ pub fn futex_wake(word: &AtomicU32, count: u32) {
     });
 }
 
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// Register the process for `membarrier` (once; again in a fork child).
+pub fn membarrier_register() -> bool {
+    // SAFETY: membarrier has no memory-safety preconditions.
+    preserving_errno(|| unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            0,
+            0,
+        ) == 0
+    })
+}
+
+/// A full memory barrier on every running thread of the process: when it returns, each
+/// of them has passed a point where its earlier memory accesses are ordered before its
+/// later ones. This is the expensive half of an asymmetric fence whose cheap half is a
+/// compiler fence on the fast path.
+pub fn membarrier() -> bool {
+    // SAFETY: as above.
+    preserving_errno(|| unsafe {
+        libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0
+    })
+}
+
 /// Let another thread run (used by spin loops).
 pub fn yield_now() {
     // SAFETY: no preconditions.
