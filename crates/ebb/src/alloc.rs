@@ -50,21 +50,30 @@ pub fn malloc(size: usize) -> *mut u8 {
             return alloc_big(size, SLICE_SIZE);
         };
         let block = (*page).free;
-        let result = if !block.is_null() {
+        if !block.is_null() {
             (*page).free = (*block).next;
             (*page).set_used((*page).used() + 1);
-            block as *mut u8
-        } else {
-            let class = if size <= SMALL_MAX {
-                *DIRECT_CLASS.get_unchecked((size + 7) >> 3) as usize
-            } else {
-                class_of(size)
-            };
-            malloc_slow(class)
-        };
-        (*heap).leave();
-        result
+            (*heap).leave();
+            return block as *mut u8;
+        }
+        malloc_slow_and_leave(heap, size)
     }
+}
+
+/// The malloc slow path, out of line so the fast path needs no stack frame (this is a
+/// tail call); it leaves the heap's `in_op` window the fast path entered.
+#[cold]
+#[inline(never)]
+fn malloc_slow_and_leave(heap: *mut heap::Heap, size: usize) -> *mut u8 {
+    let class = if size <= SMALL_MAX {
+        DIRECT_CLASS[(size + 7) >> 3] as usize
+    } else {
+        class_of(size)
+    };
+    let block = malloc_slow(class);
+    // SAFETY: the fast path entered this heap's window.
+    unsafe { (*heap).leave() };
+    block
 }
 
 /// Allocate `size` bytes aligned to `align` (any power of two). Null on failure.
@@ -160,13 +169,34 @@ pub unsafe fn free(ptr: *mut u8) {
     unsafe {
         (*heap).enter();
         let page = segment::page_of(seg, ptr);
-        if (*page).owner.load(Ordering::Relaxed) == heap as usize {
-            if (*page).free_local(ptr as *mut Block) {
-                heap::page_emptied(page);
-            }
-        } else {
-            heap::free_slow(page, ptr);
+        if (*page).owner.load(Ordering::Relaxed) != heap as usize {
+            return free_slow_and_leave(heap, page, ptr);
         }
+        if (*page).free_local(ptr as *mut Block) {
+            return page_emptied_and_leave(heap, page);
+        }
+        (*heap).leave();
+    }
+}
+
+/// Out of line (a tail call from `free`); leaves the window `free` entered.
+#[cold]
+#[inline(never)]
+unsafe fn free_slow_and_leave(heap: *mut heap::Heap, page: *mut crate::page::Page, ptr: *mut u8) {
+    // SAFETY: forwarded from `free`.
+    unsafe {
+        heap::free_slow(page, ptr);
+        (*heap).leave();
+    }
+}
+
+/// Out of line (a tail call from `free`); leaves the window `free` entered.
+#[cold]
+#[inline(never)]
+unsafe fn page_emptied_and_leave(heap: *mut heap::Heap, page: *mut crate::page::Page) {
+    // SAFETY: forwarded from `free`.
+    unsafe {
+        heap::page_emptied(page);
         (*heap).leave();
     }
 }
