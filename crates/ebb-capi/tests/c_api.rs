@@ -1,0 +1,556 @@
+//! Tests of the C ABI through real C and C++ programs.
+//!
+//! Each program in `tests/c/` is compiled with the system compiler (`cc`, `c++`, or
+//! `$CC`/`$CXX`) into `$CARGO_TARGET_TMPDIR/ebb-capi-c/<profile>/`, then run with
+//! `LD_PRELOAD` set to the `libebb.so` of this test's profile (`target/<profile>/`,
+//! the parent of the `deps` directory holding this executable), which the tests first
+//! bring up to date with `cargo build -p ebb-capi --profile <profile>`: cargo does not
+//! build a cdylib-only library for the integration tests of its package. Every program reports whether ebb served it (`ebb=yes`, found through
+//! `dlsym(RTLD_DEFAULT, "ebb_stats")` and checked against ebb's statistics), and where
+//! the behaviour is glibc's too, the same program also runs without `LD_PRELOAD` and
+//! the two outputs are compared.
+//!
+//! Needs a C and a C++ compiler (Debian: `gcc`, `g++`).
+
+use std::collections::HashMap;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Longest a program may run before it is killed and the test fails (they take about a
+/// second; this only turns a hang into a failure).
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+// ------------------------------------------------------------------------------------
+// Locating libebb.so and compiling the programs
+
+/// `target/<profile>`: the parent of the `deps` directory holding this executable.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("test executable has a parent");
+    deps.parent().expect("deps has a parent").to_path_buf()
+}
+
+fn libebb() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = profile_dir();
+        build_libebb(&dir);
+        let lib = dir.join("libebb.so");
+        assert!(lib.exists(), "{} was not built", lib.display());
+        lib.canonicalize().unwrap()
+    })
+}
+
+/// `cargo build -p ebb-capi` with the profile of this test run. Cargo does not build a
+/// cdylib-only library for its package's integration tests, and a libebb.so left from
+/// an earlier build may be stale; when it is up to date this is a quick no-op.
+fn build_libebb(dir: &Path) {
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(name) => name.to_string(),
+        None => panic!("cannot tell the profile from {}", dir.display()),
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["build", "--quiet", "-p", "ebb-capi", "--profile", &profile])
+        .arg("--manifest-path")
+        .arg(&manifest);
+    if let Some(target_dir) = dir.parent() {
+        cmd.arg("--target-dir").arg(target_dir);
+    }
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {cargo} build -p ebb-capi: {e}"));
+    assert!(
+        status.success(),
+        "cargo build -p ebb-capi --profile {profile} failed"
+    );
+}
+
+fn source_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c")
+}
+
+fn include_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include")
+}
+
+/// Compiled programs by source name (each compiled once, outside the map's lock).
+type Programs = Mutex<HashMap<&'static str, Arc<OnceLock<PathBuf>>>>;
+
+/// Compile `tests/c/<source>` once per test process; returns the executable.
+fn program(source: &'static str) -> PathBuf {
+    static PROGRAMS: OnceLock<Programs> = OnceLock::new();
+    let cell = PROGRAMS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(source)
+        .or_default()
+        .clone();
+    cell.get_or_init(|| compile(source)).clone()
+}
+
+fn compile(source: &str) -> PathBuf {
+    let profile = profile_dir();
+    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("ebb-capi-c")
+        .join(profile.file_name().unwrap());
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let stem = Path::new(source).file_stem().unwrap().to_str().unwrap();
+    let exe = out_dir.join(stem);
+    // Compile to a private name, then rename: concurrent test runs never see half a file.
+    let tmp = out_dir.join(format!("{stem}.{}.tmp", std::process::id()));
+    let cpp = source.ends_with(".cpp");
+    let (var, default) = if cpp { ("CXX", "c++") } else { ("CC", "cc") };
+    let compiler = std::env::var(var).unwrap_or_else(|_| default.into());
+    let mut cmd = Command::new(&compiler);
+    cmd.args(["-O2", "-g", "-Wall", "-Wextra", "-pthread"])
+        .arg(if cpp { "-std=c++17" } else { "-std=gnu11" })
+        .arg("-I")
+        .arg(include_dir())
+        .arg("-o")
+        .arg(&tmp)
+        .arg(source_dir().join(source))
+        .arg("-ldl");
+    if !cpp {
+        // Keep malloc/calloc/memset calls as written (no folding or elision).
+        cmd.arg("-fno-builtin");
+    }
+    let output = cmd.output().unwrap_or_else(|e| {
+        panic!("cannot run the C compiler `{compiler}` ({e}); install gcc and g++")
+    });
+    assert!(
+        output.status.success(),
+        "compiling {source} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::rename(&tmp, &exe).unwrap();
+    exe
+}
+
+// ------------------------------------------------------------------------------------
+// Running them
+
+struct Run {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    what: String,
+}
+
+impl Run {
+    fn describe(&self) -> String {
+        format!(
+            "{}: {}\n--- stdout\n{}--- stderr\n{}",
+            self.what, self.status, self.stdout, self.stderr
+        )
+    }
+
+    #[track_caller]
+    fn assert_success(&self) -> &Self {
+        assert!(self.status.success(), "{}", self.describe());
+        self
+    }
+
+    #[track_caller]
+    fn assert_stdout_has(&self, text: &str) -> &Self {
+        assert!(
+            self.stdout.contains(text),
+            "missing {text:?} in stdout of {}",
+            self.describe()
+        );
+        self
+    }
+
+    #[track_caller]
+    fn assert_stderr_has(&self, text: &str) -> &Self {
+        assert!(
+            self.stderr.contains(text),
+            "missing {text:?} in stderr of {}",
+            self.describe()
+        );
+        self
+    }
+
+    /// Proof that ebb served (or did not serve) the program.
+    #[track_caller]
+    fn assert_ebb(&self, expected: bool) -> &Self {
+        let line = if expected { "ebb=yes\n" } else { "ebb=no\n" };
+        assert!(
+            self.stdout.starts_with(line),
+            "expected {line:?} first in {}",
+            self.describe()
+        );
+        self
+    }
+}
+
+/// Run `exe args` with `LD_PRELOAD=libebb.so` if `preload`, with `env` added to an
+/// environment cleared of `LD_PRELOAD` and every `EBB_*` variable.
+fn run(exe: &Path, args: &[&str], preload: bool, env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("LD_PRELOAD")
+        // Its own process group, so a hung program and its children can all be killed.
+        .process_group(0);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("EBB_") {
+            cmd.env_remove(key);
+        }
+    }
+    if preload {
+        cmd.env("LD_PRELOAD", libebb());
+    }
+    cmd.envs(env.iter().copied());
+    let what = format!(
+        "{}{} {}{}",
+        env.iter()
+            .map(|(k, v)| format!("{k}={v} "))
+            .collect::<String>(),
+        if preload {
+            "LD_PRELOAD=libebb.so"
+        } else {
+            "(glibc malloc)"
+        },
+        exe.file_name().unwrap().to_string_lossy(),
+        args.iter().map(|a| format!(" {a}")).collect::<String>()
+    );
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output = match rx.recv_timeout(TIMEOUT) {
+        Ok(result) => result.expect("waiting for the program"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+            panic!("{what} did not finish within {TIMEOUT:?} (killed)");
+        }
+    };
+    Run {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        what,
+    }
+}
+
+/// The output lines that must agree between a run under ebb and one under glibc:
+/// everything but the `ebb=` line and lines about ebb-only checks.
+fn common_lines(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with("ebb=") && !l.starts_with("ok ebb:"))
+        .filter(|l| !l.starts_with("skip ebb_*"))
+        .collect()
+}
+
+/// Run `source` under ebb and under glibc (with the same arguments); both must succeed
+/// and print the same lines. Returns the ebb run.
+fn run_both(source: &'static str, args: &[&str]) -> Run {
+    let exe = program(source);
+    let ebb = run(&exe, args, true, &[]);
+    ebb.assert_success().assert_ebb(true);
+    let glibc = run(&exe, args, false, &[]);
+    glibc.assert_success().assert_ebb(false);
+    assert_eq!(
+        common_lines(&ebb.stdout),
+        common_lines(&glibc.stdout),
+        "{source}: output under ebb differs from glibc's\n{}\n{}",
+        ebb.describe(),
+        glibc.describe()
+    );
+    ebb
+}
+
+// ------------------------------------------------------------------------------------
+// The malloc family and the ebb_* functions (tests/c/api.c)
+
+/// A check that glibc skips (older glibc behaves differently) counts as the same check.
+fn api_check_names(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with("ok ebb:") && !l.starts_with("skip ebb_*"))
+        .filter_map(|l| {
+            if let Some(name) = l.strip_prefix("ok ") {
+                Some(name.to_string())
+            } else {
+                let skipped = l.strip_prefix("skip ")?;
+                Some(
+                    skipped
+                        .rsplit_once(" (")
+                        .map_or(skipped, |(name, _)| name)
+                        .to_string(),
+                )
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn api_edge_cases_match_glibc() {
+    let exe = program("api.c");
+    let ebb = run(&exe, &[], true, &[]);
+    ebb.assert_success()
+        .assert_ebb(true)
+        .assert_stdout_has("all checks passed")
+        // ebb_stats_print writes to stderr.
+        .assert_stderr_has("ebb stats:");
+    assert!(
+        !ebb.stdout.lines().any(|l| l.starts_with("skip ")),
+        "a check was skipped under ebb:\n{}",
+        ebb.describe()
+    );
+    let ebb_only = ebb
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ok ebb:"))
+        .count();
+    assert!(
+        ebb_only >= 8,
+        "only {ebb_only} ebb-specific checks ran\n{}",
+        ebb.describe()
+    );
+    assert!(
+        !ebb.stderr.contains("ebb: free("),
+        "spurious error report\n{}",
+        ebb.describe()
+    );
+
+    let glibc = run(&exe, &[], false, &[]);
+    glibc
+        .assert_success()
+        .assert_ebb(false)
+        .assert_stdout_has("all checks passed");
+    let names = api_check_names(&ebb.stdout);
+    assert!(names.len() > 60, "too few checks ran: {}", names.len());
+    assert_eq!(
+        names,
+        api_check_names(&glibc.stdout),
+        "checks differ between ebb and glibc\n{}\n{}",
+        ebb.describe(),
+        glibc.describe()
+    );
+}
+
+#[test]
+fn api_edge_cases_in_check_mode() {
+    let run = run(&program("api.c"), &[], true, &[("EBB_CHECK", "1")]);
+    run.assert_success()
+        .assert_ebb(true)
+        .assert_stdout_has("all checks passed");
+    assert!(
+        !run.stderr.contains("ebb: free("),
+        "check mode reported a valid free\n{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn api_edge_cases_with_immediate_purge_and_no_purger_thread() {
+    let env = [("EBB_PURGE_DELAY", "0"), ("EBB_BACKGROUND", "0")];
+    run(&program("api.c"), &[], true, &env)
+        .assert_success()
+        .assert_ebb(true)
+        .assert_stdout_has("all checks passed");
+}
+
+#[test]
+fn show_stats_prints_at_exit() {
+    let exe = program("api.c");
+    let with = run(&exe, &["free_null"], true, &[("EBB_SHOW_STATS", "1")]);
+    with.assert_success().assert_stderr_has("ebb stats:");
+    let without = run(&exe, &["free_null"], true, &[]);
+    without.assert_success();
+    assert!(
+        !without.stderr.contains("ebb stats:"),
+        "{}",
+        without.describe()
+    );
+}
+
+/// Reproduces: `cargo test --release -p ebb-capi --test c_api -- --ignored aligned_16`
+/// (or `LD_PRELOAD=target/release/libebb.so <tmp>/api bug_aligned16_small`).
+#[test]
+#[ignore = "bug: aligned_alloc/memalign/posix_memalign(16, n) with n <= 8 return 8-byte aligned blocks (c_api::aligned passes align <= 16 to malloc, which gives 8-byte blocks for n <= 8)"]
+fn aligned_16_small_sizes_are_16_aligned() {
+    let run = run(&program("api.c"), &["bug_aligned16_small"], true, &[]);
+    run.assert_success().assert_ebb(true);
+}
+
+/// Reproduces: `cargo test --release -p ebb-capi --test c_api -- --ignored realloc_in_place`
+#[test]
+#[ignore = "bug: realloc moves a large block shrunk to <= 512 KiB, or a huge block shrunk to <= 16 MiB, although the new size is >= half its usable size (e.g. malloc(600000) [usable 655360] -> realloc 491520 moves)"]
+fn realloc_in_place_for_large_and_huge_blocks() {
+    let run = run(&program("api.c"), &["bug_realloc_in_place_big"], true, &[]);
+    run.assert_success().assert_ebb(true);
+}
+
+// ------------------------------------------------------------------------------------
+// Invalid frees (tests/c/check.c)
+
+/// Run a scenario of check.c under ebb; returns the run and the bad pointer it printed.
+fn check_scenario(scenario: &str, env: &[(&str, &str)]) -> (Run, String) {
+    let run = run(&program("check.c"), &[scenario], true, env);
+    let ptr = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ptr="))
+        .unwrap_or_else(|| panic!("no ptr= line\n{}", run.describe()))
+        .to_string();
+    (run, ptr)
+}
+
+#[track_caller]
+fn assert_continued(run: &Run) {
+    run.assert_success()
+        .assert_stdout_has("invalid_frees=1\n")
+        .assert_stdout_has("continued\n");
+}
+
+#[track_caller]
+fn assert_aborted(run: &Run) {
+    assert_eq!(
+        run.status.signal(),
+        Some(SIGABRT),
+        "expected SIGABRT: {}",
+        run.describe()
+    );
+    assert!(!run.stdout.contains("continued"), "{}", run.describe());
+}
+
+/// SIGABRT on Linux.
+const SIGABRT: i32 = 6;
+
+#[test]
+fn check_mode_reports_invalid_frees_and_continues() {
+    let check = [("EBB_CHECK", "1")];
+    for (scenario, message) in [
+        ("stack", "pointer not allocated by ebb"),
+        ("global", "pointer not allocated by ebb"),
+        ("interior", "pointer not allocated by ebb"),
+        ("double", "double free"),
+        ("double_large", "double free"),
+    ] {
+        let (run, ptr) = check_scenario(scenario, &check);
+        assert_continued(&run);
+        run.assert_stderr_has(&format!("ebb: free({ptr}): {message}"));
+    }
+}
+
+#[test]
+fn check_mode_aborts_when_asked() {
+    let env = [("EBB_CHECK", "1"), ("EBB_ABORT_ON_ERROR", "1")];
+    for (scenario, message) in [
+        ("stack", "pointer not allocated by ebb"),
+        ("interior", "pointer not allocated by ebb"),
+        ("double", "double free"),
+    ] {
+        let (run, ptr) = check_scenario(scenario, &env);
+        assert_aborted(&run);
+        run.assert_stderr_has(&format!("ebb: free({ptr}): {message}"));
+    }
+}
+
+/// Pointers outside every ebb region are caught without check mode.
+#[test]
+fn foreign_pointers_are_reported_without_check_mode() {
+    for scenario in ["global", "stack"] {
+        let (run, ptr) = check_scenario(scenario, &[]);
+        assert_continued(&run);
+        run.assert_stderr_has(&format!("ebb: free({ptr}): pointer not allocated by ebb"));
+
+        let (run, ptr) = check_scenario(scenario, &[("EBB_ABORT_ON_ERROR", "1")]);
+        assert_aborted(&run);
+        run.assert_stderr_has(&format!("ebb: free({ptr}): pointer not allocated by ebb"));
+    }
+    let (run, ptr) = check_scenario("realloc_foreign", &[]);
+    assert_continued(&run);
+    run.assert_stderr_has(&format!(
+        "ebb: realloc({ptr}): pointer not allocated by ebb"
+    ));
+}
+
+/// Freeing a large span or a huge mapping twice is caught even without check mode.
+#[test]
+fn double_free_of_large_and_huge_blocks_is_reported() {
+    let (run, ptr) = check_scenario("double_large", &[]);
+    assert_continued(&run);
+    run.assert_stderr_has(&format!(
+        "ebb: free({ptr}): block is not in use (double free?)"
+    ));
+    // A huge block's mapping is gone after the first free.
+    for env in [&[][..], &[("EBB_CHECK", "1")][..]] {
+        let (run, ptr) = check_scenario("double_huge", env);
+        assert_continued(&run);
+        run.assert_stderr_has(&format!("ebb: free({ptr}): "));
+    }
+}
+
+#[test]
+fn show_errors_off_silences_reports_but_counts_them() {
+    let (run, _) = check_scenario("global", &[("EBB_SHOW_ERRORS", "0")]);
+    assert_continued(&run);
+    assert!(!run.stderr.contains("ebb:"), "{}", run.describe());
+}
+
+// ------------------------------------------------------------------------------------
+// Threads, fork, C++, constructors
+
+#[test]
+fn fork_from_multithreaded_process() {
+    let exe = program("fork.c");
+    for env in [&[][..], &[("EBB_CHECK", "1")][..]] {
+        run(&exe, &[], true, env)
+            .assert_success()
+            .assert_ebb(true)
+            .assert_stdout_has("children ok: 20\ndone\n");
+    }
+    run(&exe, &[], false, &[])
+        .assert_success()
+        .assert_ebb(false)
+        .assert_stdout_has("children ok: 20\ndone\n");
+}
+
+#[test]
+fn blocks_outlive_their_threads_and_free_only_threads() {
+    let ebb = run_both("threads.c", &[]);
+    ebb.assert_stdout_has("done\n");
+    run(&program("threads.c"), &[], true, &[("EBB_CHECK", "1")])
+        .assert_success()
+        .assert_stdout_has("done\n");
+}
+
+#[test]
+fn cpp_threads_delete_each_others_objects() {
+    let ebb = run_both("cpp_threads.cpp", &[]);
+    ebb.assert_stdout_has("items=80000 bad=0\n")
+        .assert_stdout_has("done\n");
+}
+
+#[test]
+fn malloc_in_constructors_threads_and_inside_libc() {
+    let ebb = run_both("ctor.c", &[]);
+    // The destructor runs after main and the atexit handler, under ebb too.
+    assert!(
+        ebb.stdout.ends_with("done\ndestructor ran\n"),
+        "{}",
+        ebb.describe()
+    );
+    run(&program("ctor.c"), &[], true, &[("EBB_CHECK", "1")])
+        .assert_success()
+        .assert_stdout_has("destructor ran\n");
+}

@@ -1,0 +1,12 @@
+//! Compiles c/clib.c (a small C library with threads of its own) into a static library.
+
+fn main() {
+    println!("cargo:rerun-if-changed=c/clib.c");
+    cc::Build::new()
+        .file("c/clib.c")
+        .flag_if_supported("-pthread")
+        .warnings(true)
+        .compile("clib");
+    // The library uses pthread_create; glibc >= 2.34 has it in libc, older ones need -lpthread.
+    println!("cargo:rustc-link-lib=pthread");
+}
