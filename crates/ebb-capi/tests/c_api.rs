@@ -382,18 +382,17 @@ fn show_stats_prints_at_exit() {
     );
 }
 
-/// Reproduces: `cargo test --release -p ebb-capi --test c_api -- --ignored aligned_16`
-/// (or `LD_PRELOAD=target/release/libebb.so <tmp>/api bug_aligned16_small`).
+/// Regression: aligned_alloc/memalign/posix_memalign(16, n <= 8) once returned blocks of
+/// the 8-byte class, only 8-byte aligned.
 #[test]
-#[ignore = "bug: aligned_alloc/memalign/posix_memalign(16, n) with n <= 8 return 8-byte aligned blocks (c_api::aligned passes align <= 16 to malloc, which gives 8-byte blocks for n <= 8)"]
 fn aligned_16_small_sizes_are_16_aligned() {
     let run = run(&program("api.c"), &["bug_aligned16_small"], true, &[]);
     run.assert_success().assert_ebb(true);
 }
 
-/// Reproduces: `cargo test --release -p ebb-capi --test c_api -- --ignored realloc_in_place`
+/// Regression: realloc once moved a large block shrunk to <= 512 KiB (or a huge one shrunk
+/// to <= 16 MiB) although it stayed at least half used.
 #[test]
-#[ignore = "bug: realloc moves a large block shrunk to <= 512 KiB, or a huge block shrunk to <= 16 MiB, although the new size is >= half its usable size (e.g. malloc(600000) [usable 655360] -> realloc 491520 moves)"]
 fn realloc_in_place_for_large_and_huge_blocks() {
     let run = run(&program("api.c"), &["bug_realloc_in_place_big"], true, &[]);
     run.assert_success().assert_ebb(true);

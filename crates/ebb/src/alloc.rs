@@ -12,7 +12,8 @@ use crate::heap::{self, malloc_slow};
 use crate::page::{Block, HUGE, LARGE, MARKER_LIMIT};
 use crate::segment::{self, SLICE_SIZE};
 use crate::size_class::{
-    class_for_aligned, class_of, class_size, DIRECT_CLASS, LARGE_MAX, MEDIUM_MAX, SMALL_MAX,
+    class_for_aligned, class_of, class_size, DIRECT_CLASS, DIRECT_C_CLASS, LARGE_MAX, MEDIUM_MAX,
+    SMALL_MAX,
 };
 use crate::stats::COUNTERS;
 use crate::{arena, huge, os, tls};
@@ -29,6 +30,17 @@ pub const MIN_ALIGN: usize = 8;
 /// a stealer can tell the owner is outside the allocator (see `steal.rs`).
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut u8 {
+    malloc_in::<false>(size)
+}
+
+/// `malloc` for C: blocks above 8 bytes are 16-byte aligned, as glibc guarantees.
+#[inline(always)]
+pub fn malloc_c(size: usize) -> *mut u8 {
+    malloc_in::<true>(size)
+}
+
+#[inline(always)]
+fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
     let heap = tls::heap();
     // SAFETY: `heap` is the thread's heap or the empty heap; both have valid tables, and
     // the page pointers in them are owned by this thread (or the never-written empty
@@ -36,12 +48,15 @@ pub fn malloc(size: usize) -> *mut u8 {
     unsafe {
         let page = if size <= SMALL_MAX {
             (*heap).enter();
-            (*heap)
-                .direct
-                .get_unchecked((size + 7) >> 3)
-                .load(Ordering::Relaxed)
+            let table = if C {
+                &(*heap).direct_c
+            } else {
+                &(*heap).direct
+            };
+            table.get_unchecked((size + 7) >> 3).load(Ordering::Relaxed)
         } else if size <= MEDIUM_MAX {
             (*heap).enter();
+            let size = if C { (size + 15) & !15 } else { size };
             (*heap)
                 .current
                 .get_unchecked(class_of(size))
@@ -56,7 +71,7 @@ pub fn malloc(size: usize) -> *mut u8 {
             (*heap).leave();
             return block as *mut u8;
         }
-        malloc_slow_and_leave(heap, size)
+        malloc_slow_and_leave(heap, size, C)
     }
 }
 
@@ -64,11 +79,12 @@ pub fn malloc(size: usize) -> *mut u8 {
 /// tail call); it leaves the heap's `in_op` window the fast path entered.
 #[cold]
 #[inline(never)]
-fn malloc_slow_and_leave(heap: *mut heap::Heap, size: usize) -> *mut u8 {
-    let class = if size <= SMALL_MAX {
-        DIRECT_CLASS[(size + 7) >> 3] as usize
-    } else {
-        class_of(size)
+fn malloc_slow_and_leave(heap: *mut heap::Heap, size: usize, c: bool) -> *mut u8 {
+    let class = match (size <= SMALL_MAX, c) {
+        (true, false) => DIRECT_CLASS[(size + 7) >> 3] as usize,
+        (true, true) => DIRECT_C_CLASS[(size + 7) >> 3] as usize,
+        (false, false) => class_of(size),
+        (false, true) => class_of((size + 15) & !15),
     };
     let block = malloc_slow(class);
     // SAFETY: the fast path entered this heap's window.
@@ -86,7 +102,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         // Multiples of 16 map to classes that are multiples of 16; bigger blocks start
         // on slice boundaries anyway (and rounding them could overflow).
         return malloc(if size <= MEDIUM_MAX {
-            (size + 15) & !15
+            ((size + 15) & !15).max(16)
         } else {
             size
         });
@@ -268,22 +284,32 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         let holds_blocks = owner >= MARKER_LIMIT
             || owner == crate::page::ABANDONED
             || owner == crate::page::COLLECTING;
+        // In place whenever the block stays at least half used: shrinking a large or huge
+        // block gives its tail back, growing one takes the slices or address space after
+        // it when they are free.
+        let fits = new_size <= usable && new_size >= usable / 2;
         match owner {
-            HUGE if new_size > LARGE_MAX => {
-                let p = huge::resize(page, new_size);
+            HUGE if fits || new_size > LARGE_MAX => {
+                let p = huge::resize(page, new_size.max(LARGE_MAX + 1));
                 if !p.is_null() {
                     return p;
                 }
+                if fits {
+                    return ptr;
+                }
+            }
+            LARGE if fits => {
+                arena::resize_large(page, new_size.max(MEDIUM_MAX + 1));
+                return ptr;
             }
             LARGE
-                if new_size > MEDIUM_MAX
+                if new_size > usable
                     && new_size <= LARGE_MAX
                     && arena::resize_large(page, new_size) =>
             {
                 return ptr;
             }
-            // Small or medium block: in place if it fits and would not be mostly empty.
-            _ if holds_blocks && new_size <= usable && new_size >= usable / 2 => return ptr,
+            _ if holds_blocks && fits => return ptr,
             _ => {}
         }
         let new = alloc(new_size, align);

@@ -12,7 +12,6 @@
 //! `memalign` rounds a non-power-of-two alignment up; `aligned_alloc` rejects one with
 //! `EINVAL`.
 
-use crate::size_class::MEDIUM_MAX;
 use crate::{alloc, arena, check, heap, options, os, segment, stats};
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::null_mut;
@@ -28,14 +27,7 @@ fn fail_enomem() -> *mut c_void {
 
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
-    // Requests of at most 8 bytes get the 8-byte class; larger small ones a 16-byte
-    // multiple (so the block is 16-byte aligned); big blocks start on slice boundaries.
-    let rounded = if size > 8 && size <= MEDIUM_MAX {
-        (size + 15) & !15
-    } else {
-        size
-    };
-    let p = alloc::malloc(rounded);
+    let p = alloc::malloc_c(size);
     if p.is_null() {
         return fail_enomem();
     }
@@ -100,8 +92,11 @@ pub unsafe fn reallocarray(ptr: *mut c_void, count: usize, size: usize) -> *mut 
 }
 
 fn aligned(align: usize, size: usize) -> *mut c_void {
-    let p = if align <= C_ALIGN {
-        malloc(size) as *mut u8
+    let p = if align <= 8 {
+        alloc::malloc_c(size)
+    } else if align <= C_ALIGN {
+        // The 8-byte class is only 8-byte aligned.
+        alloc::malloc_c(size.max(C_ALIGN))
     } else {
         alloc::alloc(size, align)
     };

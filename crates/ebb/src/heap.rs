@@ -12,7 +12,7 @@
 use crate::arena::{self, PageList, ARENA};
 use crate::os;
 use crate::page::{empty_page, Block, Page, ABANDONED, CHECK_TAG, MARKER_LIMIT};
-use crate::size_class::{CLASS_COUNT, DIRECT_COUNT};
+use crate::size_class::{CLASS_COUNT, DIRECT_CLASS, DIRECT_COUNT, DIRECT_C_CLASS};
 use crate::stats::COUNTERS;
 use crate::{steal, tls};
 use core::cell::UnsafeCell;
@@ -36,6 +36,8 @@ pub struct Heap {
     /// `steal::NONE`, `steal::STEALING` or `steal::DEAD`.
     pub steal_state: AtomicU32,
     pub direct: [AtomicPtr<Page>; DIRECT_COUNT],
+    /// The same for C requests (16-byte aligned classes; `DIRECT_C_CLASS`).
+    pub direct_c: [AtomicPtr<Page>; DIRECT_COUNT],
     pub current: [AtomicPtr<Page>; CLASS_COUNT],
     pub queues: [PageList; CLASS_COUNT],
     /// Pages in the queues (owner writes, stealer reads).
@@ -57,6 +59,7 @@ impl Heap {
             in_op: AtomicU32::new(0),
             steal_state: AtomicU32::new(crate::steal::NONE),
             direct: [const { AtomicPtr::new(empty_page_const()) }; DIRECT_COUNT],
+            direct_c: [const { AtomicPtr::new(empty_page_const()) }; DIRECT_COUNT],
             current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             queues: [PageList::new(); CLASS_COUNT],
             page_count: AtomicUsize::new(0),
@@ -75,6 +78,10 @@ impl Heap {
         for entry in &self.direct[start as usize..end as usize] {
             entry.store(page, Ordering::Relaxed);
         }
+        let (start, end) = DIRECT_C_RANGE[class];
+        for entry in &self.direct_c[start as usize..end as usize] {
+            entry.store(page, Ordering::Relaxed);
+        }
     }
 
     pub fn refresh_current(&self, class: usize) {
@@ -84,7 +91,12 @@ impl Heap {
 
     /// Point every table entry at the empty page (after a steal).
     pub fn clear_tables(&self) {
-        for entry in self.direct.iter().chain(self.current.iter()) {
+        for entry in self
+            .direct
+            .iter()
+            .chain(&self.direct_c)
+            .chain(&self.current)
+        {
             entry.store(empty_page(), Ordering::Relaxed);
         }
     }
@@ -112,11 +124,11 @@ impl Heap {
 }
 
 /// `DIRECT_RANGE[c]` is the range of direct-table entries that map to class `c`.
-const fn direct_ranges() -> [(u16, u16); CLASS_COUNT] {
+const fn direct_ranges(table: &[u8; DIRECT_COUNT]) -> [(u16, u16); CLASS_COUNT] {
     let mut ranges = [(0u16, 0u16); CLASS_COUNT];
     let mut i = 0;
     while i < DIRECT_COUNT {
-        let c = crate::size_class::class_of(i * 8);
+        let c = table[i] as usize;
         if ranges[c].1 == 0 {
             ranges[c].0 = i as u16;
         }
@@ -125,7 +137,8 @@ const fn direct_ranges() -> [(u16, u16); CLASS_COUNT] {
     }
     ranges
 }
-static DIRECT_RANGE: [(u16, u16); CLASS_COUNT] = direct_ranges();
+static DIRECT_RANGE: [(u16, u16); CLASS_COUNT] = direct_ranges(&DIRECT_CLASS);
+static DIRECT_C_RANGE: [(u16, u16); CLASS_COUNT] = direct_ranges(&DIRECT_C_CLASS);
 
 const fn empty_page_const() -> *mut Page {
     crate::page::EMPTY_PAGE.0.get()

@@ -108,6 +108,30 @@ const fn direct_classes() -> [u8; DIRECT_COUNT] {
 /// `DIRECT_CLASS[(size + 7) / 8]` is the class of a request of `size <= SMALL_MAX`.
 pub static DIRECT_CLASS: [u8; DIRECT_COUNT] = direct_classes();
 
+/// The class for a C request: requests above 8 bytes get a 16-byte multiple, so the
+/// block is 16-byte aligned as glibc guarantees.
+pub const fn c_class_of(size: usize) -> usize {
+    if size <= 8 {
+        0
+    } else {
+        class_of((size + 15) & !15)
+    }
+}
+
+const fn direct_c_classes() -> [u8; DIRECT_COUNT] {
+    let mut table = [0u8; DIRECT_COUNT];
+    let mut i = 0;
+    while i < DIRECT_COUNT {
+        // Entry i serves sizes 8(i-1)+1 ..= 8i; they all round to the same 16-multiple.
+        table[i] = c_class_of(i * 8) as u8;
+        i += 1;
+    }
+    table
+}
+
+/// `DIRECT_C_CLASS[(size + 7) / 8]` is `c_class_of(size)` for `size <= SMALL_MAX`.
+pub static DIRECT_C_CLASS: [u8; DIRECT_COUNT] = direct_c_classes();
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +176,18 @@ mod tests {
                 class_of(size),
                 "{size}"
             );
+        }
+    }
+
+    #[test]
+    fn c_direct_table_matches_and_is_sixteen_aligned() {
+        for size in 0..=SMALL_MAX {
+            let c = DIRECT_C_CLASS[size.div_ceil(8)] as usize;
+            assert_eq!(c, c_class_of(size), "{size}");
+            assert!(class_size(c) >= size);
+            if size > 8 {
+                assert_eq!(class_size(c) % 16, 0, "{size}");
+            }
         }
     }
 

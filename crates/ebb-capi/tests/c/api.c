@@ -315,8 +315,6 @@ static void t_aligned(void) {
         const size_t sizes[] = {1, 7, 8, 16, a / 2 + 1, a, a + 1, 3 * a, 100000};
         for (size_t i = 0; i < COUNT(sizes); i++) {
             size_t n = sizes[i];
-            if (a == 16 && n <= 8 && have_ebb)
-                continue; /* known ebb bug, see bug_aligned16_small */
             void *p = aligned_alloc(a, opaque(n));
             CHECK(p != NULL && is_aligned(p, a), "aligned_alloc(%zu, %zu) = %p", a, n, p);
             CHECK(malloc_usable_size(p) >= n, "aligned_alloc(%zu, %zu): usable %zu", a, n,
