@@ -356,3 +356,98 @@ fn zeroed_overflow_child() {
         "ebb::alloc_zeroed(usize::MAX, 16) returned {p:p}"
     );
 }
+
+/// Large and huge blocks at every alignment up to 64 MiB, resized up and down across
+/// the medium/large/huge limits (in place, by growing spans or mappings, or by
+/// moving): alignment and contents survive every step.
+#[test]
+fn big_blocks_resize_across_limits() {
+    let steps = [
+        20 * MIB,
+        40 * MIB,
+        ebb::LARGE_MAX + 1,
+        60 * MIB,
+        17 * MIB,
+        ebb::LARGE_MAX,
+        2 * MIB,
+        ebb::MEDIUM_MAX + 1,
+        ebb::MEDIUM_MAX,
+        5000,
+        9 * MIB,
+        33 * MIB,
+        1,
+    ];
+    let mut m = Model::new();
+    for (n, align) in [
+        8usize,
+        16,
+        4096,
+        1 << 16,
+        1 << 20,
+        1 << 23,
+        1 << 25,
+        1 << 26,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = n as u64 + 1000;
+        let mut size = ebb::MEDIUM_MAX + 1;
+        // SAFETY: the block is live with (size, align) at each step.
+        unsafe {
+            let mut p = alloc(layout(size, align));
+            m.insert_range(p, size, align, "big alloc");
+            fill(p, seed, 0, size);
+            // A neighbour so that growing in place is not always possible.
+            let neighbour = alloc(layout(ebb::LARGE_MAX + 1, 8));
+            m.insert_range(neighbour, ebb::LARGE_MAX + 1, 8, "neighbour");
+            for &new in &steps {
+                m.remove_range(p);
+                let q = black_box(realloc(p, layout(size, align), new));
+                m.insert_range(q, new, align, "big realloc");
+                if let Some(i) = first_mismatch(q, seed, 0, size.min(new)) {
+                    panic!("realloc {size} -> {new} (align {align}): byte {i} lost");
+                }
+                if new > size {
+                    fill(q, seed, size, new);
+                }
+                p = q;
+                size = new;
+            }
+            m.remove_range(p);
+            dealloc(p, layout(size, align));
+            m.remove_range(neighbour);
+            dealloc(neighbour, layout(ebb::LARGE_MAX + 1, 8));
+        }
+    }
+}
+
+/// `ebb::free` of memory ebb does not manage is reported and ignored (documented in
+/// `ebb::free`), not a crash.
+#[test]
+fn foreign_pointers_are_ignored() {
+    if ebb::options().abort_on_error {
+        eprintln!("foreign_pointers_are_ignored: skipped (EBB_ABORT_ON_ERROR=1)");
+        return;
+    }
+    use std::alloc::{GlobalAlloc, System};
+    let before = ebb::stats().invalid_frees;
+    let mut on_stack = [0u8; 64];
+    let l = layout(256, 8);
+    // SAFETY: the pointers are not ebb's, which ebb::free documents as ignored; the
+    // system block is freed by its own allocator afterwards.
+    unsafe {
+        let sys = System.alloc(l);
+        assert!(!sys.is_null());
+        assert!(!ebb::owns(sys));
+        assert!(!ebb::owns(on_stack.as_mut_ptr()));
+        ebb::free(on_stack.as_mut_ptr());
+        ebb::free(sys);
+        assert_eq!(ebb::usable_size(sys), 0);
+        System.dealloc(sys, l);
+    }
+    assert!(ebb::stats().invalid_frees >= before + 2);
+    // The allocator still works.
+    let v: Vec<u32> = (0..10_000).collect();
+    assert_eq!(v[9_999], 9_999);
+}

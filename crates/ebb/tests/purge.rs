@@ -91,18 +91,116 @@ const THREADS: usize = 4;
 const TOTAL: usize = 1 << 30;
 const SLACK: u64 = 16 * MIB as u64;
 
+/// A buffer of words mapped straight from the OS (neither ebb nor the C allocator,
+/// which may keep freed memory resident), so that handing over and dropping lists of
+/// pointers neither frees ebb spans (which would wake the purger) nor leaves RSS behind.
+struct SysBuf {
+    ptr: *mut usize,
+    cap: usize,
+    len: usize,
+}
+
+// SAFETY: a uniquely owned buffer of plain words.
+unsafe impl Send for SysBuf {}
+
+mod sys {
+    use std::ffi::{c_int, c_long, c_void};
+    extern "C" {
+        pub fn mmap(
+            addr: *mut c_void,
+            len: usize,
+            prot: c_int,
+            flags: c_int,
+            fd: c_int,
+            offset: c_long,
+        ) -> *mut c_void;
+        pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
+    }
+    pub const PROT_READ: c_int = 1;
+    pub const PROT_WRITE: c_int = 2;
+    pub const MAP_PRIVATE: c_int = 2;
+    #[cfg(target_os = "linux")]
+    pub const MAP_ANONYMOUS: c_int = 0x20;
+    #[cfg(not(target_os = "linux"))]
+    pub const MAP_ANONYMOUS: c_int = 0x1000;
+}
+
+impl SysBuf {
+    fn with_capacity(cap: usize) -> SysBuf {
+        let cap = cap.max(1);
+        // SAFETY: a fresh anonymous mapping.
+        let ptr = unsafe {
+            sys::mmap(
+                std::ptr::null_mut(),
+                cap * 8,
+                sys::PROT_READ | sys::PROT_WRITE,
+                sys::MAP_PRIVATE | sys::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert!(!ptr.is_null() && ptr as isize != -1, "mmap failed");
+        SysBuf {
+            ptr: ptr as *mut usize,
+            cap,
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, value: usize) {
+        assert!(self.len < self.cap);
+        // SAFETY: in bounds.
+        unsafe { self.ptr.add(self.len).write(value) };
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        // SAFETY: the first len words are initialised.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// Unmap the buffer (idempotent).
+    fn release(&mut self) {
+        if self.cap == 0 {
+            return;
+        }
+        // SAFETY: our own mapping of this length.
+        unsafe { sys::munmap(self.ptr as *mut _, self.cap * 8) };
+        self.cap = 0;
+        self.len = 0;
+    }
+}
+
+impl Drop for SysBuf {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Who frees the blocks of the workload.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Freer {
+    /// Each worker frees all its blocks.
+    Owner,
+    /// Workers free half; the main thread frees the other half after they exited.
+    MainAfterExit,
+    /// As `MainAfterExit`, but the main thread waits until the purger has finished with
+    /// the workers' frees and sleeps: only the remote frees can wake it up.
+    MainAfterExitWhenIdle,
+}
+
 /// 4 threads allocate ~1 GiB in 16..1024 B blocks, touching every byte; then the
-/// threads free their blocks, except a share `remote_share` (in 1/1000) that is sent
-/// to the main thread and freed there after the workers have exited. Afterwards, with
-/// no allocator calls, committed memory and RSS must come back to the baseline.
-fn allocate_gib_then_free(remote_share: usize) {
+/// blocks are freed as `freer` says. Afterwards, with no allocator calls, committed
+/// memory and RSS must come back to the baseline.
+fn allocate_gib_then_free(freer: Freer) {
+    let remote_share = if freer == Freer::Owner { 0 } else { 500 };
     let mut reader = RssReader::new();
     settle();
     let base_committed = ebb::stats().committed;
     let base_rss = reader.rss();
 
     let barrier = std::sync::Arc::new(Barrier::new(THREADS + 1));
-    let (tx, rx) = mpsc::channel::<Vec<usize>>();
+    let (tx, rx) = mpsc::channel::<SysBuf>();
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             let barrier = barrier.clone();
@@ -124,7 +222,7 @@ fn allocate_gib_then_free(remote_share: usize) {
                 }
                 barrier.wait(); // peak
                 barrier.wait();
-                let mut remote = Vec::new();
+                let mut remote = SysBuf::with_capacity(2 * blocks.len());
                 for (p, size) in blocks {
                     // SAFETY: p is live with this size; checked and freed once.
                     unsafe {
@@ -151,13 +249,8 @@ fn allocate_gib_then_free(remote_share: usize) {
     for h in handles {
         h.join().unwrap();
     }
-    // The workers are gone; free what they handed over.
-    for remote in rx {
-        for pair in remote.chunks(2) {
-            // SAFETY: live blocks of these sizes, freed once.
-            unsafe { std::alloc::dealloc(pair[0] as *mut u8, layout(pair[1], 8)) };
-        }
-    }
+    let remote: Vec<SysBuf> = rx.into_iter().collect();
+    assert_eq!(remote.len(), THREADS);
     assert!(
         peak.committed >= base_committed + (TOTAL as u64) * 9 / 10,
         "the workload should commit about 1 GiB: {} -> {}",
@@ -165,6 +258,25 @@ fn allocate_gib_then_free(remote_share: usize) {
         peak.committed
     );
     assert!(peak_rss >= base_rss + (TOTAL as u64) * 9 / 10);
+    if freer == Freer::MainAfterExitWhenIdle {
+        let idle = poll_until(|| ebb::stats().free_committed == 0);
+        assert!(idle, "the workers' frees were not purged");
+        // Let a timed wake-up armed before the last purge pass.
+        thread::sleep(Duration::from_millis(
+            ebb::options().purge_delay_ms.max(250) * 2,
+        ));
+    }
+    // The workers are gone; free what they handed over (remote frees into their
+    // abandoned pages), then drop the lists (system memory).
+    // (The Vec holding the lists is ebb memory: it is kept until the end.)
+    let mut remote = remote;
+    for buf in remote.iter_mut() {
+        for pair in buf.as_slice().chunks(2) {
+            // SAFETY: live blocks of these sizes, freed once.
+            unsafe { std::alloc::dealloc(pair[0] as *mut u8, layout(pair[1], 8)) };
+        }
+        buf.release();
+    }
 
     // No allocator calls from here on (the reader's buffer is allocated already).
     let freed_at = Instant::now();
@@ -176,8 +288,9 @@ fn allocate_gib_then_free(remote_share: usize) {
         committed <= base_committed + SLACK && rss <= base_rss + SLACK
     });
     let s = ebb::stats();
+    drop(remote);
     eprintln!(
-        "remote share {remote_share}/1000: committed {} -> {} -> {} MiB, RSS {} -> {} -> {} MiB, \
+        "{freer:?}: committed {} -> {} -> {} MiB, RSS {} -> {} -> {} MiB, \
          back to baseline: {back} after {:?}",
         base_committed >> 20,
         peak.committed >> 20,
@@ -189,7 +302,7 @@ fn allocate_gib_then_free(remote_share: usize) {
     );
     assert!(
         back,
-        "memory not returned within {:?}: committed {} MiB (baseline {} MiB, peak {} MiB), \
+        "{freer:?}: memory not returned within {:?}: committed {} MiB (baseline {} MiB, peak {} MiB), \
          RSS {} MiB (baseline {} MiB, peak {} MiB); free awaiting purge {} MiB, \
          abandoned pages {}, live small {} MiB, purger running: {}",
         patience(),
@@ -213,7 +326,7 @@ fn gib_freed_by_its_threads_goes_back() {
     if !background_enabled("gib_freed_by_its_threads_goes_back") {
         return;
     }
-    allocate_gib_then_free(0);
+    allocate_gib_then_free(Freer::Owner);
 }
 
 #[test]
@@ -222,7 +335,18 @@ fn gib_half_freed_by_main_after_exit_goes_back() {
     if !background_enabled("gib_half_freed_by_main_after_exit_goes_back") {
         return;
     }
-    allocate_gib_then_free(500);
+    allocate_gib_then_free(Freer::MainAfterExit);
+}
+
+/// Only remote frees into abandoned pages can wake the purger here: it must collect
+/// them (the pages empty) and give the memory back.
+#[test]
+fn gib_half_freed_by_main_while_purger_sleeps_goes_back() {
+    let _serial = serial();
+    if !background_enabled("gib_half_freed_by_main_while_purger_sleeps_goes_back") {
+        return;
+    }
+    allocate_gib_then_free(Freer::MainAfterExitWhenIdle);
 }
 
 /// After memory is freed and purged, the purger sleeps until there is work again:

@@ -536,3 +536,263 @@ fn all_remote_frees_same_class() {
     assert_eq!(freer.join().unwrap(), made);
     check_after(&before, threads as u64 + 1);
 }
+
+// ---------------------------------------------------------------------------------
+// fork while other threads allocate
+
+#[cfg(target_os = "linux")]
+mod sys {
+    use std::ffi::c_int;
+    extern "C" {
+        pub fn fork() -> c_int;
+        pub fn waitpid(pid: c_int, status: *mut c_int, options: c_int) -> c_int;
+        pub fn kill(pid: c_int, sig: c_int) -> c_int;
+        pub fn _exit(code: c_int) -> !;
+    }
+    pub const WNOHANG: c_int = 1;
+    pub const SIGKILL: c_int = 9;
+}
+
+/// The child of a fork taken while other threads allocate and free can use the
+/// allocator: allocate and free all kinds of blocks, and free blocks allocated before
+/// the fork by threads that do not exist in the child. The child only calls the
+/// allocator and `_exit` (no printing: locks of other threads may be held).
+#[cfg(target_os = "linux")]
+#[test]
+fn fork_while_allocating() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _serial = serial();
+    let before = ebb::stats();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::sync_channel::<Vec<Blk>>(4);
+    let workers: Vec<_> = (0..3)
+        .map(|t| {
+            let stop = stop.clone();
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut rng = Rng::new(9000 + t);
+                let mut mine: Vec<Blk> = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..1000 {
+                        if mine.len() < 2000 && rng.chance(1, 2) {
+                            mine.push(Blk::random(&mut rng));
+                        } else if !mine.is_empty() {
+                            let i = rng.below(mine.len());
+                            mine.swap_remove(i).free("fork: worker");
+                        }
+                    }
+                    let give: Vec<Blk> = (0..100.min(mine.len()))
+                        .map(|_| mine.pop().unwrap())
+                        .collect();
+                    if let Err(mpsc::TrySendError::Full(v) | mpsc::TrySendError::Disconnected(v)) =
+                        tx.try_send(give)
+                    {
+                        mine.extend(v);
+                    }
+                }
+                for b in mine {
+                    b.free("fork: worker final");
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    for round in 0..12 {
+        // Blocks allocated by the workers, owned here now.
+        let handed: Vec<Blk> = rx.recv().unwrap();
+        // SAFETY: the child only allocates, frees and exits.
+        let pid = unsafe { sys::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = std::panic::catch_unwind(move || {
+                let mut rng = Rng::new(round);
+                for b in handed {
+                    b.free("fork child: block of a thread that is gone");
+                }
+                let mut mine: Vec<Blk> = Vec::new();
+                for i in 0..6_000 {
+                    if mine.len() < 500 && rng.chance(2, 3) {
+                        mine.push(Blk::random(&mut rng));
+                    } else if !mine.is_empty() {
+                        let j = rng.below(mine.len());
+                        mine.swap_remove(j).free("fork child");
+                    }
+                    if i % 3000 == 0 {
+                        mine.push(Blk::new(ebb::LARGE_MAX + 123, 8, i as u64));
+                        mine.push(Blk::new(3 * MIB, 4096, i as u64));
+                    }
+                }
+                for b in mine {
+                    b.free("fork child: final");
+                }
+                let t = thread::spawn(|| Blk::random(&mut Rng::new(1)).free("fork child thread"));
+                t.join().unwrap();
+                ebb::collect(true);
+                check_stats_consistent(&ebb::stats());
+            })
+            .is_ok();
+            // SAFETY: leave the child at once, without running the parent's exit code.
+            unsafe { sys::_exit(if ok { 0 } else { 1 }) };
+        }
+        // Parent: its copy of the handed blocks is still live here.
+        for b in handed {
+            b.free("fork parent");
+        }
+        let mut status = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            // SAFETY: pid is our child; status is a valid out-pointer.
+            let r = unsafe { sys::waitpid(pid, &mut status, sys::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            assert_eq!(r, 0, "waitpid failed");
+            if std::time::Instant::now() > deadline {
+                // SAFETY: pid is our child.
+                unsafe { sys::kill(pid, sys::SIGKILL) };
+                stop.store(true, Ordering::Relaxed);
+                panic!("fork child {round} hung (deadlock in the allocator after fork?)");
+            }
+            thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(
+            status,
+            0,
+            "fork child {round} failed: raw wait status {status:#x} \
+             (exit code {}, signal {})",
+            (status >> 8) & 0xff,
+            status & 0x7f
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    for v in rx {
+        for b in v {
+            b.free("fork: left in channel");
+        }
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+    check_after(&before, 3);
+}
+
+// ---------------------------------------------------------------------------------
+// threads that keep going idle while others free into their pages
+
+/// Restores the options when dropped (also when the test panics).
+struct OptionsGuard(ebb::Options);
+impl Drop for OptionsGuard {
+    fn drop(&mut self) {
+        ebb::set_options(self.0);
+    }
+}
+
+/// Threads alternate short bursts of work with short sleeps, with a purge delay of a
+/// few milliseconds, so the background purger keeps taking over the pages of idle
+/// heaps (when it runs) while their owners wake up again and while other threads free
+/// blocks into those pages and hand blocks around. Every block is checked before it
+/// is freed.
+#[test]
+fn owners_going_idle_and_waking() {
+    let _serial = serial();
+    let before = ebb::stats();
+    let _restore = OptionsGuard(ebb::options());
+    let mut fast = ebb::options();
+    fast.purge_delay_ms = 2;
+    ebb::set_options(fast);
+
+    let threads = threads_to_use() + 2;
+    let pool: Arc<Mutex<Vec<Blk>>> = Arc::new(Mutex::new(Vec::new()));
+    // Busy threads: only fast paths for long stretches (same few small classes, work
+    // between calls), so they look idle to the purger while they run, and it tries to
+    // take their pages over between two of their calls.
+    let busy_threads = 3;
+    let busy: Vec<_> = (0..busy_threads)
+        .map(|t| {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                let mut rng = Rng::new(77_000 + t as u64);
+                let mut ring: Vec<Blk> = (0..256)
+                    .map(|_| Blk::new(rng.range(16, 48), 8, rng.next_u64()))
+                    .collect();
+                let mut spin = 0u64;
+                for i in 0..60_000usize {
+                    let slot = i % ring.len();
+                    let fresh = Blk::new(rng.range(16, 48), 8, rng.next_u64());
+                    let old = std::mem::replace(&mut ring[slot], fresh);
+                    if i % 16 == 0 {
+                        old.verify("busy: handed to the pool");
+                        pool.lock().unwrap().push(old);
+                    } else {
+                        old.free("busy: own block");
+                    }
+                    // Work outside the allocator.
+                    for _ in 0..rng.range(0, 8000) {
+                        spin = spin.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    }
+                }
+                for b in ring {
+                    b.free("busy: final");
+                }
+                std::hint::black_box(spin);
+            })
+        })
+        .collect();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                let mut rng = Rng::new(31_000 + t as u64);
+                let mut mine: Vec<Blk> = Vec::new();
+                for _round in 0..250 {
+                    for _ in 0..rng.range(50, 1500) {
+                        let r = rng.below(100);
+                        if mine.is_empty() || (r < 45 && mine.len() < 3000) {
+                            mine.push(Blk::random(&mut rng));
+                        } else if r < 85 {
+                            let i = rng.below(mine.len());
+                            mine.swap_remove(i).free("idle owners: own block");
+                        } else if r < 90 {
+                            let i = rng.below(mine.len());
+                            let new = stress_size(&mut rng);
+                            mine[i].resize(new);
+                        } else if r < 95 {
+                            let i = rng.below(mine.len());
+                            let b = mine.swap_remove(i);
+                            pool.lock().unwrap().push(b);
+                        } else {
+                            let taken: Vec<Blk> = {
+                                let mut p = pool.lock().unwrap();
+                                let n = rng.range(1, 32).min(p.len());
+                                let at = p.len() - n;
+                                p.split_off(at)
+                            };
+                            for b in taken {
+                                b.free("idle owners: pool block");
+                            }
+                        }
+                    }
+                    // Idle: no allocator calls. Sometimes longer than the purge delay.
+                    thread::sleep(std::time::Duration::from_micros(rng.range(0, 8000) as u64));
+                }
+                for b in mine {
+                    b.free("idle owners: final");
+                }
+            })
+        })
+        .collect();
+    for h in handles.into_iter().chain(busy) {
+        h.join().unwrap();
+    }
+    let rest = std::mem::take(&mut *pool.lock().unwrap());
+    for b in rest {
+        b.free("idle owners: left in pool");
+    }
+    let s = ebb::stats();
+    eprintln!(
+        "owners_going_idle_and_waking: {} steals in {} attempts",
+        s.steals - before.steals,
+        s.steal_attempts - before.steal_attempts
+    );
+    check_after(&before, (threads + busy_threads) as u64);
+}
