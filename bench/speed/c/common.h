@@ -1,0 +1,94 @@
+/* Shared helpers for the C-ABI benchmarks: timing, peak RSS, a PRNG, JSON output.
+ * The allocator is whatever malloc the process gets (glibc, or one put in front of it
+ * with LD_PRELOAD); BENCH_ALLOCATOR names it in the output. */
+#ifndef BENCH_COMMON_H
+#define BENCH_COMMON_H
+
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static inline long peak_rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) kib = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kib;
+}
+
+typedef struct { uint64_t s; } rng_t;
+
+static inline void rng_seed(rng_t *r, uint64_t seed) {
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    r->s = (z ^ (z >> 31)) | 1;
+}
+
+static inline uint64_t rng_next(rng_t *r) {
+    uint64_t x = r->s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+static inline size_t rng_below(rng_t *r, size_t n) {
+    return (size_t)(((rng_next(r) >> 32) * (uint64_t)n) >> 32);
+}
+
+static inline size_t rng_range(rng_t *r, size_t lo, size_t hi) { return lo + rng_below(r, hi - lo + 1); }
+
+static inline size_t scaled(size_t base, double scale, size_t min) {
+    double v = base * scale + 0.5;
+    return v < (double)min ? min : (size_t)v;
+}
+
+static inline double arg_scale(int argc, char **argv) {
+    double s = argc > 1 ? atof(argv[1]) : 1.0;
+    if (!(s > 0)) {
+        fprintf(stderr, "usage: %s [scale]\n", argv[0]);
+        exit(2);
+    }
+    return s;
+}
+
+static inline int cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 2 ? 2 : (int)n;
+}
+
+/* Prints the JSON line; `extra` is "" or ", \"key\": value...". */
+static inline void report(const char *workload, double scale, int threads, double wall_ms, uint64_t checksum,
+                   const char *extra) {
+    const char *alloc = getenv("BENCH_ALLOCATOR");
+    printf("{\"workload\": \"%s\", \"allocator\": \"%s\", \"scale\": %g, \"threads\": %d, "
+           "\"wall_ms\": %.3f, \"peak_rss_kib\": %ld, \"checksum\": \"%016llx\"%s}\n",
+           workload, alloc ? alloc : "unknown", scale, threads, wall_ms, peak_rss_kib(),
+           (unsigned long long)checksum, extra);
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", n);
+        abort();
+    }
+    return p;
+}
+
+#endif

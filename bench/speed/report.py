@@ -1,0 +1,574 @@
+#!/usr/bin/env python3
+"""Summarise the runs of scripts/bench-speed.sh: tables on stdout, and (with --doc and
+--svg) docs/BENCHMARKS.md and an SVG bar chart.
+
+Input, in the results directory: rust.jsonl and c.jsonl (one JSON object per run, as
+printed by ebb-bench-speed and the C programs), meta.txt (key<TAB>value lines written by
+the script) and failures.txt.
+
+Every figure is relative to ebb: for allocator X and a workload, the time ratio is
+median(X) / median(ebb), so > 1 means X is slower than ebb; the bracket is
+[min(X), max(X)] / median(ebb), i.e. the spread of X's runs on the same scale. The
+geometric-mean row is over the workloads' median ratios.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+from collections import OrderedDict, defaultdict
+
+RUST_ORDER = ["ebb", "system", "jemalloc", "mimalloc", "snmalloc"]
+C_ORDER = ["ebb", "glibc", "jemalloc", "mimalloc", "tcmalloc"]
+COLOURS = {
+    "ebb": "#2b6cb0",
+    "system": "#718096",
+    "glibc": "#718096",
+    "jemalloc": "#dd6b20",
+    "mimalloc": "#38a169",
+    "snmalloc": "#805ad5",
+    "tcmalloc": "#c53030",
+}
+
+WORKLOAD_NOTES = OrderedDict(
+    [
+        ("churn", "single thread; big-number arithmetic on `Vec<u32>` limbs (4-64 B), "
+                  "mostly temporaries, a pool of 512 live numbers (like cfrac)"),
+        ("frontend", "single thread; a compiler front end (source text, tokens with "
+                     "`String`s, `Box` trees, `HashMap`/`BTreeMap`, string IR; the last 8 "
+                     "modules live) plus a Quine-McCluskey cube merger (like espresso)"),
+        ("larson", "2 x cores threads in a ring, 4000 slots of 8-1000 B each; objects "
+                   "handed to the next thread in batches of 1000 and freed there"),
+        ("prodcons", "2 producer/consumer pairs: the producer allocates 16-512 B buffers "
+                     "and small strings, the consumer frees them (batches of 64 through "
+                     "a bounded channel)"),
+        ("mstress", "2 x cores worker threads started and joined 100 times; each takes "
+                    "over objects of exited threads, frees, replaces and grows them by "
+                    "`push` (realloc); mostly small, 1% up to 64 KiB"),
+        ("cache-scratch", "passive false sharing: the main thread allocates one 8 B "
+                          "object per worker; each worker frees it, then allocates, "
+                          "writes 2000 times and frees 8 B objects, 200k times"),
+        ("sweep", "malloc+free pairs and malloc-1000-then-free-1000 at 16 B .. 32 MiB "
+                  "(12 sizes), on 1 thread and then 2 threads at once; per-size table "
+                  "below"),
+        ("growth", "`Vec<u8>` extended to 1 GiB, `String`s built by pushes to 1 KiB - "
+                   "1 MiB (64 MiB in all), and a raw buffer doubled by `realloc` to "
+                   "256 MiB (twice)"),
+        ("typechecker", "a thread pool (cores workers, channels) type-checking modules: "
+                        "`Box`ed type trees, `HashMap` environments, unification, type "
+                        "strings dropped by the main thread, interfaces dropped by "
+                        "another worker"),
+    ]
+)
+
+C_NOTES = OrderedDict(
+    [
+        ("c-churn", "churn in C: malloc'd big numbers (8-72 B), same algorithm"),
+        ("c-larson", "larson in C: pthreads, mutex/condvar mailboxes, same parameters"),
+        ("c-sweep", "sweep in C: same sizes and counts"),
+        ("c-realloc", "realloc doubling to 256 MiB (twice), then 200k strings grown by "
+                      "1.5x realloc steps to 1-16 KiB"),
+    ]
+)
+
+
+def load(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    rows.append(json.loads(line))
+    return rows
+
+
+def load_meta(path):
+    meta = defaultdict(list)
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                k, _, v = line.rstrip("\n").partition("\t")
+                meta[k].append(v)
+    return {k: v[-1] if k != "build_failed" else v for k, v in meta.items()}
+
+
+def group(rows):
+    """{workload: {allocator: [row, ...]}}, workloads in first-seen order."""
+    g = OrderedDict()
+    for r in rows:
+        g.setdefault(r["workload"], defaultdict(list))[r["allocator"]].append(r)
+    return g
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+class Table:
+    """Ratios to ebb for one metric over a set of workloads."""
+
+    def __init__(self, grouped, allocators, key):
+        self.allocators = allocators
+        self.rows = OrderedDict()  # workload -> {alloc: (median, lo, hi, base)}
+        for w, by_alloc in grouped.items():
+            if "ebb" not in by_alloc:
+                continue
+            base = statistics.median(key(r) for r in by_alloc["ebb"])
+            cells = {}
+            for a in allocators:
+                vals = [key(r) for r in by_alloc.get(a, [])]
+                if not vals or base <= 0:
+                    continue
+                cells[a] = (statistics.median(vals) / base, min(vals) / base,
+                            max(vals) / base, base, statistics.median(vals), len(vals))
+            self.rows[w] = cells
+
+    def geomeans(self):
+        return {a: geomean([c[a][0] for c in self.rows.values() if a in c])
+                for a in self.allocators}
+
+
+def fmt_ratio(cell):
+    if cell is None:
+        return "-"
+    r, lo, hi = cell[0], cell[1], cell[2]
+    return f"{r:.2f} ({lo:.2f}-{hi:.2f})"
+
+
+def fmt_abs(v, unit):
+    if unit == "ms":
+        return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.0f} ms"
+    return f"{v / 1024:.1f} MiB"
+
+
+def markdown_table(table, unit, label):
+    allocs = table.allocators
+    head = ["workload", f"ebb {label} (median)"] + [a for a in allocs]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for w, cells in table.rows.items():
+        base = cells["ebb"][3]
+        row = [f"`{w}`", fmt_abs(base, unit)]
+        for a in allocs:
+            c = cells.get(a)
+            row.append(fmt_ratio(c))
+            if a == allocs[0] and c:
+                pass
+        lines.append("| " + " | ".join(row) + " |")
+    gm = table.geomeans()
+    lines.append("| **geometric mean** | | " + " | ".join(
+        f"**{gm[a]:.2f}**" if gm[a] else "-" for a in allocs) + " |")
+    return "\n".join(lines)
+
+
+def text_table(table, unit, title):
+    allocs = table.allocators
+    out = [title]
+    w0 = max([len(w) for w in table.rows] + [16])
+    out.append(f"  {'workload':<{w0}} {'ebb abs':>9}  " +
+               "  ".join(f"{a:>20}" for a in allocs))
+    for w, cells in table.rows.items():
+        out.append(f"  {w:<{w0}} {fmt_abs(cells['ebb'][3], unit):>9}  " +
+                   "  ".join(f"{fmt_ratio(cells.get(a)):>20}" for a in allocs))
+    gm = table.geomeans()
+    out.append(f"  {'geomean':<{w0}} {'':>9}  " +
+               "  ".join(f"{(f'{gm[a]:.2f}' if gm[a] else '-'):>20}" for a in allocs))
+    return "\n".join(out)
+
+
+def size_label(s):
+    s = int(s)
+    if s >= 1 << 20:
+        return f"{s >> 20} MiB"
+    if s >= 1 << 10 and s % 1024 == 0:
+        return f"{s >> 10} KiB"
+    return f"{s} B"
+
+
+def sweep_table(by_alloc, allocs):
+    """Per-size medians: ebb's t1/t2 in ms and the others' ratios to them."""
+    if "ebb" not in by_alloc:
+        return None
+    sizes = list(by_alloc["ebb"][0]["sizes"].keys())
+    head = ["size", "ebb 1 thread", "ebb 2 threads"] + [f"{a} (1 thr / 2 thr)" for a in allocs
+                                                       if a != "ebb"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in sizes:
+        def med(a, k):
+            vals = [r["sizes"][s][k] for r in by_alloc.get(a, []) if s in r.get("sizes", {})]
+            return statistics.median(vals) if vals else None
+        e1, e2 = med("ebb", "t1_ms"), med("ebb", "t2_ms")
+        row = [size_label(s), f"{e1:.1f} ms", f"{e2:.1f} ms"]
+        for a in allocs:
+            if a == "ebb":
+                continue
+            x1, x2 = med(a, "t1_ms"), med(a, "t2_ms")
+            row.append("-" if x1 is None else f"{x1 / e1:.2f} / {x2 / e2:.2f}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+# ---- SVG ----------------------------------------------------------------------------------
+
+def esc(s):
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def svg_panel(y0, title, subtitle, table, width, worse="slower", better="faster"):
+    """A horizontal grouped bar chart on a log scale centred on 1 (= ebb). Returns
+    (svg elements, height)."""
+    allocs = [a for a in table.allocators if a != "ebb"]
+    rows = list(table.rows.items())
+    gm = table.geomeans()
+    rows.append(("geometric mean", {a: (gm[a],) for a in allocs if gm[a]}))
+    vals = [c[a][0] for _, c in rows for a in allocs if a in c and c[a][0]]
+    span = max([abs(math.log2(v)) for v in vals] + [1.0])
+    span = min(max(1, math.ceil(span)), 6)
+    left, right = 150, width - 60
+    mid = (left + 45 + right) / 2
+
+    def x(v):
+        lv = max(-span, min(span, math.log2(v)))
+        return mid + lv / span * (right - mid)
+
+    bar, gap, group_gap = 9, 2, 12
+    group_h = len(allocs) * (bar + gap) + group_gap
+    top = y0 + 52
+    height = 52 + len(rows) * group_h + 34
+    el = [f'<text x="20" y="{y0 + 18}" class="title">{esc(title)}</text>',
+          f'<text x="20" y="{y0 + 36}" class="sub">{esc(subtitle)}</text>']
+    bottom = top + len(rows) * group_h
+    for k in range(-span, span + 1):
+        gx = x(2.0 ** k)
+        label = f"{2 ** k:g}x" if k >= 0 else f"1/{2 ** -k:g}"
+        el.append(f'<line x1="{gx:.1f}" y1="{top - 4}" x2="{gx:.1f}" y2="{bottom}" '
+                  f'class="{"one" if k == 0 else "grid"}"/>')
+        el.append(f'<text x="{gx:.1f}" y="{bottom + 14}" class="tick">{label}</text>')
+    el.append(f'<text x="{mid:.1f}" y="{bottom + 28}" class="tick">'
+              f'&#8592; {better} than ebb   |   ebb = 1   |   {worse} than ebb &#8594;</text>')
+    for i, (w, cells) in enumerate(rows):
+        gy = top + i * group_h
+        if i % 2 == 0:
+            el.append(f'<rect x="0" y="{gy - group_gap / 2:.1f}" width="{width}" '
+                      f'height="{group_h}" class="band"/>')
+        cls = "wl gm" if w == "geometric mean" else "wl"
+        el.append(f'<text x="{left - 8}" y="{gy + group_h / 2 - 3:.1f}" class="{cls}">'
+                  f'{esc(w)}</text>')
+        for j, a in enumerate(allocs):
+            if a not in cells or not cells[a][0]:
+                continue
+            v = cells[a][0]
+            by = gy + j * (bar + gap)
+            x0, x1 = sorted((mid, x(v)))
+            el.append(f'<rect x="{x0:.1f}" y="{by}" width="{max(x1 - x0, 1):.1f}" '
+                      f'height="{bar}" fill="{COLOURS.get(a, "#999")}"/>')
+            clipped = abs(math.log2(v)) > span
+            label = f"{v:.2f}" + ("+" if clipped and v > 1 else "")
+            if v >= 1:
+                el.append(f'<text x="{x(v) + 3:.1f}" y="{by + bar - 1}" class="val">{label}</text>')
+            else:
+                el.append(f'<text x="{x(v) - 3:.1f}" y="{by + bar - 1}" class="val end">'
+                          f'{label}</text>')
+    return el, height
+
+
+def write_svg(path, panels, width=900):
+    names_seen = set()
+    body, y = [], 0
+    legend_allocs = []
+    for _, _, t, _ in panels:
+        for a in t.allocators:
+            if a != "ebb" and a not in legend_allocs:
+                legend_allocs.append(a)
+    lx = 20
+    body.append(f'<text x="{lx}" y="22" class="head">ebb speed benchmarks: other allocators '
+                f'relative to ebb (medians of interleaved runs; log scale)</text>')
+    for a in legend_allocs:
+        name = "glibc" if a == "system" else a
+        if name in names_seen:
+            continue
+        names_seen.add(name)
+        body.append(f'<rect x="{lx}" y="34" width="12" height="12" fill="{COLOURS.get(a, "#999")}"/>')
+        name = "glibc" if a == "system" else a
+        body.append(f'<text x="{lx + 16}" y="45" class="leg">{esc(name)}</text>')
+        lx += 24 + 8 * len(name)
+    y = 56
+    for title, sub, table, words in panels:
+        el, h = svg_panel(y, title, sub, table, width, *words)
+        body.extend(el)
+        y += h + 10
+    style = """
+      text { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; fill: #1a202c; }
+      .head { font-size: 15px; font-weight: 600; }
+      .title { font-size: 14px; font-weight: 600; }
+      .sub { font-size: 11.5px; fill: #4a5568; }
+      .leg { font-size: 12px; }
+      .wl { font-size: 12px; text-anchor: end; dominant-baseline: middle; }
+      .gm { font-weight: 600; }
+      .tick { font-size: 10.5px; text-anchor: middle; fill: #4a5568; }
+      .val { font-size: 9.5px; fill: #2d3748; }
+      .end { text-anchor: end; }
+      .grid { stroke: #cbd5e0; stroke-width: 0.7; }
+      .one { stroke: #2b6cb0; stroke-width: 1.6; }
+      .band { fill: #f7fafc; }
+    """
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y}" '
+           f'viewBox="0 0 {width} {y}">\n<style>{style}</style>\n'
+           f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(body) + "\n</svg>\n")
+    with open(path, "w") as f:
+        f.write(svg)
+
+
+# ---- the document -------------------------------------------------------------------------
+
+def losses(table, what):
+    """Sentences: where an allocator beats ebb by more than 5%, by median."""
+    out = []
+    for w, cells in table.rows.items():
+        better = [(a, c[0]) for a, c in cells.items() if a != "ebb" and c[0] < 0.95]
+        if better:
+            parts = ", ".join(f"{'glibc' if a == 'system' else a} {1 / r:.2f}x"
+                              for a, r in sorted(better, key=lambda t: t[1]))
+            out.append(f"- `{w}`: {parts} {what}")
+    return out
+
+
+def versions(meta, rust, c):
+    def first(rows, alloc):
+        for r in rows:
+            if r["allocator"] == alloc and "allocator_version" in r:
+                return r["allocator_version"]
+        return "?"
+    lines = [
+        f"- ebb: commit `{meta.get('ebb_commit', '?')}` (`crates/ebb`, as the global "
+        f"allocator; for C, `libebb.so` from `cargo build --release -p ebb-capi`)",
+        f"- system: {first(rust, 'system')} (Rust's `std::alloc::System`)",
+        f"- jemalloc: {first(rust, 'jemalloc')} (crate tikv-jemallocator, "
+        f"tikv-jemalloc-sys {meta.get('crate_tikv-jemalloc-sys', '?')}, statically linked)",
+        f"- mimalloc: {first(rust, 'mimalloc')} (crate mimalloc "
+        f"{meta.get('crate_mimalloc', '?')} / libmimalloc-sys "
+        f"{meta.get('crate_libmimalloc-sys', '?')}, whose default build is mimalloc v3; "
+        f"the version is `mi_version()` at run time)",
+    ]
+    if any(r["allocator"] == "snmalloc" for r in rust):
+        lines.append(f"- snmalloc: crate snmalloc-rs {meta.get('crate_snmalloc-rs', '?')} "
+                     f"(built from source with cmake and g++)")
+    elif "snmalloc" in (meta.get("build_failed") or []):
+        lines.append("- snmalloc: snmalloc-rs did not build on this machine and is left out")
+    if c:
+        lines.append(
+            f"- C-ABI runs (LD_PRELOAD): Debian libjemalloc2 {meta.get('deb_libjemalloc2', '?')}, "
+            f"libmimalloc2.0 {meta.get('deb_libmimalloc2.0', '?')} (mimalloc v2), "
+            f"libtcmalloc-minimal4 {meta.get('deb_libtcmalloc-minimal4', '?')}; glibc is the "
+            f"system's; compiled with {meta.get('gcc', 'gcc')}, `-O2 -pthread`")
+    lines.append(f"- {meta.get('rustc', 'rustc ?')}, release profile of the workspace "
+                 f"(opt-level 3, thin LTO, 1 codegen unit)")
+    return "\n".join(lines)
+
+
+def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, sweep_md,
+              c_sweep_md, failures):
+    runs = meta.get("runs", "?")
+    rust_allocs = [("glibc" if a == "system" else a) for a in rust_time.allocators]
+    md = []
+    md.append("# Speed benchmarks\n")
+    md.append("<!-- Generated by scripts/bench-speed.sh (bench/speed/report.py); do not "
+              "edit by hand: rerun the script. -->\n")
+    md.append(
+        f"ebb against {', '.join(rust_allocs[1:])} on nine allocation workloads (a Rust "
+        f"program, `bench/speed`, with the global allocator chosen at build time), and "
+        f"against glibc, jemalloc, mimalloc and tcmalloc on four C programs run with "
+        f"`LD_PRELOAD`. Every run of every allocator is interleaved with the others "
+        f"(ebb, glibc, jemalloc, ..., then again with the next allocator first), {runs} "
+        f"runs each.\n")
+    md.append(
+        "**Read the ratios, not the times.** This was measured on a shared 2-core "
+        "virtual machine with other work running on it (load average "
+        f"{meta.get('loadavg_start', '?')} at the start, {meta.get('loadavg_end', '?')} at "
+        "the end). Absolute times are noise; the ratios of interleaved runs are the "
+        "signal, and the bracket after each ratio shows how far single runs strayed. "
+        "Differences under about 10% are within that noise.\n")
+    md.append(f"![time and peak RSS relative to ebb]({svg_rel})\n")
+    md.append("## How to read the tables\n")
+    md.append(
+        "Each cell is `median(X) / median(ebb)` for that workload, followed by "
+        "`(min(X) / median(ebb) - max(X) / median(ebb))`: **above 1, ebb is faster "
+        "(or smaller); below 1, the other allocator is.** The ebb column gives ebb's "
+        "median in absolute terms, and the ebb ratio column its own spread. Time is "
+        "the workload's wall time measured inside the process (start-up excluded); "
+        "peak RSS is `VmHWM` at the end of the run, so it includes the program and "
+        "its threads' stacks (about 2-3 MiB), which dominates for the small "
+        "single-threaded workloads. The last row is the geometric mean of the "
+        "medians.\n")
+
+    md.append("## Rust workloads: time\n")
+    md.append(markdown_table(rust_time, "ms", "time") + "\n")
+    md.append("## Rust workloads: peak RSS\n")
+    md.append(markdown_table(rust_rss, "kib", "peak RSS") + "\n")
+    lost = losses(rust_time, "faster than ebb") + losses(rust_rss, "less peak RSS than ebb")
+    md.append("### Where ebb loses (by more than 5%, medians)\n")
+    md.append("\n".join(lost) + "\n" if lost else "Nowhere by more than 5%.\n")
+    if sweep_md:
+        md.append("### `sweep` per size\n")
+        md.append("Median time of ebb per size (pairs plus many-then-free-many), and "
+                  "the others' ratios to it, on one thread and on two threads at "
+                  "once:\n")
+        md.append(sweep_md + "\n")
+
+    if c_time and c_time.rows:
+        md.append("## C programs under LD_PRELOAD: time\n")
+        md.append(markdown_table(c_time, "ms", "time") + "\n")
+        md.append("## C programs under LD_PRELOAD: peak RSS\n")
+        md.append(markdown_table(c_rss, "kib", "peak RSS") + "\n")
+        lost = losses(c_time, "faster than ebb") + losses(c_rss, "less peak RSS than ebb")
+        md.append("### Where ebb loses (by more than 5%, medians)\n")
+        md.append("\n".join(lost) + "\n" if lost else "Nowhere by more than 5%.\n")
+        if c_sweep_md:
+            md.append("### `c-sweep` per size\n")
+            md.append(c_sweep_md + "\n")
+
+    md.append("## The workloads\n")
+    md.append("Our own programs, modelled on the usual allocator benchmarks "
+              "(mimalloc-bench's cfrac, espresso, larson, mstress, cache-scratch, "
+              "malloc-large). Each returns a checksum that depends only on the work, "
+              "and the report checks it is the same under every allocator.\n")
+    md.append("| workload | what it does |\n|---|---|")
+    for w, note in WORKLOAD_NOTES.items():
+        md.append(f"| `{w}` | {note} |")
+    for w, note in C_NOTES.items():
+        md.append(f"| `{w}` | {note} |")
+    md.append("")
+    md.append("## Caveats: where a workload is unfair to someone\n")
+    md.append("""- **glibc in `sweep` (and `c-sweep`)**: freeing a batch of a thousand 256 B - 256 KiB
+  blocks leaves a free region at the top of the heap above glibc's trim threshold
+  (128 KiB by default), so glibc hands it back with `brk` and faults it in again for
+  the next batch. That is glibc's default behaviour, and the main reason its `sweep`
+  time is a multiple of the others'; with `M_TRIM_THRESHOLD` raised it would look
+  very different. Sizes of 16 and 64 B (fast bins) do not have the problem.
+- **`growth` is mostly page faults and `memcpy`.** ebb and glibc resize huge blocks
+  with `mremap` on `realloc` (no copy); an allocator that copies pays for it here.
+  It says little about small-object speed.
+- **Sized deallocation**: Rust passes the block's size to `dealloc`. tikv-jemallocator
+  hands it to jemalloc (`sdallocx`, which then skips a lookup) and snmalloc-rs to
+  snmalloc; ebb and the mimalloc crate ignore it. That is part of what the Rust table
+  measures; C's `free` has no size.
+- **Thread counts**: `larson` and `mstress` run 2 x cores threads on 2 cores, so
+  threads are preempted while inside the allocator; allocators that take locks on
+  their shared paths suffer more from that than lock-free ones.
+- **`cache-scratch`** measures one thing only: whether the block a worker frees (made
+  by the main thread, next to the other workers' blocks) is handed back to that
+  worker and written to, sharing a cache line with another core. Allocators that cache
+  freed blocks per thread whatever their origin (glibc's tcache) fail it; with only 2
+  cores the penalty is smaller than on a big machine.
+- **The C table uses Debian's shared libraries**: mimalloc there is v2.0.9 (Debian's
+  libmimalloc2.0), not the v3 of the Rust table, and calls go through the PLT; the
+  Rust table's jemalloc, mimalloc and snmalloc are compiled from source into the
+  binary. tcmalloc is in the C table only; snmalloc in the Rust table only.
+- **Peak RSS** for the small single-threaded workloads is mostly the program itself;
+  a ratio of 1.3 there can be well under 1 MiB. ebb returns free memory to the OS
+  after 500 ms (`EBB_PURGE_DELAY`), which lowers later RSS, not the peak.
+""")
+    md.append("## Machine and versions\n")
+    md.append(
+        f"- {meta.get('nproc', '?')} cores ({meta.get('cpu', '?')}), "
+        f"{meta.get('mem_total', '?')} RAM, {meta.get('kernel', '?')}, "
+        f"{meta.get('os', '?')}; run on {meta.get('date', '?')}")
+    md.append(versions(meta, rust, c))
+    md.append("")
+    md.append("## How this was made\n")
+    md.append("```sh\n" + meta.get("command", "scripts/bench-speed.sh") + "\n```\n")
+    md.append(
+        "The script builds `ebb-bench-speed` once per allocator, each into its own "
+        "target directory:\n\n```sh\n"
+        "cargo build --release -p ebb-bench-speed --features alloc-ebb --target-dir target/bench-speed/ebb\n"
+        "cargo build --release -p ebb-bench-speed --no-default-features --features alloc-system --target-dir target/bench-speed/system\n"
+        "# likewise alloc-jemalloc, alloc-mimalloc, alloc-snmalloc\n"
+        "target/bench-speed/<allocator>/release/ebb-bench-speed <workload> --scale 1\n"
+        "```\n\n"
+        "and the C programs with `gcc -O2 -pthread`, run as "
+        "`LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> bench-c/<program> 1`. Each run "
+        "prints one JSON line; the raw lines are in `target/bench-speed/results/` "
+        "after a run.\n")
+    md.append(
+        f"Run time of this report: builds {meta.get('build_s', '?')} s, Rust runs "
+        f"{meta.get('rust_runs_s', '?')} s, C runs {meta.get('c_runs_s', '?')} s, "
+        f"{meta.get('total_s', '?')} s in all.\n")
+    if failures:
+        md.append("Runs that failed (left out of the tables): " +
+                  ", ".join(f"`{f}`" for f in failures) + "\n")
+    with open(path, "w") as f:
+        f.write("\n".join(md))
+
+
+def check_checksums(grouped, label):
+    bad = []
+    for w, by_alloc in grouped.items():
+        sums = {r["checksum"] for rows in by_alloc.values() for r in rows}
+        if len(sums) > 1:
+            bad.append(f"{label} {w}: checksums differ between runs: {sorted(sums)}")
+    return bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--doc")
+    ap.add_argument("--svg")
+    args = ap.parse_args()
+    rust = load(os.path.join(args.results, "rust.jsonl"))
+    c = load(os.path.join(args.results, "c.jsonl"))
+    meta = load_meta(os.path.join(args.results, "meta.txt"))
+    failures = []
+    fpath = os.path.join(args.results, "failures.txt")
+    if os.path.exists(fpath):
+        failures = [l.strip() for l in open(fpath) if l.strip()]
+
+    rg, cg = group(rust), group(c)
+    rust_allocs = [a for a in RUST_ORDER if any(a in v for v in rg.values())]
+    c_allocs = [a for a in C_ORDER if any(a in v for v in cg.values())]
+    rust_time = Table(rg, rust_allocs, lambda r: r["wall_ms"])
+    rust_rss = Table(rg, rust_allocs, lambda r: r["peak_rss_kib"])
+    c_time = Table(cg, c_allocs, lambda r: r["wall_ms"]) if c else None
+    c_rss = Table(cg, c_allocs, lambda r: r["peak_rss_kib"]) if c else None
+
+    runs = meta.get("runs", "?")
+    print(text_table(rust_time, "ms", f"Rust workloads, time: median(X)/median(ebb) "
+                                      f"(min-max), {runs} interleaved runs; > 1: ebb faster"))
+    print()
+    print(text_table(rust_rss, "kib", "Rust workloads, peak RSS (VmHWM): ratio to ebb; "
+                                      "> 1: ebb smaller"))
+    if c_time and c_time.rows:
+        print()
+        print(text_table(c_time, "ms", "C programs (LD_PRELOAD), time: ratio to ebb"))
+        print()
+        print(text_table(c_rss, "kib", "C programs (LD_PRELOAD), peak RSS: ratio to ebb"))
+    problems = check_checksums(rg, "rust") + check_checksums(cg, "c")
+    for p in problems:
+        print("WARNING: " + p, file=sys.stderr)
+
+    sweep_md = sweep_table(rg["sweep"], rust_allocs) if "sweep" in rg else None
+    c_sweep_md = sweep_table(cg["c-sweep"], c_allocs) if "c-sweep" in cg else None
+    if args.svg:
+        panels = [("Rust workloads: wall time", "median time of X / median time of ebb",
+                   rust_time, ("slower", "faster")),
+                  ("Rust workloads: peak RSS", "median VmHWM of X / median VmHWM of ebb",
+                   rust_rss, ("larger", "smaller"))]
+        if c_time and c_time.rows:
+            panels.append(("C programs under LD_PRELOAD: wall time",
+                           "median time of X / median time of ebb (mimalloc here is "
+                           "Debian's v2)", c_time, ("slower", "faster")))
+        write_svg(args.svg, panels)
+        print(f"wrote {args.svg}")
+    if args.doc:
+        svg_rel = os.path.relpath(args.svg, os.path.dirname(args.doc)) if args.svg else ""
+        write_doc(args.doc, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss,
+                  sweep_md, c_sweep_md, failures + problems)
+        print(f"wrote {args.doc}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Speed benchmark suite: ebb against glibc, jemalloc, mimalloc (v3) and snmalloc.
+#
+# 1. Builds bench/speed (ebb-bench-speed) once per allocator, each into its own target
+#    directory (target/bench-speed/<allocator>), libebb.so (ebb-capi), and the C
+#    programs in bench/speed/c.
+# 2. Runs every Rust workload under every allocator, interleaved (ebb, system,
+#    jemalloc, mimalloc, snmalloc, ebb, ...; the starting allocator rotates from one
+#    round to the next), RUNS times each.
+# 3. Runs the C programs the same way under glibc and, with LD_PRELOAD, libebb.so and
+#    Debian's libjemalloc2, libmimalloc2.0 and libtcmalloc-minimal4 (installed with
+#    apt-get if missing).
+# 4. Prints per workload the median time and peak RSS of each allocator as a ratio to
+#    ebb (min-max spread in brackets) and a geometric-mean row, and writes
+#    docs/BENCHMARKS.md and docs/benchmarks.svg (bench/speed/report.py).
+#
+#   scripts/bench-speed.sh                 # everything, RUNS=5
+#   RUNS=3 scripts/bench-speed.sh churn larson   # only these Rust workloads
+#
+# Environment: RUNS (5), SCALE (1: scale of every workload), ALLOCATORS ("ebb system
+# jemalloc mimalloc snmalloc"), C=0 (skip the C-ABI part), DOC=0 (print the tables but
+# do not write docs/), TIMEOUT (seconds per run, 600).
+#
+# This is meant for a quiet machine. On a shared one absolute times are noise; only the
+# ratios of interleaved runs mean something.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+RUNS=${RUNS:-5}
+SCALE=${SCALE:-1}
+ALLOCATORS=${ALLOCATORS:-"ebb system jemalloc mimalloc snmalloc"}
+C=${C:-1}
+DOC=${DOC:-1}
+TIMEOUT=${TIMEOUT:-600}
+OUT=target/bench-speed/results
+mkdir -p "$OUT"
+: >"$OUT/rust.jsonl"
+: >"$OUT/c.jsonl"
+: >"$OUT/failures.txt"
+META=$OUT/meta.txt
+: >"$META"
+meta() { printf '%s\t%s\n' "$1" "$2" >>"$META"; }
+log() { echo "[bench-speed $(date +%H:%M:%S)] $*" >&2; }
+script_start=$(date +%s)
+
+# ---- build ------------------------------------------------------------------------------
+
+BUILT=()
+build_start=$(date +%s)
+for a in $ALLOCATORS; do
+    if [ "$a" = ebb ]; then
+        features=(--features alloc-ebb)
+    else
+        features=(--no-default-features --features "alloc-$a")
+    fi
+    log "building ebb-bench-speed for $a (target/bench-speed/$a)"
+    if cargo build --release -p ebb-bench-speed "${features[@]}" \
+        --target-dir "target/bench-speed/$a" >"$OUT/build-$a.log" 2>&1; then
+        BUILT+=("$a")
+    else
+        log "build for $a FAILED (see $OUT/build-$a.log); leaving it out"
+        tail -5 "$OUT/build-$a.log" >&2 || true
+        meta "build_failed" "$a"
+        if [ "$a" = ebb ]; then
+            exit 1
+        fi
+    fi
+done
+meta "allocators" "${BUILT[*]}"
+bin() { echo "target/bench-speed/$1/release/ebb-bench-speed"; }
+WORKLOADS=("$@")
+if [ ${#WORKLOADS[@]} -eq 0 ]; then
+    mapfile -t WORKLOADS < <("$(bin ebb)" --list)
+fi
+
+C_ALLOCATORS=()
+if [ "$C" = 1 ]; then
+    log "building libebb.so (cargo build --release -p ebb-capi)"
+    cargo build --release -p ebb-capi >"$OUT/build-capi.log" 2>&1 ||
+        { cat "$OUT/build-capi.log" >&2; exit 1; }
+    LIBEBB=$ROOT/${CARGO_TARGET_DIR:-target}/release/libebb.so
+    mkdir -p "$OUT/c"
+    C_PROGRAMS=(churn larson sweep realloc)
+    for p in "${C_PROGRAMS[@]}"; do
+        gcc -O2 -g -Wall -Wextra -pthread -o "$OUT/c/$p" "bench/speed/c/$p.c"
+    done
+    pkgs=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4)
+    missing=()
+    for p in "${pkgs[@]}"; do
+        dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]}"
+        { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"; } \
+            >"$OUT/apt.log" 2>&1 || log "apt-get failed (see $OUT/apt.log)"
+    fi
+    declare -A PRELOAD=([glibc]="" [ebb]="$LIBEBB")
+    lib_of() { dpkg -L "$1" 2>/dev/null | grep -E "/$2\$" | head -1; }
+    PRELOAD[jemalloc]=$(lib_of libjemalloc2 'libjemalloc\.so\.2')
+    PRELOAD[mimalloc]=$(lib_of libmimalloc2.0 'libmimalloc\.so\.2')
+    PRELOAD[tcmalloc]=$(lib_of libtcmalloc-minimal4 'libtcmalloc_minimal\.so\.4')
+    for a in ebb glibc jemalloc mimalloc tcmalloc; do
+        if [ "$a" = glibc ] || [ -n "${PRELOAD[$a]}" ]; then
+            C_ALLOCATORS+=("$a")
+            meta "c_lib_$a" "${PRELOAD[$a]:-(none: glibc malloc)}"
+        else
+            log "no library for $a; leaving it out of the C runs"
+        fi
+    done
+    for p in "${pkgs[@]}"; do
+        meta "deb_$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo missing)"
+    done
+    meta "c_allocators" "${C_ALLOCATORS[*]}"
+    meta "gcc" "$(gcc --version | head -1)"
+fi
+build_s=$(($(date +%s) - build_start))
+meta "build_s" "$build_s"
+log "builds done in ${build_s} s"
+
+# ---- machine and versions ---------------------------------------------------------------
+
+meta "nproc" "$(nproc)"
+meta "cpu" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+meta "mem_total" "$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+meta "kernel" "$(uname -sr)"
+meta "os" "$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+meta "rustc" "$(rustc --version)"
+meta "ebb_commit" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates/ebb || echo ' + local changes')"
+meta "date" "$(date -u +%Y-%m-%d)"
+meta "runs" "$RUNS"
+meta "scale" "$SCALE"
+meta "loadavg_start" "$(cut -d' ' -f1-3 /proc/loadavg)"
+for crate in tikv-jemalloc-sys libmimalloc-sys mimalloc snmalloc-rs; do
+    v=$(awk -v n="$crate" '$0 == "name = \"" n "\"" {getline; gsub(/version = |"/, ""); print; exit}' Cargo.lock)
+    meta "crate_$crate" "${v:-?}"
+done
+
+# ---- runs ---------------------------------------------------------------------------------
+
+run_one() { # out_file label command...
+    local out=$1 label=$2
+    shift 2
+    local line
+    if line=$(timeout "$TIMEOUT" "$@" 2>>"$OUT/stderr.log") && [ -n "$line" ]; then
+        echo "$line" >>"$out"
+    else
+        log "FAILED: $label"
+        echo "$label" >>"$OUT/failures.txt"
+    fi
+}
+
+rust_start=$(date +%s)
+n=${#BUILT[@]}
+for run in $(seq 1 "$RUNS"); do
+    for w in "${WORKLOADS[@]}"; do
+        for k in $(seq 0 $((n - 1))); do
+            a=${BUILT[$(((k + run - 1) % n))]}
+            log "rust run $run/$RUNS: $w under $a"
+            run_one "$OUT/rust.jsonl" "rust $w $a run $run" "$(bin "$a")" "$w" --scale "$SCALE"
+        done
+    done
+done
+rust_s=$(($(date +%s) - rust_start))
+meta "rust_runs_s" "$rust_s"
+
+if [ "$C" = 1 ]; then
+    c_start=$(date +%s)
+    n=${#C_ALLOCATORS[@]}
+    for run in $(seq 1 "$RUNS"); do
+        for p in "${C_PROGRAMS[@]}"; do
+            for k in $(seq 0 $((n - 1))); do
+                a=${C_ALLOCATORS[$(((k + run - 1) % n))]}
+                log "C run $run/$RUNS: $p under $a"
+                run_one "$OUT/c.jsonl" "c $p $a run $run" \
+                    env BENCH_ALLOCATOR="$a" LD_PRELOAD="${PRELOAD[$a]}" "$OUT/c/$p" "$SCALE"
+            done
+        done
+    done
+    meta "c_runs_s" "$(($(date +%s) - c_start))"
+fi
+meta "loadavg_end" "$(cut -d' ' -f1-3 /proc/loadavg)"
+meta "total_s" "$(($(date +%s) - script_start))"
+meta "command" "scripts/bench-speed.sh${*:+ $*} (RUNS=$RUNS SCALE=$SCALE)"
+
+# ---- report -------------------------------------------------------------------------------
+
+args=("$OUT")
+if [ "$DOC" = 1 ]; then
+    mkdir -p docs
+    args+=(--doc docs/BENCHMARKS.md --svg docs/benchmarks.svg)
+fi
+python3 bench/speed/report.py "${args[@]}"
+if [ -s "$OUT/failures.txt" ]; then
+    log "some runs failed:"
+    cat "$OUT/failures.txt" >&2
+    exit 1
+fi
