@@ -25,6 +25,31 @@ fn block_offset(align: usize) -> usize {
     align.max(SLICE_SIZE)
 }
 
+/// Record that the block now holds `size` bytes: `huge_used` (what stats call committed
+/// and allocated) counts whole OS pages of the request plus the header page, not the
+/// whole mapping, whose untouched tail costs address space only.
+///
+/// # Safety
+/// `seg` must be a live huge segment owned by the caller.
+unsafe fn set_used_bytes(seg: *mut Segment, size: usize) {
+    let page = os::page_size();
+    let used = (size.div_ceil(page) + 1) * page;
+    // SAFETY: per the contract.
+    unsafe {
+        let old = (*seg).huge_used;
+        (*seg).huge_used = used;
+        if used >= old {
+            COUNTERS
+                .huge_used
+                .fetch_add((used - old) as u64, Ordering::Relaxed);
+        } else {
+            COUNTERS
+                .huge_used
+                .fetch_sub((old - used) as u64, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Set up the header and descriptor of a huge mapping at `base` and publish it.
 ///
 /// # Safety
@@ -70,7 +95,11 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         .huge_bytes
         .fetch_add(mapped as u64, Ordering::Relaxed);
     // SAFETY: fresh reservation.
-    unsafe { install(base, mapped, offset) }
+    unsafe {
+        let block = install(base, mapped, offset);
+        set_used_bytes(base as *mut Segment, size);
+        block
+    }
 }
 
 /// The huge segment of descriptor `page`.
@@ -90,6 +119,10 @@ pub unsafe fn free(page: *mut Page) {
     // SAFETY: per the contract.
     unsafe {
         let mapped = (*seg).mapped;
+        set_used_bytes(seg, 0);
+        COUNTERS
+            .huge_used
+            .fetch_sub(os::page_size() as u64, Ordering::Relaxed);
         segment::unmap_windows(seg as usize, mapped);
         COUNTERS.huge_frees.fetch_add(1, Ordering::Relaxed);
         COUNTERS
@@ -125,6 +158,7 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
             return null_mut();
         };
         if needed == mapped {
+            set_used_bytes(seg, new_size);
             return base.add(offset);
         }
         if needed < mapped {
@@ -137,6 +171,7 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
             (*seg).mapped = needed;
             (*seg).huge_size = needed - offset;
             (*page).block_size.store(needed - offset, Ordering::Relaxed);
+            set_used_bytes(seg, new_size);
             return base.add(offset);
         }
         // Grow in place if the address space after us is free, else move the pages.
@@ -159,6 +194,9 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
         COUNTERS
             .huge_bytes
             .fetch_add((needed - mapped) as u64, Ordering::Relaxed);
-        install(new_base, needed, offset)
+        let block = install(new_base, needed, offset);
+        // The header moved with the pages, `huge_used` included.
+        set_used_bytes(new_base as *mut Segment, new_size);
+        block
     }
 }

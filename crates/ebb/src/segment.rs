@@ -51,6 +51,8 @@ pub struct Segment {
     /// Huge segments: offset of the block from the segment start, and its usable size.
     pub huge_offset: usize,
     pub huge_size: usize,
+    /// Huge segments: bytes of the block counted as in use (whole pages of the request).
+    pub huge_used: usize,
     /// Slices free for spans (arena lock).
     pub free_slices: Bitmap512,
     /// Slices whose memory may be resident (arena lock).

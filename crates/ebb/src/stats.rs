@@ -27,6 +27,7 @@ pub struct Counters {
     pub huge_allocs: AtomicU64,
     pub huge_frees: AtomicU64,
     pub huge_bytes: AtomicU64,
+    pub huge_used: AtomicU64,
     pub purger_wakeups: AtomicU64,
     pub invalid_frees: AtomicU64,
     pub steals: AtomicU64,
@@ -48,6 +49,7 @@ pub static COUNTERS: Counters = Counters {
     large_frees: AtomicU64::new(0),
     huge_allocs: AtomicU64::new(0),
     huge_bytes: AtomicU64::new(0),
+    huge_used: AtomicU64::new(0),
     huge_frees: AtomicU64::new(0),
     purger_wakeups: AtomicU64::new(0),
     invalid_frees: AtomicU64::new(0),
@@ -79,10 +81,11 @@ pub struct Stats {
     pub allocated_small: u64,
     /// Bytes of large blocks (spans of their own, up to 16 MiB).
     pub allocated_large: u64,
-    /// Bytes of huge blocks (mappings of their own).
+    /// Bytes of huge blocks (mappings of their own), in whole OS pages of the requests.
     pub allocated_huge: u64,
     /// Bytes of memory that may be resident: spans handed out or free but not yet
-    /// purged, segment headers, and huge mappings.
+    /// purged, segment headers, and the pages of huge blocks. An upper bound of what is
+    /// resident: a span counts from the moment it is handed out, touched or not.
     pub committed: u64,
     /// Part of `committed` that is free and waiting for its purge delay.
     pub free_committed: u64,
@@ -127,10 +130,10 @@ pub fn snapshot() -> Stats {
         allocated: 0,
         allocated_small: 0,
         allocated_large: 0,
-        allocated_huge: c.huge_bytes.load(Ordering::Relaxed),
+        allocated_huge: c.huge_used.load(Ordering::Relaxed),
         committed: c.committed.load(Ordering::Relaxed)
             + c.segments.load(Ordering::Relaxed) * SLICE_SIZE as u64
-            + c.huge_bytes.load(Ordering::Relaxed),
+            + c.huge_used.load(Ordering::Relaxed),
         free_committed: arena::free_committed_bytes(),
         reserved: c.reserved.load(Ordering::Relaxed) + c.huge_bytes.load(Ordering::Relaxed),
         purged: c.purged.load(Ordering::Relaxed),
