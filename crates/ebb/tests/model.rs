@@ -451,3 +451,30 @@ fn foreign_pointers_are_ignored() {
     let v: Vec<u32> = (0..10_000).collect();
     assert_eq!(v[9_999], 9_999);
 }
+
+/// Zero-size requests through ebb's API get distinct, aligned, freeable blocks at
+/// every alignment.
+#[test]
+fn zero_size_requests() {
+    let mut m = Model::new();
+    let mut live = Vec::new();
+    for k in 0..=20 {
+        let align = 1usize << k;
+        for zeroed in [false, true] {
+            for _ in 0..3 {
+                let p = if zeroed {
+                    ebb::alloc_zeroed(0, align)
+                } else {
+                    ebb::alloc(0, align)
+                };
+                m.insert_range(p, 0, align, "zero-size alloc");
+                live.push(p);
+            }
+        }
+    }
+    for p in live {
+        m.remove_range(p);
+        // SAFETY: live blocks from ebb::alloc.
+        unsafe { ebb::free(p) };
+    }
+}
