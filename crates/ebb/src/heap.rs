@@ -42,8 +42,12 @@ pub struct Heap {
     pub queues: [PageList; CLASS_COUNT],
     /// Pages in the queues (owner writes, stealer reads).
     pub page_count: AtomicUsize,
-    /// Last time the owner ran a slow path (ms); the stealer leaves recent heaps alone.
-    pub last_active: AtomicU64,
+    /// Slow paths the owner has run (owner increments); the stealer leaves heaps whose
+    /// count moved within the purge delay alone.
+    pub activity: AtomicU64,
+    /// The stealer's bookkeeping: the `activity` it saw last, and since when (ms).
+    pub seen_activity: AtomicU64,
+    pub quiet_since: AtomicU64,
     /// Links in the arena's list of live heaps or of spare heaps.
     pub next: *mut Heap,
     pub prev: *mut Heap,
@@ -63,7 +67,9 @@ impl Heap {
             current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             queues: [PageList::new(); CLASS_COUNT],
             page_count: AtomicUsize::new(0),
-            last_active: AtomicU64::new(0),
+            activity: AtomicU64::new(0),
+            seen_activity: AtomicU64::new(u64::MAX),
+            quiet_since: AtomicU64::new(0),
             next: null_mut(),
             prev: null_mut(),
             thread_id: 0,
@@ -255,7 +261,7 @@ fn new_heap() -> *mut Heap {
     // SAFETY: the heap is ours until it is published in the list below.
     unsafe {
         (*heap).thread_id = os::thread_id();
-        (*heap).last_active.store(os::now_ms(), Ordering::Relaxed);
+        (*heap).seen_activity.store(u64::MAX, Ordering::Relaxed);
         let check = crate::options::get().check;
         (*heap).owner_word = heap as usize | if check { CHECK_TAG } else { 0 };
         (*heap).steal_state.store(steal::NONE, Ordering::Release);
@@ -405,14 +411,18 @@ unsafe fn queue_remove(heap: *mut Heap, class: usize, page: *mut Page) {
 }
 
 /// Slow-path entry for the calling thread's own heap: wait out a steal in progress and
-/// note the activity (the stealer leaves recently active heaps alone).
+/// count the activity (the stealer leaves recently active heaps alone). No clock read:
+/// the stealer notices when the count stops moving.
 #[inline]
 fn slow_path_enter(heap: *mut Heap) {
     // SAFETY: heap is the calling thread's heap.
     unsafe {
         (*heap).enter();
         steal::wait_while_stealing(heap);
-        (*heap).last_active.store(os::now_ms(), Ordering::Relaxed);
+        let activity = (*heap).activity.load(Ordering::Relaxed);
+        (*heap)
+            .activity
+            .store(activity.wrapping_add(1), Ordering::Relaxed);
     }
 }
 

@@ -101,7 +101,8 @@ pub unsafe fn mark_dead(heap: *mut Heap) {
 }
 
 /// Take over the pages of every heap that owns pages and has run no slow path for
-/// `idle_ms` (except the calling thread's own). Returns when the next heap becomes
+/// `idle_ms` (except the calling thread's own). `idle_ms == 0` takes every heap that is
+/// outside the allocator right now (`collect(true)`). Returns when the next heap becomes
 /// idle enough (`u64::MAX`: no heap owns pages).
 pub fn steal_idle(now: u64, idle_ms: u64) -> u64 {
     if !available() {
@@ -119,16 +120,17 @@ pub fn steal_idle(now: u64, idle_ms: u64) -> u64 {
             let arena = ARENA.lock();
             let mut h = arena.heaps;
             while !h.is_null() {
-                // SAFETY: live heaps are linked under the lock; we read atomics only.
-                let (pages, active, state) = unsafe {
+                // SAFETY: live heaps are linked under the lock; we touch atomics only.
+                let (pages, state) = unsafe {
                     (
                         (*h).page_count.load(Ordering::Relaxed),
-                        (*h).last_active.load(Ordering::Relaxed),
                         (*h).steal_state.load(Ordering::Relaxed),
                     )
                 };
                 if h != mine && pages > 0 && state == NONE {
-                    let due = active.saturating_add(idle_ms);
+                    // SAFETY: as above.
+                    let quiet_since = unsafe { quiet_since(h, now) };
+                    let due = quiet_since.saturating_add(idle_ms);
                     if due <= now {
                         if count == candidates.len() {
                             more = true;
@@ -153,6 +155,22 @@ pub fn steal_idle(now: u64, idle_ms: u64) -> u64 {
         if !more {
             return next_due;
         }
+    }
+}
+
+/// Since when the heap's slow-path count has not moved (updating the bookkeeping).
+///
+/// # Safety
+/// `heap` must be a live heap (its atomics are read and the stealer's own written).
+unsafe fn quiet_since(heap: *mut Heap, now: u64) -> u64 {
+    // SAFETY: per the contract.
+    unsafe {
+        let activity = (*heap).activity.load(Ordering::Relaxed);
+        if (*heap).seen_activity.swap(activity, Ordering::Relaxed) != activity {
+            (*heap).quiet_since.store(now, Ordering::Relaxed);
+            return now;
+        }
+        (*heap).quiet_since.load(Ordering::Relaxed)
     }
 }
 
