@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""Aggregate the JSON lines of the memory scenarios and check ebb's targets.
+
+Usage: report.py RAW_DIR [--markdown] [--strict]
+
+RAW_DIR holds one file per run, named <scenario>.<alloc>.<run>.jsonl (written by
+scripts/memory-scenarios.sh). For each scenario the report prints, per sample, the
+median over runs of each allocator's RSS in MiB next to the live bytes the program held,
+then the peak RSS and wall time, and finally PASS/FAIL for each of ebb's targets
+(computed on the medians). --strict: exit 1 if a target fails.
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+MIB = 1 << 20
+ALLOC_ORDER = ["ebb", "glibc", "jemalloc", "mimalloc"]
+SCENARIO_ORDER = [
+    "sleeping-owner-big",
+    "sleeping-owner-small",
+    "sleeping-owner-small-fresh",
+    "worker-pool",
+    "burst-idle",
+    "mixed-c-rust",
+    "mixed-c",
+]
+TITLES = {
+    "sleeping-owner-big": "sleeping-owner-big: owner builds 500 x 1M f32 then sleeps; a refresher replaces every vector each round",
+    "sleeping-owner-small": "sleeping-owner-small: ~1 GB of 16 B..1 KiB objects; refresher builds the new item, then drops the old",
+    "sleeping-owner-small-fresh": "sleeping-owner-small-fresh: as above, but the refresher's first action is a free",
+    "worker-pool": "worker-pool: 4 threads, 10 builds of 3 phases, 5% sparse survivors; sampled after a 1 s pause",
+    "burst-idle": "burst-idle: 1 GiB over 4 threads, 90% freed, every thread parks; ms after the last free",
+    "mixed-c-rust": "mixed-c-rust: 8 threads interleave C malloc/free (c/cside.c) and Rust allocations",
+    "mixed-c": "mixed-c: the same in plain C (c/mixed.c) under LD_PRELOAD",
+}
+
+
+def load(raw_dir):
+    """{scenario: {alloc: [run, ...]}}, run = {"samples": [...], "summary": {...}}."""
+    data = {}
+    for path in sorted(glob.glob(os.path.join(raw_dir, "*.jsonl"))):
+        scenario, alloc, _run, _ext = os.path.basename(path).rsplit(".", 3)
+        samples, summary = [], None
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                obj = json.loads(line)
+                if obj.get("type") == "sample":
+                    samples.append(obj)
+                elif obj.get("type") == "summary":
+                    summary = obj
+        if summary is None:
+            print(f"warning: {path} has no summary line (the run failed?)", file=sys.stderr)
+            continue
+        data.setdefault(scenario, {}).setdefault(alloc, []).append(
+            {"samples": samples, "summary": summary}
+        )
+    return data
+
+
+def ordered(keys, order):
+    return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
+
+
+def sample_keys(runs_by_alloc):
+    keys = []
+    for runs in runs_by_alloc.values():
+        for run in runs:
+            for s in run["samples"]:
+                k = (s["phase"], s["idx"])
+                if k not in keys:
+                    keys.append(k)
+    return keys
+
+
+def median_sample(runs, key, field):
+    values = [
+        s[field] for run in runs for s in run["samples"] if (s["phase"], s["idx"]) == key
+    ]
+    return statistics.median(values) if values else None
+
+
+def median_summary(runs, field):
+    values = [run["summary"][field] for run in runs if field in run["summary"]]
+    return statistics.median(values) if values else None
+
+
+def label(scenario, key):
+    phase, idx = key
+    if scenario == "burst-idle" and phase == "idle":
+        return f"idle +{idx / 1000:g} s"
+    if phase in ("round", "build"):
+        return f"{phase} {idx}"
+    return phase if idx == 0 else f"{phase} {idx}"
+
+
+def shown(keys):
+    """Long series (50 rounds): keep the first 5, every 5th and the last."""
+    if len(keys) <= 20:
+        return keys
+    out = []
+    for i, k in enumerate(keys):
+        if i < 5 or (i + 1) % 5 == 0 or i == len(keys) - 1:
+            out.append(k)
+    return out
+
+
+def mib(v):
+    return "-" if v is None else f"{v / MIB:.1f}"
+
+
+def is_number(x):
+    x = str(x)
+    return x == "-" or x.replace(".", "", 1).replace("-", "", 1).isdigit()
+
+
+class Table:
+    def __init__(self, header):
+        self.header = header
+        self.rows = []
+
+    def add(self, row):
+        self.rows.append(row)
+
+    def render(self, markdown):
+        if markdown:
+            lines = ["| " + " | ".join(self.header) + " |"]
+            cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.header]
+            align = ["---:" if i > 0 and all(is_number(x) or x == "" for x in col) else "---"
+                     for i, col in enumerate(cols)]
+            lines.append("|" + "|".join(align) + "|")
+            for r in self.rows:
+                lines.append("| " + " | ".join(r) + " |")
+            return "\n".join(lines)
+        widths = [max(len(str(x)) for x in col) for col in zip(self.header, *self.rows)]
+
+        def cell(x, w):
+            x = str(x)
+            return x.rjust(w) if is_number(x) else x.ljust(w)
+
+        fmt = lambda r: "  ".join(cell(x, w) for x, w in zip(r, widths)).rstrip()
+        return "\n".join([fmt(self.header), fmt(["-" * w for w in widths])] + [fmt(r) for r in self.rows])
+
+
+def scenario_table(scenario, by_alloc, markdown):
+    allocs = ordered(by_alloc.keys(), ALLOC_ORDER)
+    runs = {a: len(by_alloc[a]) for a in allocs}
+    keys = sample_keys(by_alloc)
+    header = ["sample", "live MiB"] + [f"{a} RSS" for a in allocs]
+    t = Table(header)
+    for key in shown(keys):
+        lives = [median_sample(by_alloc[a], key, "live_bytes") for a in allocs]
+        lives = [v for v in lives if v is not None]
+        live = statistics.median(lives) if lives else None
+        t.add([label(scenario, key), mib(live)] + [mib(median_sample(by_alloc[a], key, "rss")) for a in allocs])
+    t.add(["peak RSS (VmHWM)", ""] + [mib(median_summary(by_alloc[a], "peak_rss")) for a in allocs])
+    t.add(["wall time s", ""] + [
+        "-" if median_summary(by_alloc[a], "wall_ms") is None else f"{median_summary(by_alloc[a], 'wall_ms') / 1000:.2f}"
+        for a in allocs
+    ])
+    runs_note = ", ".join(f"{a}: {n}" for a, n in runs.items())
+    title = TITLES.get(scenario, scenario)
+    head = f"### {scenario}\n\n{title}. RSS in MiB, median of runs ({runs_note}).\n" if markdown else \
+        f"== {title}\n   RSS in MiB, median of runs ({runs_note})\n"
+    return head + "\n" + t.render(markdown) + "\n"
+
+
+def check_targets(data):
+    """Returns [(target, status, detail)] with status PASS/FAIL/SKIP."""
+    results = []
+
+    def rss(scenario, alloc, key):
+        return median_sample(data.get(scenario, {}).get(alloc, []), key, "rss")
+
+    def live(scenario, alloc, key):
+        return median_sample(data.get(scenario, {}).get(alloc, []), key, "live_bytes")
+
+    for scenario in ("sleeping-owner-big", "sleeping-owner-small", "sleeping-owner-small-fresh"):
+        name = f"{scenario}: ebb RSS <= 1.10 x live + 32 MiB every round"
+        if "ebb" not in data.get(scenario, {}):
+            results.append((name, "SKIP", "no ebb data"))
+            continue
+        worst = None
+        for key in sample_keys(data[scenario]):
+            if key[0] != "round":
+                continue
+            r, l = rss(scenario, "ebb", key), live(scenario, "ebb", key)
+            limit = 1.10 * l + 32 * MIB
+            margin = r - limit
+            if worst is None or margin > worst[0]:
+                worst = (margin, key[1], r, limit)
+        if worst is None:
+            results.append((name, "SKIP", "no rounds"))
+            continue
+        status = "PASS" if worst[0] <= 0 else "FAIL"
+        results.append((name, status,
+                        f"worst round {worst[1]}: RSS {mib(worst[2])} MiB vs limit {mib(worst[3])} MiB"))
+
+    s = "worker-pool"
+    wp = data.get(s, {})
+    name = "worker-pool: ebb RSS after each build <= min(jemalloc, mimalloc)"
+    if "ebb" in wp and ("jemalloc" in wp or "mimalloc" in wp):
+        fails, detail = [], []
+        for key in sample_keys(wp):
+            if key[0] != "build":
+                continue
+            e = rss(s, "ebb", key)
+            others = [v for v in (rss(s, "jemalloc", key), rss(s, "mimalloc", key)) if v is not None]
+            best = min(others)
+            if e > best:
+                fails.append(f"build {key[1]}: {mib(e)} > {mib(best)}")
+        missing = [a for a in ("jemalloc", "mimalloc") if a not in wp]
+        note = f" (no data for {', '.join(missing)})" if missing else ""
+        results.append((name, "PASS" if not fails else "FAIL",
+                        ("all builds" if not fails else f"{len(fails)} builds over: " + "; ".join(fails)) + note))
+    else:
+        results.append((name, "SKIP", "needs ebb and jemalloc/mimalloc data"))
+    name = "worker-pool: ebb RSS after build 10 within 5% of after build 2"
+    if "ebb" in wp:
+        builds = [k for k in sample_keys(wp) if k[0] == "build"]
+        if len(builds) >= 2:
+            first = ("build", 2)
+            last = builds[-1]
+            r2, rl = rss(s, "ebb", first), rss(s, "ebb", last)
+            ratio = rl / r2
+            results.append((name, "PASS" if ratio <= 1.05 else "FAIL",
+                            f"build {last[1]}: {mib(rl)} MiB vs build 2: {mib(r2)} MiB ({(ratio - 1) * 100:+.1f}%)"))
+        else:
+            results.append((name, "SKIP", "fewer than 2 builds"))
+    else:
+        results.append((name, "SKIP", "no ebb data"))
+
+    s = "burst-idle"
+    name = "burst-idle: ebb RSS <= live + 10% + 16 MiB within 2 s of the last free"
+    if "ebb" in data.get(s, {}):
+        idle = [k for k in sample_keys(data[s]) if k[0] == "idle" and k[1] <= 2000]
+        key = max(idle, key=lambda k: k[1])
+        r, l = rss(s, "ebb", key), live(s, "ebb", key)
+        limit = 1.10 * l + 16 * MIB
+        first_ok = next((k[1] for k in sorted(idle, key=lambda k: k[1])
+                         if rss(s, "ebb", k) <= 1.10 * live(s, "ebb", k) + 16 * MIB), None)
+        when = "never within 2 s" if first_ok is None else f"first met at +{first_ok / 1000:g} s"
+        results.append((name, "PASS" if r <= limit else "FAIL",
+                        f"at +{key[1] / 1000:g} s: RSS {mib(r)} MiB vs limit {mib(limit)} MiB (live {mib(l)}); {when}"))
+    else:
+        results.append((name, "SKIP", "no ebb data"))
+
+    for s in ("mixed-c-rust", "mixed-c"):
+        name = f"{s}: ebb RSS after the last round within 5% of after round 5"
+        if "ebb" in data.get(s, {}):
+            rounds = [k for k in sample_keys(data[s]) if k[0] == "round"]
+            last = rounds[-1]
+            r5, rl = rss(s, "ebb", ("round", 5)), rss(s, "ebb", last)
+            if r5 is None:
+                results.append((name, "SKIP", "fewer than 5 rounds"))
+                continue
+            ratio = rl / r5
+            results.append((name, "PASS" if ratio <= 1.05 else "FAIL",
+                            f"round {last[1]}: {mib(rl)} MiB vs round 5: {mib(r5)} MiB ({(ratio - 1) * 100:+.1f}%)"))
+        else:
+            results.append((name, "SKIP", "no ebb data"))
+    return results
+
+
+def versions(data, markdown):
+    seen = {}
+    for scenario, by_alloc in data.items():
+        for alloc, runs in by_alloc.items():
+            for run in runs:
+                sm = run["summary"]
+                key = (alloc, "C (LD_PRELOAD)" if scenario == "mixed-c" else "Rust")
+                seen.setdefault(key, (sm.get("alloc_version", "-"), sm.get("malloc_from", "?")))
+    t = Table(["allocator", "binary", "version", "malloc() comes from"])
+    for (alloc, kind), (ver, origin) in sorted(seen.items(), key=lambda kv: (kv[0][1], ALLOC_ORDER.index(kv[0][0]) if kv[0][0] in ALLOC_ORDER else 99)):
+        t.add([alloc, kind, ver, origin])
+    return t.render(markdown)
+
+
+def times_table(raw_dir, markdown):
+    """Build and run times recorded by scripts/memory-scenarios.sh next to RAW_DIR."""
+    parent = os.path.dirname(os.path.abspath(raw_dir))
+    out = []
+    builds = os.path.join(parent, "build-times.txt")
+    if os.path.exists(builds):
+        t = Table(["build", "seconds"])
+        for line in open(builds):
+            parts = line.split()
+            if len(parts) == 2:
+                t.add(parts)
+        out.append(("### Build times\n\n" if markdown else "== build times\n") + t.render(markdown) + "\n")
+    runs = os.path.join(parent, "run-times.txt")
+    if os.path.exists(runs):
+        per = {}
+        total = 0.0
+        for line in open(runs):
+            parts = line.split()
+            if len(parts) >= 4:
+                scenario, alloc, ms = parts[0], parts[1], float(parts[3])
+                per.setdefault(scenario, {}).setdefault(alloc, []).append(ms)
+                total += ms
+        allocs = ordered({a for d in per.values() for a in d}, ALLOC_ORDER)
+        t = Table(["scenario (median s per run)"] + allocs)
+        for scenario in ordered(per.keys(), SCENARIO_ORDER):
+            t.add([scenario] + [
+                f"{statistics.median(per[scenario][a]) / 1000:.1f}" if a in per[scenario] else "-" for a in allocs
+            ])
+        head = "### Run times\n\n" if markdown else "== run times\n"
+        out.append(head + t.render(markdown) + f"\n\nAll runs: {total / 1000:.0f} s in total.\n")
+    return "\n".join(out)
+
+
+def main():
+    args = sys.argv[1:]
+    markdown = "--markdown" in args
+    strict = "--strict" in args
+    paths = [a for a in args if not a.startswith("--")]
+    if len(paths) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    data = load(paths[0])
+    if not data:
+        print(f"no results in {paths[0]}", file=sys.stderr)
+        return 1
+    out = []
+    machine = os.path.join(os.path.dirname(os.path.abspath(paths[0])), "machine.txt")
+    if os.path.exists(machine):
+        t = Table(["machine", ""])
+        for line in open(machine):
+            if ":" in line:
+                k, v = line.split(":", 1)
+                t.add([k.strip(), v.strip()])
+        out.append("### Machine\n" if markdown else "== machine")
+        out.append(t.render(markdown) + "\n")
+    out.append("### Allocators\n" if markdown else "== allocators")
+    out.append(versions(data, markdown) + "\n")
+    for scenario in ordered(data.keys(), SCENARIO_ORDER):
+        out.append(scenario_table(scenario, data[scenario], markdown))
+    quick = any(run["summary"].get("quick") for by_alloc in data.values() for runs in by_alloc.values() for run in runs)
+    if quick:
+        out.append("(--quick: tiny sizes; the targets below are not meaningful at this scale)\n")
+    times = times_table(paths[0], markdown)
+    if times:
+        out.append(times)
+    results = check_targets(data)
+    out.append("### Targets (ebb, on the medians)\n" if markdown else "== targets (ebb, on the medians)")
+    t = Table(["target", "result", "detail"])
+    for name, status, detail in results:
+        t.add([name, f"**{status}**" if markdown and status == "FAIL" else status, detail])
+    out.append(t.render(markdown))
+    print("\n".join(out))
+    failed = sum(1 for _, s, _ in results if s == "FAIL")
+    passed = sum(1 for _, s, _ in results if s == "PASS")
+    skipped = sum(1 for _, s, _ in results if s == "SKIP")
+    print(f"\nebb targets: {passed} PASS, {failed} FAIL, {skipped} SKIP")
+    return 1 if strict and failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
