@@ -293,6 +293,7 @@ unsafe extern "C" fn thread_exit(value: *mut core::ffi::c_void) {
         steal::mark_dead(heap);
         heap_done(heap);
     }
+    crate::purge::heap_thread_exited();
 }
 
 /// Abandon every page of `heap` and return it to the spare list.

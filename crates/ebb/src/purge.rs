@@ -17,6 +17,12 @@
 //! over yet: when every thread is idle and every free span purged, it sleeps without a
 //! timeout.
 //!
+//! The purger must never keep a process alive: when the last thread with a heap exits
+//! (say `main` calls `pthread_exit`), it looks at the process's thread count and ends
+//! itself once it is the only thread left, so the process exits as it would without it.
+//! Until then it checks with a backoff (10 ms doubling to 10 s), only while no thread
+//! with a heap is alive.
+//!
 //! `EBB_BACKGROUND=0` disables the thread (and with it the takeover of idle heaps).
 //! After `fork` the child has no purger; it starts one again lazily.
 
@@ -111,9 +117,30 @@ fn start() {
     PURGER.store(state, Ordering::Release);
 }
 
+/// A thread with a heap exited: if it was the last one, the purger must check whether it
+/// is alone in the process (and then end).
+pub fn heap_thread_exited() {
+    if COUNTERS.threads.load(Ordering::Acquire) == 0 && PURGER.load(Ordering::Acquire) == RUNNING {
+        wake();
+    }
+}
+
+/// True if no thread but the purger is left (and no thread has a heap).
+fn alone_in_process() -> bool {
+    COUNTERS.threads.load(Ordering::Acquire) == 0 && os::process_thread_count() == Some(1)
+}
+
 extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
     crate::steal::init();
+    let mut exit_check_ms = 10;
     loop {
+        if COUNTERS.threads.load(Ordering::Acquire) == 0 {
+            if alone_in_process() {
+                os::exit_thread();
+            }
+        } else {
+            exit_check_ms = 10;
+        }
         let seen = WAKE.load(Ordering::Acquire);
         let delay = crate::options::get().purge_delay_ms;
         let now = os::now_ms();
@@ -142,11 +169,16 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
         {
             continue;
         }
-        let timeout = if wake_at == u64::MAX {
+        let mut timeout = if wake_at == u64::MAX {
             None
         } else {
             Some(wake_at.saturating_sub(os::now_ms()).max(1))
         };
+        if COUNTERS.threads.load(Ordering::Acquire) == 0 {
+            // The last thread with a heap is gone: look again soon whether we are alone.
+            timeout = Some(timeout.map_or(exit_check_ms, |t| t.min(exit_check_ms)));
+            exit_check_ms = (exit_check_ms * 2).min(10_000);
+        }
         os::futex_wait(&WAKE, seen, timeout);
         PURGER_WAKES_AT.store(0, Ordering::SeqCst);
         COUNTERS.purger_wakeups.fetch_add(1, Ordering::Relaxed);

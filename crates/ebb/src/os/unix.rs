@@ -234,6 +234,51 @@ pub fn membarrier() -> bool {
     })
 }
 
+/// Number of live threads in the process (`num_threads` in `/proc/self/stat`), read with raw
+/// system calls into a stack buffer (no allocation). None if it cannot be read.
+pub fn process_thread_count() -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    // SAFETY: a NUL-terminated path; the buffer is valid for its length; the descriptor is
+    // closed on every path.
+    let len = preserving_errno(|| unsafe {
+        let fd = libc::open(
+            b"/proc/self/stat\0".as_ptr() as *const c_char,
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return -1;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr() as *mut c_void, buf.len());
+        libc::close(fd);
+        n
+    });
+    if len <= 0 {
+        return None;
+    }
+    let text = &buf[..len as usize];
+    // Fields after the command name, which is in parentheses and may contain spaces:
+    // state(3) ppid(4) ... num_threads(20).
+    let after = text.iter().rposition(|&c| c == b')')? + 1;
+    let mut fields = text[after..]
+        .split(|&c| c == b' ')
+        .filter(|f| !f.is_empty());
+    let leader_state = fields.next()?;
+    let count = crate::options::parse_u64(fields.nth(16)?)?;
+    // A main thread that ended with pthread_exit stays a zombie, still counted, until
+    // the whole process ends: it is not a live thread.
+    Some(if leader_state == b"Z" {
+        count.saturating_sub(1)
+    } else {
+        count
+    })
+}
+
+/// End the calling thread (glibc ends the process with status 0 if it was the last).
+pub fn exit_thread() -> ! {
+    // SAFETY: the purger thread holds no lock and owns nothing when it calls this.
+    unsafe { libc::pthread_exit(core::ptr::null_mut()) }
+}
+
 /// Let another thread run (used by spin loops).
 pub fn yield_now() {
     // SAFETY: no preconditions.
