@@ -242,7 +242,7 @@ pub fn process_thread_count() -> Option<u64> {
     // closed on every path.
     let len = preserving_errno(|| unsafe {
         let fd = libc::open(
-            b"/proc/self/stat\0".as_ptr() as *const c_char,
+            c"/proc/self/stat".as_ptr(),
             libc::O_RDONLY | libc::O_CLOEXEC,
         );
         if fd < 0 {
