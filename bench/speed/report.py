@@ -74,6 +74,11 @@ C_NOTES = OrderedDict(
 )
 
 
+def display(a):
+    """Name shown for an allocator: Rust's System allocator is glibc malloc here."""
+    return "glibc" if a == "system" else a
+
+
 def load(path):
     rows = []
     if os.path.exists(path):
@@ -147,16 +152,14 @@ def fmt_abs(v, unit):
 
 def markdown_table(table, unit, label):
     allocs = table.allocators
-    head = ["workload", f"ebb {label} (median)"] + [a for a in allocs]
+    head = ["workload", f"ebb {label} (median)", "ebb (spread)"] + [
+        display(a) for a in allocs if a != "ebb"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for w, cells in table.rows.items():
         base = cells["ebb"][3]
         row = [f"`{w}`", fmt_abs(base, unit)]
         for a in allocs:
-            c = cells.get(a)
-            row.append(fmt_ratio(c))
-            if a == allocs[0] and c:
-                pass
+            row.append(fmt_ratio(cells.get(a)))
         lines.append("| " + " | ".join(row) + " |")
     gm = table.geomeans()
     lines.append("| **geometric mean** | | " + " | ".join(
@@ -169,7 +172,7 @@ def text_table(table, unit, title):
     out = [title]
     w0 = max([len(w) for w in table.rows] + [16])
     out.append(f"  {'workload':<{w0}} {'ebb abs':>9}  " +
-               "  ".join(f"{a:>20}" for a in allocs))
+               "  ".join(f"{display(a):>20}" for a in allocs))
     for w, cells in table.rows.items():
         out.append(f"  {w:<{w0}} {fmt_abs(cells['ebb'][3], unit):>9}  " +
                    "  ".join(f"{fmt_ratio(cells.get(a)):>20}" for a in allocs))
@@ -193,9 +196,10 @@ def sweep_table(by_alloc, allocs):
     if "ebb" not in by_alloc:
         return None
     sizes = list(by_alloc["ebb"][0]["sizes"].keys())
-    head = ["size", "ebb 1 thread", "ebb 2 threads"] + [f"{a} (1 thr / 2 thr)" for a in allocs
-                                                       if a != "ebb"]
+    head = ["size", "ebb 1 thread", "ebb 2 threads"] + [
+        f"{display(a)} (1 thr / 2 thr)" for a in allocs if a != "ebb"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    losses = []
     for s in sizes:
         def med(a, k):
             vals = [r["sizes"][s][k] for r in by_alloc.get(a, []) if s in r.get("sizes", {})]
@@ -208,6 +212,17 @@ def sweep_table(by_alloc, allocs):
             x1, x2 = med(a, "t1_ms"), med(a, "t2_ms")
             row.append("-" if x1 is None else f"{x1 / e1:.2f} / {x2 / e2:.2f}")
         lines.append("| " + " | ".join(row) + " |")
+        faster = []
+        for a in allocs:
+            x1, x2 = med(a, "t1_ms"), med(a, "t2_ms")
+            if a != "ebb" and x1 and x2 and min(x1 / e1, x2 / e2) < 0.8:
+                faster.append((min(x1 / e1, x2 / e2), f"{display(a)} {e1 / x1:.1f}x / {e2 / x2:.1f}x"))
+        if faster:
+            losses.append(f"- {size_label(s)}: " + ", ".join(t for _, t in sorted(faster)))
+    lines.append("")
+    lines.append("Sizes where another allocator is more than 25% faster than ebb on one "
+                 "thread or two (speed-up on 1 thread / 2 threads):\n")
+    lines.extend(losses or ["- none"])
     return "\n".join(lines)
 
 
@@ -325,15 +340,25 @@ def write_svg(path, panels, width=900):
 # ---- the document -------------------------------------------------------------------------
 
 def losses(table, what):
-    """Sentences: where an allocator beats ebb by more than 5%, by median."""
+    """Sentences: where an allocator beats ebb by more than 10%, by median."""
     out = []
     for w, cells in table.rows.items():
-        better = [(a, c[0]) for a, c in cells.items() if a != "ebb" and c[0] < 0.95]
+        better = [(a, c[0]) for a, c in cells.items() if a != "ebb" and c[0] < 1 / 1.1]
         if better:
-            parts = ", ".join(f"{'glibc' if a == 'system' else a} {1 / r:.2f}x"
+            parts = ", ".join(f"{display(a)} {1 / r:.2f}x"
                               for a, r in sorted(better, key=lambda t: t[1]))
             out.append(f"- `{w}`: {parts} {what}")
     return out
+
+
+def loss_section(time, rss):
+    out = ["### Where ebb loses (by more than 10%, medians; mind the noise)\n"]
+    for label, table, what in [("Time", time, "faster than ebb"),
+                               ("Peak RSS", rss, "less peak RSS than ebb")]:
+        lost = losses(table, what)
+        out.append(f"{label}:\n")
+        out.append("\n".join(lost) + "\n" if lost else "- nowhere by more than 10%\n")
+    return "\n".join(out)
 
 
 def versions(meta, rust, c):
@@ -355,7 +380,8 @@ def versions(meta, rust, c):
     ]
     if any(r["allocator"] == "snmalloc" for r in rust):
         lines.append(f"- snmalloc: crate snmalloc-rs {meta.get('crate_snmalloc-rs', '?')} "
-                     f"(built from source with cmake and g++)")
+                     f"(the snmalloc sources it bundles, built with cmake and g++ as a CMake "
+                     f"`{meta.get('snmalloc_build_type', '?').strip()}` build)")
     elif "snmalloc" in (meta.get("build_failed") or []):
         lines.append("- snmalloc: snmalloc-rs did not build on this machine and is left out")
     if c:
@@ -369,9 +395,22 @@ def versions(meta, rust, c):
     return "\n".join(lines)
 
 
+def noise_pct(rows):
+    """Median over workloads of the median absolute deviation of ebb's wall times, in %
+    of their median."""
+    out = []
+    for by_alloc in rows.values():
+        vals = [r["wall_ms"] for r in by_alloc.get("ebb", [])]
+        if len(vals) >= 2:
+            m = statistics.median(vals)
+            out.append(statistics.median(abs(v - m) for v in vals) / m * 100)
+    return statistics.median(out) if out else 0.0
+
+
 def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, sweep_md,
               c_sweep_md, failures):
     runs = meta.get("runs", "?")
+    noise = noise_pct(group(rust))
     rust_allocs = [("glibc" if a == "system" else a) for a in rust_time.allocators]
     md = []
     md.append("# Speed benchmarks\n")
@@ -390,7 +429,11 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
         f"{meta.get('loadavg_start', '?')} at the start, {meta.get('loadavg_end', '?')} at "
         "the end). Absolute times are noise; the ratios of interleaved runs are the "
         "signal, and the bracket after each ratio shows how far single runs strayed. "
-        "Differences under about 10% are within that noise.\n")
+        f"The typical run of ebb on a Rust workload is {noise:.0f}% "
+        "off its median (median absolute deviation, median over the workloads), and "
+        "single runs can be much further off, as the brackets show: treat differences "
+        f"of {noise:.0f}% or less between medians as noise. More runs (`RUNS=`) on a quiet "
+        "machine would narrow this.\n")
     md.append(f"![time and peak RSS relative to ebb]({svg_rel})\n")
     md.append("## How to read the tables\n")
     md.append(
@@ -408,9 +451,7 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
     md.append(markdown_table(rust_time, "ms", "time") + "\n")
     md.append("## Rust workloads: peak RSS\n")
     md.append(markdown_table(rust_rss, "kib", "peak RSS") + "\n")
-    lost = losses(rust_time, "faster than ebb") + losses(rust_rss, "less peak RSS than ebb")
-    md.append("### Where ebb loses (by more than 5%, medians)\n")
-    md.append("\n".join(lost) + "\n" if lost else "Nowhere by more than 5%.\n")
+    md.append(loss_section(rust_time, rust_rss))
     if sweep_md:
         md.append("### `sweep` per size\n")
         md.append("Median time of ebb per size (pairs plus many-then-free-many), and "
@@ -423,9 +464,7 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
         md.append(markdown_table(c_time, "ms", "time") + "\n")
         md.append("## C programs under LD_PRELOAD: peak RSS\n")
         md.append(markdown_table(c_rss, "kib", "peak RSS") + "\n")
-        lost = losses(c_time, "faster than ebb") + losses(c_rss, "less peak RSS than ebb")
-        md.append("### Where ebb loses (by more than 5%, medians)\n")
-        md.append("\n".join(lost) + "\n" if lost else "Nowhere by more than 5%.\n")
+        md.append(loss_section(c_time, c_rss))
         if c_sweep_md:
             md.append("### `c-sweep` per size\n")
             md.append(c_sweep_md + "\n")
@@ -467,6 +506,11 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
   libmimalloc2.0), not the v3 of the Rust table, and calls go through the PLT; the
   Rust table's jemalloc, mimalloc and snmalloc are compiled from source into the
   binary. tcmalloc is in the C table only; snmalloc in the Rust table only.
+- **Build settings**: the C allocators' `-sys` crates read cargo's `DEBUG` variable,
+  which the workspace's release profile (`debug = "line-tables-only"`) turns on; with
+  it, snmalloc-sys builds snmalloc as a CMake Debug build (several times slower) and
+  libmimalloc-sys leaves out `NDEBUG`. The script therefore builds every variant with
+  `CARGO_PROFILE_RELEASE_DEBUG=false`.
 - **Peak RSS** for the small single-threaded workloads is mostly the program itself;
   a ratio of 1.3 there can be well under 1 MiB. ebb returns free memory to the OS
   after 500 ms (`EBB_PURGE_DELAY`), which lowers later RSS, not the peak.
@@ -483,6 +527,7 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
     md.append(
         "The script builds `ebb-bench-speed` once per allocator, each into its own "
         "target directory:\n\n```sh\n"
+        "export CARGO_PROFILE_RELEASE_DEBUG=false\n"
         "cargo build --release -p ebb-bench-speed --features alloc-ebb --target-dir target/bench-speed/ebb\n"
         "cargo build --release -p ebb-bench-speed --no-default-features --features alloc-system --target-dir target/bench-speed/system\n"
         "# likewise alloc-jemalloc, alloc-mimalloc, alloc-snmalloc\n"
@@ -493,7 +538,8 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
         "prints one JSON line; the raw lines are in `target/bench-speed/results/` "
         "after a run.\n")
     md.append(
-        f"Run time of this report: builds {meta.get('build_s', '?')} s, Rust runs "
+        f"Run time of this report: builds {meta.get('build_s', '?')} s (0-1 s when "
+        f"nothing changed since the last build), Rust runs "
         f"{meta.get('rust_runs_s', '?')} s, C runs {meta.get('c_runs_s', '?')} s, "
         f"{meta.get('total_s', '?')} s in all.\n")
     if failures:
