@@ -55,7 +55,10 @@ for a in $ALLOCATORS; do
         features=(--no-default-features --features "alloc-$a")
     fi
     log "building ebb-bench-speed for $a (target/bench-speed/$a)"
-    if cargo build --release -p ebb-bench-speed "${features[@]}" \
+    # Without debug info: the -sys crates read cargo's DEBUG variable, which the
+    # workspace's `debug = "line-tables-only"` sets, and snmalloc-sys then builds
+    # snmalloc as a CMake Debug build (mimalloc's build also keeps its assertions).
+    if CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release -p ebb-bench-speed "${features[@]}" \
         --target-dir "target/bench-speed/$a" >"$OUT/build-$a.log" 2>&1; then
         BUILT+=("$a")
     else
@@ -68,6 +71,10 @@ for a in $ALLOCATORS; do
     fi
 done
 meta "allocators" "${BUILT[*]}"
+# The build type snmalloc was compiled with (the newest build-script output).
+snmalloc_out=$(ls -t target/bench-speed/snmalloc/release/build/snmalloc-sys-*/output 2>/dev/null | head -1)
+snmalloc_type=$(sed -n 's/^cargo:rustc-env=BUILD_TYPE=//p' "${snmalloc_out:-/dev/null}")
+meta "snmalloc_build_type" "${snmalloc_type:-?}"
 bin() { echo "target/bench-speed/$1/release/ebb-bench-speed"; }
 WORKLOADS=("$@")
 if [ ${#WORKLOADS[@]} -eq 0 ]; then
