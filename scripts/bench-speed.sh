@@ -188,7 +188,7 @@ if [ "$C" = 1 ]; then
 fi
 meta "loadavg_end" "$(cut -d' ' -f1-3 /proc/loadavg)"
 meta "total_s" "$(($(date +%s) - script_start))"
-meta "command" "scripts/bench-speed.sh${*:+ $*} (RUNS=$RUNS SCALE=$SCALE)"
+meta "args" "$*"
 
 # ---- report -------------------------------------------------------------------------------
 

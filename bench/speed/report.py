@@ -499,9 +499,10 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
   their shared paths suffer more from that than lock-free ones.
 - **`cache-scratch`** measures one thing only: whether the block a worker frees (made
   by the main thread, next to the other workers' blocks) is handed back to that
-  worker and written to, sharing a cache line with another core. Allocators that cache
-  freed blocks per thread whatever their origin (glibc's tcache) fail it; with only 2
-  cores the penalty is smaller than on a big machine.
+  worker and written to, sharing a cache line with another core. With only 2 cores
+  and 8 B objects the penalty is small, and the workload is mostly a write loop: its
+  ratios can say more about how each run was scheduled on a shared machine than
+  about the allocators.
 - **The C table uses Debian's shared libraries**: mimalloc there is v2.0.9 (Debian's
   libmimalloc2.0), not the v3 of the Rust table, and calls go through the PLT; the
   Rust table's jemalloc, mimalloc and snmalloc are compiled from source into the
@@ -523,7 +524,9 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
     md.append(versions(meta, rust, c))
     md.append("")
     md.append("## How this was made\n")
-    md.append("```sh\n" + meta.get("command", "scripts/bench-speed.sh") + "\n```\n")
+    args = meta.get("args", "").strip()
+    md.append(f"```sh\nRUNS={meta.get('runs', '?')} SCALE={meta.get('scale', '?')} "
+              f"scripts/bench-speed.sh{' ' + args if args else ''}\n```\n")
     md.append(
         "The script builds `ebb-bench-speed` once per allocator, each into its own "
         "target directory:\n\n```sh\n"
@@ -534,7 +537,7 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
         "target/bench-speed/<allocator>/release/ebb-bench-speed <workload> --scale 1\n"
         "```\n\n"
         "and the C programs with `gcc -O2 -pthread`, run as "
-        "`LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> bench-c/<program> 1`. Each run "
+        "`LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> target/bench-speed/results/c/<program> 1`. Each run "
         "prints one JSON line; the raw lines are in `target/bench-speed/results/` "
         "after a run.\n")
     md.append(
