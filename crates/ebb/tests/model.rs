@@ -430,21 +430,29 @@ fn foreign_pointers_are_ignored() {
         eprintln!("foreign_pointers_are_ignored: skipped (EBB_ABORT_ON_ERROR=1)");
         return;
     }
-    use std::alloc::{GlobalAlloc, System};
     let before = ebb::stats().invalid_frees;
     let mut on_stack = [0u8; 64];
-    let l = layout(256, 8);
-    // SAFETY: the pointers are not ebb's, which ebb::free documents as ignored; the
-    // system block is freed by its own allocator afterwards.
+    // Memory from the OS directly: `System` would not do, since in a workspace build the
+    // `override` feature routes libc's malloc to ebb as well.
+    // SAFETY: an anonymous mapping of one page, unmapped below; the pointers are not
+    // ebb's, which ebb::free documents as reported and ignored.
     unsafe {
-        let sys = System.alloc(l);
-        assert!(!sys.is_null());
-        assert!(!ebb::owns(sys));
+        let page = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(page, libc::MAP_FAILED);
+        let foreign = page as *mut u8;
+        assert!(!ebb::owns(foreign));
         assert!(!ebb::owns(on_stack.as_mut_ptr()));
         ebb::free(on_stack.as_mut_ptr());
-        ebb::free(sys);
-        assert_eq!(ebb::usable_size(sys), 0);
-        System.dealloc(sys, l);
+        ebb::free(foreign);
+        assert_eq!(ebb::usable_size(foreign), 0);
+        libc::munmap(page, 4096);
     }
     assert!(ebb::stats().invalid_frees >= before + 2);
     // The allocator still works.
