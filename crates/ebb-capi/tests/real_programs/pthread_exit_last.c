@@ -1,0 +1,32 @@
+/* Reproduces an ebb bug (used by real_programs.rs, test bug_pthread_exit_of_last_thread_c):
+ * with libebb.so preloaded, a process whose last thread ends with pthread_exit() never
+ * exits. Here a worker thread allocates and exits (its heap is abandoned, which starts
+ * ebb's background purger thread); then main() calls pthread_exit. The purger thread
+ * lives on, sleeping on a futex without a timeout, so the process never ends. POSIX: the
+ * process exits with status 0 once its last thread has terminated, as it does at once with
+ * glibc's malloc.
+ *
+ *   cc -O2 -pthread pthread_exit_last.c -o pthread_exit_last
+ *   ./pthread_exit_last                                      # exits, status 0
+ *   LD_PRELOAD=target/release/libebb.so ./pthread_exit_last  # hangs
+ *   EBB_BACKGROUND=0 LD_PRELOAD=target/release/libebb.so ./pthread_exit_last  # exits
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void *worker(void *arg) {
+    (void)arg;
+    return malloc(100);
+}
+
+int main(void) {
+    pthread_t thread;
+    void *block;
+    if (pthread_create(&thread, NULL, worker, NULL) != 0 || pthread_join(thread, &block) != 0)
+        return 1;
+    free(block);
+    puts("main: pthread_exit");
+    fflush(stdout);
+    pthread_exit(NULL);
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Instructions per malloc+free pair, counted by valgrind's callgrind (deterministic: it
+# counts instructions, not time), for ebb and other allocators, at several sizes.
+#
+# Allocators (columns):
+#   ebb-rs    bench/callgrind-rs: ebb as Rust's #[global_allocator], statically linked,
+#             pairs through std::alloc::alloc/dealloc
+#   ebb       bench/callgrind/pairs.c (malloc/free) with LD_PRELOAD=target/release/libebb.so
+#   glibc     the same C program, no preload
+#   mimalloc  the same, with Debian's libmimalloc2.0 preloaded   (if installed)
+#   jemalloc  the same, with Debian's libjemalloc2 preloaded     (if installed)
+#
+# Method: each program runs N1 and N2 pairs; (instructions(N2) - instructions(N1)) /
+# (N2 - N1) is the cost of one pair, with start-up and exit cancelled out. The count
+# includes every thread (ebb's background purger, if it runs).
+#
+# Then, cross-thread frees: bench/callgrind/xthread.c has thread A malloc N blocks and
+# thread B free them all; --toggle-collect=free_loop counts only B's free loop, divided
+# by N: instructions per free of a block allocated by another thread.
+#
+#   scripts/callgrind.sh                      # all sizes
+#   SIZES="16 4096" scripts/callgrind.sh      # some sizes
+#   N1=50000 N2=100000 XSIZES="64" scripts/callgrind.sh
+#
+# Needs valgrind, a C compiler and cargo; for the mimalloc/jemalloc columns:
+#   apt-get install -y valgrind libmimalloc2.0 libjemalloc2
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+N1=${N1:-100000}
+N2=${N2:-200000}
+SIZES=${SIZES:-"16 64 256 1024 4096 16384 65536 262144 1048576"}
+XSIZES=${XSIZES:-"64 1024"}
+XN=${XN:-100000}
+TARGET=${CARGO_TARGET_DIR:-target}
+OUT=$TARGET/callgrind
+mkdir -p "$OUT"
+
+for tool in valgrind cargo; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not installed" >&2; exit 1; }
+done
+CC=${CC:-cc}
+
+echo "building libebb.so, callgrind-rs, pairs, xthread ..." >&2
+if ! cargo build --release -p ebb-capi -p callgrind-rs >"$OUT/build.log" 2>&1; then
+    cat "$OUT/build.log" >&2
+    exit 1
+fi
+"$CC" -O2 -o "$OUT/pairs" bench/callgrind/pairs.c
+"$CC" -O2 -pthread -o "$OUT/xthread" bench/callgrind/xthread.c
+EBB_SO=$(realpath "$TARGET/release/libebb.so")
+RS_BIN=$TARGET/release/callgrind-rs
+
+# The shared library of a Debian package, from its file list (empty if not installed).
+package_so() {
+    dpkg -L "$1" 2>/dev/null | grep -E "/$2\.so\.[0-9]+$" | head -n 1 || true
+}
+MIMALLOC_SO=$(package_so libmimalloc2.0 libmimalloc)
+JEMALLOC_SO=$(package_so libjemalloc2 libjemalloc)
+
+NAMES=(ebb-rs ebb glibc)
+[ -n "$MIMALLOC_SO" ] && NAMES+=(mimalloc) || echo "note: libmimalloc2.0 not installed: no mimalloc column" >&2
+[ -n "$JEMALLOC_SO" ] && NAMES+=(jemalloc) || echo "note: libjemalloc2 not installed: no jemalloc column" >&2
+
+# preload_of NAME: the library to preload for that column (empty: none).
+preload_of() {
+    case $1 in
+        ebb) echo "$EBB_SO" ;;
+        mimalloc) echo "$MIMALLOC_SO" ;;
+        jemalloc) echo "$JEMALLOC_SO" ;;
+        *) echo "" ;;
+    esac
+}
+
+# instructions NAME ARGS...: callgrind's instruction total for one run.
+instructions() {
+    local name=$1
+    shift
+    local log=$OUT/valgrind.log
+    local preload
+    preload=$(preload_of "$name")
+    # No EBB_* options from the caller's environment; valgrind itself is not preloaded.
+    env -u EBB_SHOW_STATS -u EBB_PURGE_DELAY -u EBB_BACKGROUND -u EBB_CHECK \
+        ${preload:+LD_PRELOAD="$preload"} \
+        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" >"$log" 2>&1 || {
+        echo "error: valgrind $* failed (${name}):" >&2
+        cat "$log" >&2
+        exit 1
+    }
+    local total
+    total=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+    [ -n "$total" ] || { echo "error: no 'Collected' line for $name $*" >&2; cat "$log" >&2; exit 1; }
+    echo "$total"
+}
+
+# per_pair NAME SIZE: instructions of one malloc+free pair.
+per_pair() {
+    local name=$1 size=$2 bin=$OUT/pairs
+    [ "$name" = ebb-rs ] && bin=$RS_BIN
+    local a b
+    a=$(instructions "$name" "$bin" "$N1" "$size")
+    b=$(instructions "$name" "$bin" "$N2" "$size")
+    awk -v a="$a" -v b="$b" -v n1="$N1" -v n2="$N2" 'BEGIN { printf "%.1f", (b - a) / (n2 - n1) }'
+}
+
+echo
+echo "Instructions per malloc+free pair (callgrind; (I(N=$N2) - I(N=$N1)) / $((N2 - N1)))"
+printf '%10s' size
+for name in "${NAMES[@]}"; do printf '%10s' "$name"; done
+echo
+for size in $SIZES; do
+    printf '%10s' "$size"
+    for name in "${NAMES[@]}"; do
+        printf '%10s' "$(per_pair "$name" "$size")"
+    done
+    echo
+done
+
+echo
+echo "Instructions per cross-thread free (thread B frees $XN blocks malloc'ed by thread A;"
+echo "callgrind --toggle-collect=free_loop, total / $XN)"
+printf '%10s' size
+XNAMES=()
+for name in "${NAMES[@]}"; do
+    [ "$name" = ebb-rs ] && continue
+    XNAMES+=("$name")
+    printf '%10s' "$name"
+done
+echo
+for size in $XSIZES; do
+    printf '%10s' "$size"
+    for name in "${XNAMES[@]}"; do
+        total=$(instructions "$name" --toggle-collect=free_loop "$OUT/xthread" "$XN" "$size")
+        printf '%10s' "$(awk -v t="$total" -v n="$XN" 'BEGIN { printf "%.1f", t / n }')"
+    done
+    echo
+done
+echo
+echo "libraries: ebb=$EBB_SO${MIMALLOC_SO:+ mimalloc=$MIMALLOC_SO}${JEMALLOC_SO:+ jemalloc=$JEMALLOC_SO}"
