@@ -641,18 +641,6 @@ const PYTHON_SUITE_IGNORED: &[(&str, &str)] = &[
         "test_import_from_another_thread",
         "environment: threading imported at start-up",
     ),
-    // ebb bug: both fork from a non-main thread, whose return ends the child with
-    // pthread_exit; ebb's background purger thread then keeps the child alive forever.
-    // Reproduced by the ignored tests bug_pthread_exit_* below; drop these two lines
-    // when they pass.
-    (
-        "test_3_join_in_forked_from_thread",
-        "ebb bug: purger outlives pthread_exit",
-    ),
-    (
-        "test_main_thread_after_fork_from_nonmain_thread",
-        "ebb bug: purger outlives pthread_exit",
-    ),
 ];
 
 #[test]
