@@ -65,13 +65,40 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
             return alloc_big(size, SLICE_SIZE);
         };
         let block = (*page).free;
-        if !block.is_null() {
-            (*page).free = (*block).next;
-            (*page).set_used((*page).used() + 1);
-            (*heap).leave();
-            return block as *mut u8;
+        if block.is_null() {
+            return malloc_local_or_slow(heap, page, size, C);
         }
-        malloc_slow_and_leave(heap, size, C)
+        (*page).free = (*block).next;
+        (*page).set_used((*page).used() + 1);
+        (*heap).leave();
+        block as *mut u8
+    }
+}
+
+/// The page's free list is empty: take the blocks this thread freed into it (so a
+/// malloc/free cycle of one block never needs the slow path), else the slow path.
+/// Out of line (a tail call), it leaves the heap's `in_op` window the fast path entered.
+#[inline(never)]
+fn malloc_local_or_slow(
+    heap: *mut heap::Heap,
+    page: *mut crate::page::Page,
+    size: usize,
+    c: bool,
+) -> *mut u8 {
+    // SAFETY: `page` came from the heap's table, so it is owned by this thread (or is the
+    // empty page, whose lists are always null and which is never written here).
+    unsafe {
+        let block = (*page).local_free;
+        if block.is_null() {
+            return malloc_slow_and_leave(heap, size, c);
+        }
+        (*page).local_free = (*block).next;
+        (*page).free = core::ptr::null_mut();
+        core::mem::swap(&mut (*page).free, &mut (*page).local_free);
+        (*page).free_is_zero = false;
+        (*page).set_used((*page).used() + 1);
+        (*heap).leave();
+        block as *mut u8
     }
 }
 
@@ -188,7 +215,15 @@ pub unsafe fn free(ptr: *mut u8) {
         if (*page).owner.load(Ordering::Relaxed) != heap as usize {
             return free_slow_and_leave(heap, page, ptr);
         }
-        if (*page).free_local(ptr as *mut Block) {
+        // A page that empties goes back to the arena, except the heap's current page of
+        // its class (the next malloc of that class would only take a page again).
+        if (*page).free_local(ptr as *mut Block)
+            && (*heap)
+                .current
+                .get_unchecked((*page).class as usize)
+                .load(Ordering::Relaxed)
+                != page
+        {
             return page_emptied_and_leave(heap, page);
         }
         (*heap).leave();
