@@ -19,11 +19,9 @@
 //! Scratch files go to `$CARGO_TARGET_TMPDIR/real_programs/<test>`; they are removed when
 //! the test passes and kept (and named) when it fails.
 //!
-//! Known ebb bug, kept in view: a process whose last thread ends with `pthread_exit`
-//! never exits under ebb, because ebb's background purger thread lives on. The ignored
-//! tests `bug_pthread_exit_*` reproduce it (`cargo test --release -p ebb-capi --test
-//! real_programs -- --ignored`), and the two CPython test cases that hit it are left out
-//! of the suite run (see `PYTHON_SUITE_IGNORED`) until it is fixed.
+//! Regression tests `pthread_exit_*`: a process whose last thread ends with
+//! `pthread_exit` must exit. Under ebb it once never did (the background purger thread
+//! lived on; fixed in fc33705); CPython's test_threading found it.
 
 use std::fmt::Write as _;
 use std::fs;

@@ -1,15 +1,14 @@
-/* Reproduces an ebb bug (used by real_programs.rs, test bug_pthread_exit_of_last_thread_c):
- * with libebb.so preloaded, a process whose last thread ends with pthread_exit() never
- * exits. Here a worker thread allocates and exits (its heap is abandoned, which starts
- * ebb's background purger thread); then main() calls pthread_exit. The purger thread
- * lives on, sleeping on a futex without a timeout, so the process never ends. POSIX: the
- * process exits with status 0 once its last thread has terminated, as it does at once with
- * glibc's malloc.
+/* Regression test for an ebb bug fixed in fc33705 (real_programs.rs,
+ * pthread_exit_of_last_thread_c): with libebb.so preloaded, a process whose last thread
+ * ended with pthread_exit() never exited. Here a worker thread allocates and exits (its
+ * heap is abandoned, which starts ebb's background purger thread); then main() calls
+ * pthread_exit. The purger thread lived on, sleeping on a futex without a timeout, so the
+ * process never ended. POSIX: the process exits with status 0 once its last thread has
+ * terminated, as it does at once with glibc's malloc.
  *
  *   cc -O2 -pthread pthread_exit_last.c -o pthread_exit_last
  *   ./pthread_exit_last                                      # exits, status 0
- *   LD_PRELOAD=target/release/libebb.so ./pthread_exit_last  # hangs
- *   EBB_BACKGROUND=0 LD_PRELOAD=target/release/libebb.so ./pthread_exit_last  # exits
+ *   LD_PRELOAD=target/release/libebb.so ./pthread_exit_last  # must exit too (hung before fc33705)
  */
 #include <pthread.h>
 #include <stdio.h>
