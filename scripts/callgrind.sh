@@ -21,6 +21,8 @@
 #   scripts/callgrind.sh                      # all sizes
 #   SIZES="16 4096" scripts/callgrind.sh      # some sizes
 #   N1=50000 N2=100000 XSIZES="64" scripts/callgrind.sh
+#   ALLOCATORS="ebb-rs ebb" scripts/callgrind.sh   # some columns (mimalloc and jemalloc
+#                                             # take minutes at 256 KiB and 1 MiB)
 #
 # Needs valgrind, a C compiler and cargo; for the mimalloc/jemalloc columns:
 #   apt-get install -y valgrind libmimalloc2.0 libjemalloc2
@@ -58,9 +60,17 @@ package_so() {
 MIMALLOC_SO=$(package_so libmimalloc2.0 libmimalloc)
 JEMALLOC_SO=$(package_so libjemalloc2 libjemalloc)
 
-NAMES=(ebb-rs ebb glibc)
-[ -n "$MIMALLOC_SO" ] && NAMES+=(mimalloc) || echo "note: libmimalloc2.0 not installed: no mimalloc column" >&2
-[ -n "$JEMALLOC_SO" ] && NAMES+=(jemalloc) || echo "note: libjemalloc2 not installed: no jemalloc column" >&2
+NAMES=()
+for name in ${ALLOCATORS:-ebb-rs ebb glibc mimalloc jemalloc}; do
+    case $name in
+        ebb-rs | ebb | glibc) NAMES+=("$name") ;;
+        mimalloc) [ -n "$MIMALLOC_SO" ] && NAMES+=(mimalloc) ||
+            echo "note: libmimalloc2.0 not installed: no mimalloc column" >&2 ;;
+        jemalloc) [ -n "$JEMALLOC_SO" ] && NAMES+=(jemalloc) ||
+            echo "note: libjemalloc2 not installed: no jemalloc column" >&2 ;;
+        *) echo "error: unknown allocator $name (ebb-rs ebb glibc mimalloc jemalloc)" >&2; exit 1 ;;
+    esac
+done
 
 # preload_of NAME: the library to preload for that column (empty: none).
 preload_of() {
