@@ -61,6 +61,8 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
                 .current
                 .get_unchecked(class_of(size))
                 .load(Ordering::Relaxed)
+        } else if C {
+            return alloc_big_c(size);
         } else {
             return alloc_big(size, SLICE_SIZE);
         };
@@ -116,7 +118,23 @@ fn malloc_slow_and_leave(heap: *mut heap::Heap, size: usize, c: bool) -> *mut u8
     let block = malloc_slow(class);
     // SAFETY: the fast path entered this heap's window.
     unsafe { (*heap).leave() };
+    if c && block.is_null() {
+        // C callers learn of a failure through errno (set here, so the C fast path
+        // needs no test of its own).
+        os::set_errno(libc::ENOMEM);
+    }
     block
+}
+
+/// `alloc_big` for C callers: sets errno to ENOMEM on failure.
+#[cold]
+#[inline(never)]
+fn alloc_big_c(size: usize) -> *mut u8 {
+    let p = alloc_big(size, SLICE_SIZE);
+    if p.is_null() {
+        os::set_errno(libc::ENOMEM);
+    }
+    p
 }
 
 /// Allocate `size` bytes aligned to `align` (any power of two). Null on failure.

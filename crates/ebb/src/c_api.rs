@@ -25,13 +25,11 @@ fn fail_enomem() -> *mut c_void {
     null_mut()
 }
 
+/// `malloc`: blocks above 8 bytes are 16-byte aligned; errno is ENOMEM on failure (set on
+/// the slow paths, so the fast path is a tail call with no test).
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
-    let p = alloc::malloc_c(size);
-    if p.is_null() {
-        return fail_enomem();
-    }
-    p as *mut c_void
+    alloc::malloc_c(size) as *mut c_void
 }
 
 pub fn calloc(count: usize, size: usize) -> *mut c_void {
@@ -48,6 +46,7 @@ pub fn calloc(count: usize, size: usize) -> *mut c_void {
 
 /// # Safety
 /// `ptr` must be null or a live block from this allocator.
+#[inline(always)]
 pub unsafe fn free(ptr: *mut c_void) {
     // SAFETY: per the contract.
     unsafe { alloc::free(ptr as *mut u8) }

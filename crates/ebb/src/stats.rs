@@ -125,6 +125,9 @@ pub struct Stats {
 
 /// Take a snapshot. Costs a walk over every page descriptor (512 per 32 MiB segment).
 pub fn snapshot() -> Stats {
+    // Fold in pending remote frees into abandoned pages first, so they do not count as
+    // live (frees into pages a live thread owns still do, until it collects them).
+    arena::collect_pending();
     let c = &COUNTERS;
     let mut s = Stats {
         allocated: 0,

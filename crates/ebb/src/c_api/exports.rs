@@ -12,7 +12,7 @@ macro_rules! export {
     ($( fn $ebb:ident / [$($std:ident),*] $params:tt $_args:tt -> $ret:ty = $body:expr; )*) => {
         $(
             #[no_mangle]
-            pub unsafe extern "C" fn $ebb $params -> $ret {
+            pub unsafe extern "C-unwind" fn $ebb $params -> $ret {
                 // SAFETY: the caller upholds the C contract of this function.
                 #[allow(unused_unsafe)]
                 unsafe { $body }
@@ -20,7 +20,7 @@ macro_rules! export {
             $(
                 #[cfg(feature = "override")]
                 #[no_mangle]
-                pub unsafe extern "C" fn $std $params -> $ret {
+                pub unsafe extern "C-unwind" fn $std $params -> $ret {
                     // The body again rather than a call to the ebb_ name: that call would
                     // go through the GOT (exported symbols are interposable).
                     // SAFETY: the caller upholds the C contract of this function.
