@@ -266,8 +266,12 @@ fn strip_ebb_reports(stderr: &str) -> String {
 
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
+    fn signal(sig: i32, handler: usize) -> usize;
 }
 const SIGKILL: i32 = 9;
+const SIGINT: i32 = 2;
+const SIGQUIT: i32 = 3;
+const SIG_DFL: usize = 0;
 
 /// Runs `cmd` (stdin: /dev/null; stdout and stderr to files in `scratch`) with the given
 /// allocator. It runs in a process group of its own, killed whole if it outlives
@@ -302,6 +306,17 @@ fn run(scratch: &Scratch, label: &str, alloc: Alloc, mut cmd: Command, timeout: 
         .stdout(fs::File::create(&out_path).unwrap())
         .stderr(fs::File::create(&err_path).unwrap())
         .process_group(0);
+    // A shell without job control starts background jobs with SIGINT and SIGQUIT
+    // ignored, and children inherit that: CPython's test_threading (interrupt_main) then
+    // fails with any allocator. Programs get the default dispositions back.
+    // SAFETY: signal() is async-signal-safe and the closure touches nothing else.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            signal(SIGINT, SIG_DFL);
+            signal(SIGQUIT, SIG_DFL);
+            Ok(())
+        });
+    }
 
     let start = Instant::now();
     let mut child = cmd
