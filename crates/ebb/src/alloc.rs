@@ -1,10 +1,11 @@
 //! Entry points: allocate, free, reallocate, usable size. The fast paths live here.
 //!
 //! malloc (size <= 512 KiB, alignment <= 16):
-//!   heap = TLS; page = heap.direct[(size+7)/8] (or heap.current[class]);
+//!   heap = TLS; page = heap.direct[(size+7)/8] (<= 1 KiB), else
+//!   heap.current[MID_CLASS[(size-1)/128]] (<= 64 KiB), else heap.current[class_of(size)];
 //!   block = page.free; if null -> slow path; page.free = block.next; page.used += 1.
 //! free:
-//!   segment = SEGMENT_MAP[ptr >> 25]; page = segment.pages[slice].span_head;
+//!   segment = SEGMENT_MAP[ptr >> 25]; page = segment + segment.pages[slice].span_offset;
 //!   if page.owner == heap: push on page.local_free; page.used -= 1 (slow if it hits 0)
 //!   else -> slow path (remote push, large span, huge mapping, or invalid pointer).
 
@@ -13,7 +14,7 @@ use crate::page::{Block, HUGE, LARGE, MARKER_LIMIT};
 use crate::segment::{self, SLICE_SIZE};
 use crate::size_class::{
     class_for_aligned, class_of, class_size, DIRECT_CLASS, DIRECT_C_CLASS, LARGE_MAX, MEDIUM_MAX,
-    SMALL_MAX,
+    MID_CLASS, MID_MAX, SMALL_MAX,
 };
 use crate::stats::COUNTERS;
 use crate::{arena, huge, os, tls};
@@ -54,9 +55,13 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
                 &(*heap).direct
             };
             table.get_unchecked((size + 7) >> 3).load(Ordering::Relaxed)
-        } else if size <= MEDIUM_MAX {
+        } else if size <= MID_MAX {
             (*heap).enter();
-            let size = if C { (size + 15) & !15 } else { size };
+            let class = *MID_CLASS.get_unchecked((size - 1) >> 7) as usize;
+            (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
+        } else if size <= MEDIUM_MAX {
+            // Classes above MID_MAX are multiples of 8 KiB: no rounding for C.
+            (*heap).enter();
             (*heap)
                 .current
                 .get_unchecked(class_of(size))
@@ -68,7 +73,7 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
         };
         let block = (*page).free;
         if block.is_null() {
-            return malloc_local_or_slow(heap, page, size, C);
+            return malloc_local_or_slow(size, page, heap, C);
         }
         (*page).free = (*block).next;
         (*page).set_used((*page).used() + 1);
@@ -80,11 +85,13 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
 /// The page's free list is empty: take the blocks this thread freed into it (so a
 /// malloc/free cycle of one block never needs the slow path), else the slow path.
 /// Out of line (a tail call), it leaves the heap's `in_op` window the fast path entered.
+/// Like every tail-called slow path here, it takes the caller's own first argument
+/// first, so the fast path needs no register shuffle.
 #[inline(never)]
 fn malloc_local_or_slow(
-    heap: *mut heap::Heap,
-    page: *mut crate::page::Page,
     size: usize,
+    page: *mut crate::page::Page,
+    heap: *mut heap::Heap,
     c: bool,
 ) -> *mut u8 {
     // SAFETY: `page` came from the heap's table, so it is owned by this thread (or is the
@@ -92,7 +99,7 @@ fn malloc_local_or_slow(
     unsafe {
         let block = (*page).local_free;
         if block.is_null() {
-            return malloc_slow_and_leave(heap, size, c);
+            return malloc_slow_and_leave(size, heap, c);
         }
         (*page).local_free = (*block).next;
         (*page).free = core::ptr::null_mut();
@@ -108,7 +115,7 @@ fn malloc_local_or_slow(
 /// tail call); it leaves the heap's `in_op` window the fast path entered.
 #[cold]
 #[inline(never)]
-fn malloc_slow_and_leave(heap: *mut heap::Heap, size: usize, c: bool) -> *mut u8 {
+fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8 {
     let class = match (size <= SMALL_MAX, c) {
         (true, false) => DIRECT_CLASS[(size + 7) >> 3] as usize,
         (true, true) => DIRECT_C_CLASS[(size + 7) >> 3] as usize,
@@ -231,7 +238,7 @@ pub unsafe fn free(ptr: *mut u8) {
         (*heap).enter();
         let page = segment::page_of(seg, ptr);
         if (*page).owner.load(Ordering::Relaxed) != heap as usize {
-            return free_slow_and_leave(heap, page, ptr);
+            return free_slow_and_leave(ptr, page, heap);
         }
         // A page that empties goes back to the arena, except the heap's current page of
         // its class (the next malloc of that class would only take a page again).
@@ -251,7 +258,7 @@ pub unsafe fn free(ptr: *mut u8) {
 /// Out of line (a tail call from `free`); leaves the window `free` entered.
 #[cold]
 #[inline(never)]
-unsafe fn free_slow_and_leave(heap: *mut heap::Heap, page: *mut crate::page::Page, ptr: *mut u8) {
+unsafe fn free_slow_and_leave(ptr: *mut u8, page: *mut crate::page::Page, heap: *mut heap::Heap) {
     // SAFETY: forwarded from `free`.
     unsafe {
         heap::free_slow(page, ptr);

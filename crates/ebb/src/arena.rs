@@ -24,7 +24,7 @@ use crate::heap::Heap;
 use crate::os;
 use crate::page::{Page, ABANDONED, COLLECTING, FREE, LARGE};
 use crate::purge;
-use crate::segment::{Segment, SLICES_PER_SEGMENT, SLICE_SIZE};
+use crate::segment::{self, Segment, SLICES_PER_SEGMENT, SLICE_SIZE};
 use crate::size_class::{class_size, page_slices, CLASS_COUNT};
 use crate::stats::COUNTERS;
 use crate::sync::Mutex;
@@ -200,12 +200,13 @@ fn alloc_span_locked(count: usize, align: usize) -> Option<(*mut Page, bool)> {
         seg_ref.committed_slices.assign_range(index, count, true);
         seg_ref.free_count -= count as u32;
         let page = seg_ref.pages.as_mut_ptr().add(index);
+        let head = segment::descriptor_offset(index);
         for i in 1..count {
             let desc = page.add(i);
-            (*desc).slice_offset = (i * core::mem::size_of::<Page>()) as u32;
+            (*desc).span_offset = head;
             (*desc).slice_count = 0;
         }
-        (*page).slice_offset = 0;
+        (*page).span_offset = head;
         (*page).slice_count = count as u32;
         (*page).start = seg_ref.slice_start(index);
         (*page).is_zero = is_zero;
@@ -280,7 +281,7 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
                 .assign_range(index + old_count, extra, true);
             seg_ref.free_count -= extra as u32;
             for i in old_count..new_count {
-                (*page.add(i)).slice_offset = (i * core::mem::size_of::<Page>()) as u32;
+                (*page.add(i)).span_offset = segment::descriptor_offset(index);
             }
         } else {
             free_slices_locked(seg, index + new_count, old_count - new_count);
@@ -304,7 +305,7 @@ unsafe fn free_slices_locked(seg: *mut Segment, index: usize, count: usize) {
         let seg_ref = &mut *seg;
         for i in index..index + count {
             let desc = seg_ref.pages.as_mut_ptr().add(i);
-            (*desc).slice_offset = 0;
+            (*desc).span_offset = 0;
             (*desc).slice_count = 0;
             (*desc).listed = false;
             (*desc).freed_at.store(now, Ordering::Relaxed);

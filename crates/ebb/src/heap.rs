@@ -199,7 +199,7 @@ fn process_init() {
     // These may allocate, so they run after the state is DONE (re-entry is then safe).
     os::at_fork(arena::fork_prepare, arena::fork_parent, arena::fork_child);
     if crate::options::get().show_stats {
-        os::at_exit(crate::stats::print_at_exit);
+        crate::stats::register_exit_report();
     }
 }
 

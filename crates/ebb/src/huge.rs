@@ -9,7 +9,9 @@
 
 use crate::os;
 use crate::page::{Page, HUGE};
-use crate::segment::{self, Segment, SegmentKind, SEGMENT_SIZE, SLICE_SIZE};
+use crate::segment::{
+    self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT, SLICE_SIZE,
+};
 use crate::stats::COUNTERS;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
@@ -63,8 +65,11 @@ unsafe fn install(base: *mut u8, mapped: usize, offset: usize) -> *mut u8 {
         (*seg).mapped = mapped;
         (*seg).huge_offset = offset;
         (*seg).huge_size = mapped - offset;
-        let page = segment::page_of(seg, block);
-        (*page).slice_offset = 0;
+        // The block's descriptor; every other descriptor keeps span_offset 0 and so
+        // leads to pages[0] (the block's own when it is 32 MiB-aligned).
+        let index = (block as usize >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1);
+        let page = (*seg).pages.as_mut_ptr().add(index);
+        (*page).span_offset = segment::descriptor_offset(index);
         (*page).start = block;
         (*page).block_size.store(mapped - offset, Ordering::Relaxed);
         (*page).reserved = 1;

@@ -90,8 +90,11 @@ pub struct Page {
     pub prev: *mut Page,
     /// Slices in the span (first slice only).
     pub slice_count: u32,
-    /// Bytes from this descriptor back to the span's first descriptor (0 on the first).
-    pub slice_offset: u32,
+    /// Bytes from the segment base to the descriptor of the span holding this slice
+    /// (its own offset on a span's first slice). 0 on a free or never-used slice: that
+    /// is the header slice's descriptor, which is never in use (owner `FREE`), so a
+    /// zeroed header needs no set-up and a stale pointer finds a free descriptor.
+    pub span_offset: u32,
     /// When the slice became free, for the purge delay (ms, `os::now_ms`).
     pub freed_at: AtomicU64,
 }
@@ -117,7 +120,7 @@ impl Page {
             next: null_mut(),
             prev: null_mut(),
             slice_count: 0,
-            slice_offset: 0,
+            span_offset: 0,
             freed_at: AtomicU64::new(0),
         }
     }

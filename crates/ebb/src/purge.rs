@@ -136,7 +136,10 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
     loop {
         if COUNTERS.threads.load(Ordering::Acquire) == 0 {
             if alone_in_process() {
-                os::exit_thread();
+                // Return rather than pthread_exit: that unwinds, and a forced unwind
+                // through this `extern "C"` frame aborts the process. As the last thread,
+                // returning ends the process with status 0, as pthread_exit would.
+                return core::ptr::null_mut();
             }
         } else {
             exit_check_ms = 10;

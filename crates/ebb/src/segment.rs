@@ -8,15 +8,16 @@
 //!
 //! # Pointer to page in O(1)
 //! [`SEGMENT_MAP`] has one entry per 32 MiB window of the 47-bit address space, holding
-//! `segment address >> 25` (0 = not ebb's). From a pointer: the entry gives the segment,
-//! bits 16..25 of the pointer give the slice, the slice's descriptor gives the span's
-//! first descriptor. No search, no size needed, and a pointer ebb never handed out in a
-//! window ebb does not own is recognised by a zero entry.
+//! the segment's address (0 = not ebb's). From a pointer: the entry gives the segment,
+//! bits 16..25 of the pointer give the slice, the slice's descriptor gives the offset of
+//! the span's first descriptor from the segment base. No search, no size needed, and a
+//! pointer ebb never handed out in a window ebb does not own is recognised by a zero
+//! entry. (`free` pays for this with two loads, a multiply and an add.)
 
 use crate::bitmap::Bitmap512;
 use crate::os;
 use crate::page::{Page, FREE};
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 pub const SLICE_SHIFT: usize = 16;
 pub const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
@@ -41,6 +42,9 @@ pub enum SegmentKind {
 /// that page may hold remote frees nobody will collect unless a collector looks.
 #[repr(C)]
 pub struct Segment {
+    /// One descriptor per slice. First, so that `pages[0]` (the header slice's, never in
+    /// use) sits at offset 0: a zero `span_offset` leads there.
+    pub pages: [Page; SLICES_PER_SEGMENT],
     pub kind: SegmentKind,
     /// Number of free slices (arena lock).
     pub free_count: u32,
@@ -59,26 +63,24 @@ pub struct Segment {
     pub committed_slices: Bitmap512,
     /// Pages of abandoned spans with pending remote frees.
     pub collect_mask: [AtomicU64; 8],
-    /// One descriptor per slice.
-    pub pages: [Page; SLICES_PER_SEGMENT],
 }
 
 const _: () = assert!(core::mem::size_of::<Segment>() <= SLICE_SIZE);
 const _: () = assert!(core::mem::size_of::<Page>() <= 128);
 
-/// The segment map: entry `addr >> 25` is the owning segment's address `>> 25`.
-struct SegmentMap([AtomicU32; MAP_ENTRIES]);
-// 16 MiB of zero-initialised .bss: only the entries for windows ebb uses are ever
-// touched, so it costs a few KiB of RSS at most.
-static SEGMENT_MAP: SegmentMap = SegmentMap([const { AtomicU32::new(0) }; MAP_ENTRIES]);
+/// The segment map: entry `addr >> 25` is the owning segment's address.
+struct SegmentMap([AtomicUsize; MAP_ENTRIES]);
+// 32 MiB of zero-initialised .bss (address space only): just the entries for windows
+// ebb uses are ever touched, so it costs a few KiB of RSS at most. Full addresses
+// rather than `address >> 25` in a u32 save `free` a shift.
+static SEGMENT_MAP: SegmentMap = SegmentMap([const { AtomicUsize::new(0) }; MAP_ENTRIES]);
 
 /// The segment holding `ptr`, or null if ebb never mapped its window.
 #[inline(always)]
 pub fn segment_of(ptr: *const u8) -> *mut Segment {
     let index = (ptr as usize >> SEGMENT_SHIFT) & (MAP_ENTRIES - 1);
     // SAFETY: index is masked into range.
-    let entry = unsafe { SEGMENT_MAP.0.get_unchecked(index) }.load(Ordering::Relaxed);
-    ((entry as usize) << SEGMENT_SHIFT) as *mut Segment
+    unsafe { SEGMENT_MAP.0.get_unchecked(index) }.load(Ordering::Relaxed) as *mut Segment
 }
 
 /// True if `ptr` is inside the 47-bit range the segment map covers.
@@ -89,7 +91,7 @@ pub fn in_map_range(ptr: *const u8) -> bool {
 
 /// Record `segment` as the owner of every window in `[start, start + len)`.
 pub fn map_windows(segment: *mut Segment, start: usize, len: usize) {
-    let value = (segment as usize >> SEGMENT_SHIFT) as u32;
+    let value = segment as usize;
     let mut window = start >> SEGMENT_SHIFT;
     let end = (start + len + SEGMENT_SIZE - 1) >> SEGMENT_SHIFT;
     while window < end {
@@ -151,19 +153,28 @@ impl Segment {
     }
 }
 
-/// The span descriptor for `ptr` inside `segment` (follows `slice_offset`).
+/// The span descriptor for `ptr` inside `segment` (follows `span_offset`): for a slice
+/// that is free or was never used, the header slice's descriptor (owner `FREE`).
 ///
 /// # Safety
 /// `segment` must be `segment_of(ptr)` and non-null.
 #[inline(always)]
 pub unsafe fn page_of(segment: *mut Segment, ptr: *const u8) -> *mut Page {
     let slice = (ptr as usize >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1);
-    // SAFETY: slice < 512 and the header's descriptor array has 512 entries.
+    // SAFETY: slice < 512 and the header's descriptor array has 512 entries; the offset
+    // stored there is that of a descriptor in the same array.
     unsafe {
-        let desc = (*segment).pages.as_mut_ptr().add(slice);
-        let offset = (*desc).slice_offset as usize;
-        (desc as *mut u8).sub(offset) as *mut Page
+        let offset = (*(*segment).pages.as_ptr().add(slice)).span_offset as usize;
+        debug_assert!(offset < SLICES_PER_SEGMENT * core::mem::size_of::<Page>());
+        debug_assert!(offset % core::mem::size_of::<Page>() == 0);
+        (segment as *mut u8).add(offset) as *mut Page
     }
+}
+
+/// Byte offset of descriptor `index` from its segment's base (what `span_offset` holds).
+#[inline]
+pub const fn descriptor_offset(index: usize) -> u32 {
+    (index * core::mem::size_of::<Page>()) as u32
 }
 
 /// The segment that holds descriptor `page`.
@@ -185,9 +196,20 @@ mod tests {
         unsafe {
             let p = (*seg).slice_start(7).add(100);
             assert_eq!(segment_of(p), seg);
+            // A free slice leads to the header slice's descriptor, which is never in use.
             let page = page_of(seg, p);
-            assert_eq!((*seg).page_index(page), 7);
-            assert_eq!(segment_of_page(page), seg);
+            assert_eq!((*seg).page_index(page), 0);
+            assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
+            // A span of slices 6..9 (as the arena would record it): every slice leads to 6.
+            for i in 6..9 {
+                (*seg).pages[i].span_offset = descriptor_offset(6);
+            }
+            for i in 6..9 {
+                let q = (*seg).slice_start(i).add(SLICE_SIZE - 1);
+                assert_eq!((*seg).page_index(page_of(seg, q)), 6);
+            }
+            assert_eq!(segment_of_page(page_of(seg, p)), seg);
+            assert_eq!((*seg).page_index(page_of(seg, (*seg).slice_start(9))), 0);
             assert_eq!((*seg).free_count, 511);
         }
         assert!(segment_of(8 as *const u8).is_null());

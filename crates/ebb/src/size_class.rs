@@ -16,6 +16,11 @@ pub const MIN_BLOCK: usize = 8;
 pub const SMALL_MAX: usize = 1024;
 /// Entries of the direct table (`0..=SMALL_MAX / 8`).
 pub const DIRECT_COUNT: usize = SMALL_MAX / 8 + 1;
+/// Requests in `(SMALL_MAX, MID_MAX]` find their class in [`MID_CLASS`], one entry per
+/// 128 bytes: no class boundary in that range falls between two multiples of 128.
+pub const MID_MAX: usize = 64 * 1024;
+/// Entries of [`MID_CLASS`].
+pub const MID_COUNT: usize = MID_MAX / 128;
 /// The largest block size served from multi-block pages.
 pub const MEDIUM_MAX: usize = 512 * 1024;
 /// The largest block served from a span inside a segment; above it blocks are huge.
@@ -108,6 +113,21 @@ const fn direct_classes() -> [u8; DIRECT_COUNT] {
 /// `DIRECT_CLASS[(size + 7) / 8]` is the class of a request of `size <= SMALL_MAX`.
 pub static DIRECT_CLASS: [u8; DIRECT_COUNT] = direct_classes();
 
+const fn mid_classes() -> [u8; MID_COUNT] {
+    let mut table = [0u8; MID_COUNT];
+    let mut i = SMALL_MAX / 128;
+    while i < MID_COUNT {
+        table[i] = class_of(i * 128 + 1) as u8;
+        i += 1;
+    }
+    table
+}
+
+/// `MID_CLASS[(size - 1) / 128]` is the class of a request of `size` in
+/// `(SMALL_MAX, MID_MAX]`: one load instead of the arithmetic of [`class_of`]. Every
+/// class there is a multiple of 128, so C requests (16-byte alignment) use it as is.
+pub static MID_CLASS: [u8; MID_COUNT] = mid_classes();
+
 /// The class for a C request: requests above 8 bytes get a 16-byte multiple, so the
 /// block is 16-byte aligned as glibc guarantees.
 pub const fn c_class_of(size: usize) -> usize {
@@ -135,6 +155,16 @@ pub static DIRECT_C_CLASS: [u8; DIRECT_COUNT] = direct_c_classes();
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mid_table_matches_class_of() {
+        for size in SMALL_MAX + 1..=MID_MAX {
+            let class = MID_CLASS[(size - 1) >> 7] as usize;
+            assert_eq!(class, class_of(size), "size {size}");
+            assert_eq!(class, c_class_of(size), "C size {size}");
+            assert_eq!(class_size(class) % 16, 0);
+        }
+    }
 
     #[test]
     fn class_sizes_increase_and_fit() {

@@ -5,7 +5,7 @@
 
 use crate::arena;
 use crate::page::{FREE, HUGE, LARGE, MARKER_LIMIT};
-use crate::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
+use crate::segment::{self, SLICES_PER_SEGMENT, SLICE_SIZE};
 use crate::size_class::{class_size, CLASS_COUNT};
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -165,8 +165,8 @@ pub fn snapshot() -> Stats {
             // SAFETY: segments are never unmapped; descriptor fields read here are atomics
             // or written before the owner word is published.
             let page = unsafe { &(*seg).pages[i] };
-            if page.slice_offset != 0 {
-                continue;
+            if page.span_offset != segment::descriptor_offset(i) {
+                continue; // a free slice or not the first of its span
             }
             let owner = page.owner.load(Ordering::Acquire);
             match owner {
@@ -199,19 +199,35 @@ pub fn snapshot() -> Stats {
 pub struct StderrWriter {
     buf: [u8; 512],
     len: usize,
+    fd: i32,
 }
 
 impl StderrWriter {
     pub const fn new() -> Self {
+        Self::to_fd(2)
+    }
+    const fn to_fd(fd: i32) -> Self {
         Self {
             buf: [0; 512],
             len: 0,
+            fd,
         }
     }
     pub fn flush(&mut self) {
-        crate::os::write_stderr(&self.buf[..self.len]);
+        crate::os::write_fd(self.fd, &self.buf[..self.len]);
         self.len = 0;
     }
+}
+
+/// Where the exit report goes: a duplicate of the stderr the process started with,
+/// taken when the report is registered, because programs such as coreutils close fd 2
+/// in their own `atexit` handler, which runs before ours. -1: fd 2 itself.
+static EXIT_REPORT_FD: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(-1);
+
+/// Register the `EBB_SHOW_STATS=1` report at exit.
+pub fn register_exit_report() {
+    EXIT_REPORT_FD.store(crate::os::dup_stderr_cloexec(), Ordering::Relaxed);
+    crate::os::at_exit(print_at_exit);
 }
 
 impl Write for StderrWriter {
@@ -360,7 +376,9 @@ pub fn print() {
 
 /// `atexit` handler for `EBB_SHOW_STATS=1`.
 pub extern "C" fn print_at_exit() {
-    print();
+    let fd = EXIT_REPORT_FD.load(Ordering::Relaxed);
+    let mut w = StderrWriter::to_fd(if fd >= 0 { fd } else { 2 });
+    let _ = snapshot().write_to(&mut w);
 }
 
 #[cfg(feature = "std")]

@@ -273,30 +273,37 @@ pub fn process_thread_count() -> Option<u64> {
     })
 }
 
-/// End the calling thread (glibc ends the process with status 0 if it was the last).
-pub fn exit_thread() -> ! {
-    // SAFETY: the purger thread holds no lock and owns nothing when it calls this.
-    unsafe { libc::pthread_exit(core::ptr::null_mut()) }
-}
-
 /// Let another thread run (used by spin loops).
 pub fn yield_now() {
     // SAFETY: no preconditions.
     unsafe { libc::sched_yield() };
 }
 
-/// Write all of `bytes` to standard error, ignoring failures.
-pub fn write_stderr(mut bytes: &[u8]) {
+/// Write all of `bytes` to `fd`, giving up on an error (errno is preserved).
+pub fn write_fd(fd: c_int, mut bytes: &[u8]) {
     while !bytes.is_empty() {
         // SAFETY: the pointer and length come from a live slice.
         let n = preserving_errno(|| unsafe {
-            libc::write(2, bytes.as_ptr() as *const c_void, bytes.len())
+            libc::write(fd, bytes.as_ptr() as *const c_void, bytes.len())
         });
         if n <= 0 {
             return;
         }
         bytes = &bytes[n as usize..];
     }
+}
+
+/// A close-on-exec duplicate of fd 2, placed high (from 512 down to 3) so it does not
+/// take the low numbers programs expect to get next. -1 if fd 2 is not open.
+pub fn dup_stderr_cloexec() -> c_int {
+    for min in [512, 64, 3] {
+        // SAFETY: fcntl on a descriptor number has no memory effects.
+        let fd = preserving_errno(|| unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, min) });
+        if fd >= 0 {
+            return fd;
+        }
+    }
+    -1
 }
 
 /// The value of environment variable `name` (NUL-terminated), without allocating.
