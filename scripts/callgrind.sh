@@ -7,7 +7,11 @@
 #             pairs through std::alloc::alloc/dealloc
 #   ebb       bench/callgrind/pairs.c (malloc/free) with LD_PRELOAD=target/release/libebb.so
 #   glibc     the same C program, no preload
-#   mimalloc  the same, with Debian's libmimalloc2.0 preloaded   (if installed)
+#   mimalloc2 the same, with Debian's libmimalloc2.0 preloaded (mimalloc v2.0.9 on
+#             Debian 12; if installed). ALLOCATORS also accepts `mimalloc` for it.
+#   mimalloc3 the same, with mimalloc v3 preloaded: target/mimalloc3/libmimalloc3.so,
+#             built by scripts/build-mimalloc3.sh (mimalloc's CMake Release flags) from
+#             the C sources of the libmimalloc-sys crate that Cargo.lock selects
 #   jemalloc  the same, with Debian's libjemalloc2 preloaded     (if installed)
 #
 # Method: each program runs N1 and N2 pairs; (instructions(N2) - instructions(N1)) /
@@ -21,10 +25,10 @@
 #   scripts/callgrind.sh                      # all sizes
 #   SIZES="16 4096" scripts/callgrind.sh      # some sizes
 #   N1=50000 N2=100000 XSIZES="64" scripts/callgrind.sh
-#   ALLOCATORS="ebb-rs ebb" scripts/callgrind.sh   # some columns (mimalloc and jemalloc
+#   ALLOCATORS="ebb-rs ebb" scripts/callgrind.sh   # some columns (mimalloc2 and jemalloc
 #                                             # take minutes at 256 KiB and 1 MiB)
 #
-# Needs valgrind, a C compiler and cargo; for the mimalloc/jemalloc columns:
+# Needs valgrind, a C compiler and cargo; for the mimalloc2/jemalloc columns:
 #   apt-get install -y valgrind libmimalloc2.0 libjemalloc2
 set -euo pipefail
 
@@ -59,16 +63,19 @@ package_so() {
 }
 MIMALLOC_SO=$(package_so libmimalloc2.0 libmimalloc)
 JEMALLOC_SO=$(package_so libjemalloc2 libjemalloc)
+MIMALLOC3_SO= # built below if the mimalloc3 column is selected
 
 NAMES=()
-for name in ${ALLOCATORS:-ebb-rs ebb glibc mimalloc jemalloc}; do
+for name in ${ALLOCATORS:-ebb-rs ebb glibc mimalloc2 mimalloc3 jemalloc}; do
     case $name in
         ebb-rs | ebb | glibc) NAMES+=("$name") ;;
-        mimalloc) [ -n "$MIMALLOC_SO" ] && NAMES+=(mimalloc) ||
-            echo "note: libmimalloc2.0 not installed: no mimalloc column" >&2 ;;
+        mimalloc | mimalloc2) [ -n "$MIMALLOC_SO" ] && NAMES+=(mimalloc2) ||
+            echo "note: libmimalloc2.0 not installed: no mimalloc2 column" >&2 ;;
+        mimalloc3) MIMALLOC3_SO=$(scripts/build-mimalloc3.sh) && NAMES+=(mimalloc3) ;;
         jemalloc) [ -n "$JEMALLOC_SO" ] && NAMES+=(jemalloc) ||
             echo "note: libjemalloc2 not installed: no jemalloc column" >&2 ;;
-        *) echo "error: unknown allocator $name (ebb-rs ebb glibc mimalloc jemalloc)" >&2; exit 1 ;;
+        *) echo "error: unknown allocator $name (ebb-rs ebb glibc mimalloc2 mimalloc3 jemalloc)" >&2
+            exit 1 ;;
     esac
 done
 
@@ -76,7 +83,8 @@ done
 preload_of() {
     case $1 in
         ebb) echo "$EBB_SO" ;;
-        mimalloc) echo "$MIMALLOC_SO" ;;
+        mimalloc2) echo "$MIMALLOC_SO" ;;
+        mimalloc3) echo "$MIMALLOC3_SO" ;;
         jemalloc) echo "$JEMALLOC_SO" ;;
         *) echo "" ;;
     esac
@@ -146,4 +154,4 @@ for size in $XSIZES; do
     echo
 done
 echo
-echo "libraries: ebb=$EBB_SO${MIMALLOC_SO:+ mimalloc=$MIMALLOC_SO}${JEMALLOC_SO:+ jemalloc=$JEMALLOC_SO}"
+echo "libraries: ebb=$EBB_SO${MIMALLOC_SO:+ mimalloc2=$MIMALLOC_SO}${MIMALLOC3_SO:+ mimalloc3=$MIMALLOC3_SO}${JEMALLOC_SO:+ jemalloc=$JEMALLOC_SO}"
