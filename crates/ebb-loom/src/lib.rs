@@ -1,0 +1,141 @@
+//! # ebb-loom: model-checked hand-off protocols of ebb
+//!
+//! [loom](https://docs.rs/loom) explores every interleaving (up to a preemption bound) and
+//! every value a weak-memory load may return of a small concurrent program, and reports
+//! any non-atomic access that is not ordered by happens-before. This crate holds such
+//! programs — *models* — of the two places where ebb hands a page's private state from
+//! one thread to another without a lock:
+//!
+//! * [`steal`]: the idle-heap takeover (`crates/ebb/src/steal.rs`, `try_steal`) against
+//!   the owner's fast and slow paths (`alloc.rs` `malloc_in`, `malloc_local_or_slow`,
+//!   `free`; `heap.rs` `Heap::enter`/`Heap::leave`, `slow_path_enter`, `malloc_slow`,
+//!   `find_page`, `free_slow_inner`, `reclaim`, `abandon_all`).
+//! * [`collect`]: remote frees into abandoned pages and their collection (`page.rs`
+//!   `free_remote`, `collect_thread_free`; `heap.rs` `free_to_other`, `free_slow_inner`,
+//!   `reclaim`; `arena.rs` `abandon`, `release_abandoned`, `notify`, `collect_pending`,
+//!   `collect_page`, `claim_for_collect`, `finish_collect`, `free_span`, `take_page`).
+//!
+//! Each model is run as it is meant to work (it must pass) and with one step of the
+//! protocol removed (a *negative control*: it must fail, or the model proves nothing).
+//!
+//! ## What is modelled
+//! * A page's private state — `free`, `local_free`, `used`, `listed`, the link word of
+//!   each block — is a `loom::cell::UnsafeCell`, so loom reports any access by two
+//!   threads that the protocol does not order. The free lists are block *sets* (bit
+//!   masks) except `thread_free`, which is the real CAS-pushed LIFO through block link
+//!   words, because its publication of the links is part of what is checked.
+//! * Atomics keep the orderings of the production code, with the exceptions below.
+//! * Ghost state (plain `std` atomics, invisible to loom) records who holds a page's
+//!   private state and which blocks were collected; the models assert on it
+//!   (mutual exclusion, one owner at a time, every remote free collected once).
+//!
+//! ## What is abstracted away
+//! * `membarrier()` (an asymmetric barrier: every running thread of the process passes a
+//!   full barrier before it returns) cannot be expressed in loom. It is modelled the
+//!   standard way: the stealer's `membarrier` is `fence(SeqCst)`, and the owner's
+//!   `Heap::enter` is a SeqCst store of `in_op` followed by `fence(SeqCst)` (see
+//!   [`steal`] for why this is the symmetric equivalent).
+//! * SeqCst *accesses*: loom implements the single total order only for SeqCst fences,
+//!   not for SeqCst loads and stores, so a Dekker pair written with SeqCst accesses
+//!   alone fails under loom even where C++20/Rust guarantee it. Where production relies
+//!   on "SeqCst store, then SeqCst load of another location", the model puts a
+//!   `fence(SeqCst)` between them (equivalent for that pattern). See [`collect`] for the
+//!   one place where production's ordering is *weaker* than that (the remote-free push).
+//! * `os::yield_now` (and the futex waits of the purger) become `loom::thread::yield_now`;
+//!   `purge::wake_for_collect` is not modelled: the purger it wakes is the final
+//!   `collect_pending` pass each model runs after joining its threads ("eventually").
+//! * Size classes, segments, spans, the direct/current tables (one entry for one class),
+//!   carving (`extend`; pages are fully carved) and the statistics counters are left out.
+//!
+//! ## Keep in step with the production code
+//! The models mirror the production functions named above **by hand**, step by step
+//! (every step cites the function it mirrors). A change to any of them — an ordering, a
+//! re-check, the order of two stores — must be made in the model too, and the models
+//! re-run: `cargo test --release -p ebb-loom`. Larger explorations:
+//! `LOOM_MAX_PREEMPTIONS=4 cargo test --release -p ebb-loom` (slow).
+
+pub mod collect;
+pub mod steal;
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Run `model` under loom, exploring every interleaving with at most `preemptions`
+/// preemptions (`None`: all interleavings), or `LOOM_MAX_PREEMPTIONS` if that is set.
+/// Never stops early: a time or permutation limit from the environment would let a
+/// model pass unexplored. Returns the number of executions explored (also printed; see
+/// it with `--nocapture`).
+pub fn check<F>(preemptions: Option<usize>, model: F) -> usize
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut builder = loom::model::Builder::new();
+    let bound = builder.preemption_bound.or(preemptions);
+    builder.preemption_bound = bound;
+    builder.max_duration = None;
+    builder.max_permutations = None;
+    let executions = Arc::new(AtomicUsize::new(0));
+    let counter = executions.clone();
+    builder.check(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        model()
+    });
+    let executions = executions.load(Ordering::Relaxed);
+    match bound {
+        Some(bound) => println!("explored {executions} executions (preemption bound {bound})"),
+        None => println!("explored all {executions} executions"),
+    }
+    executions
+}
+
+/// Run a model that must fail (a negative control) and return loom's or the model's
+/// panic message, which must contain one of `expected`. Panics if the model passes, or
+/// fails for another reason (for example loom's branch limit).
+pub fn expect_failure<F>(preemptions: Option<usize>, expected: &[&str], model: F) -> String
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    // The panic hook still prints the failure (libtest captures it unless --nocapture).
+    let result = panic::catch_unwind(AssertUnwindSafe(|| {
+        check(preemptions, model);
+    }));
+    let payload = match result {
+        Ok(()) => panic!("negative control passed: the model did not detect the bug"),
+        Err(payload) => payload,
+    };
+    let message = if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else {
+        "<non-string panic>".to_string()
+    };
+    assert!(
+        expected.iter().any(|e| message.contains(e)),
+        "negative control failed for an unexpected reason: {message}"
+    );
+    println!(
+        "the model caught the bug: {}",
+        message.lines().next().unwrap_or("")
+    );
+    message
+}
+
+/// Read a model `UnsafeCell` (a checked non-atomic read).
+#[track_caller]
+pub(crate) fn get<T: Copy>(cell: &loom::cell::UnsafeCell<T>) -> T {
+    // SAFETY: loom checks that no write is concurrent with this read; that is the point.
+    cell.with(|p| unsafe { *p })
+}
+
+/// Write a model `UnsafeCell` (a checked non-atomic write).
+#[track_caller]
+pub(crate) fn set<T>(cell: &loom::cell::UnsafeCell<T>, value: T) {
+    // SAFETY: as above, for every other access.
+    cell.with_mut(|p| unsafe { *p = value })
+}
+
+/// Messages of loom's data-race reports (accesses to an `UnsafeCell` that are not
+/// ordered by happens-before).
+pub const RACE: &str = "Causality violation";

@@ -1,0 +1,627 @@
+//! Model of the idle-heap takeover ("steal") handshake.
+//!
+//! Production: `crates/ebb/src/steal.rs` (`try_steal` and the protocol at the top of
+//! that file), the owner side in `crates/ebb/src/heap.rs` (`Heap::enter`, `Heap::leave`,
+//! `slow_path_enter`, `malloc_slow`, `find_page`, `free_slow_inner`, `reclaim`,
+//! `abandon_all`) and the fast paths in `crates/ebb/src/alloc.rs` (`malloc_in`,
+//! `malloc_local_or_slow`, `free`).
+//!
+//! # The model
+//! One heap `O` with one page `P` of one class, both with their real fields:
+//! `in_op`, `steal_state`, the table entry of the class (`direct`/`current`, an
+//! atomic holding `P` or the empty page) and the queue (owner-private, an
+//! `UnsafeCell`); `P.owner`, `P.last_owner` (atomics) and `P.free`, `P.local_free`,
+//! `P.used` (`UnsafeCell`s). `P` has three blocks: `B0` on `free`, `B1` and `B2` handed out
+//! to the owner; the page is fully carved, so when its lists run dry it is full.
+//!
+//! * The owner thread runs `malloc` (fast path: pops `B0`), `free(B1)` (fast path: pushes
+//!   on `local_free`), `malloc` (`malloc_local_or_slow`: takes `B1` back), `malloc`
+//!   (`P` is full: slow path, which waits while STEALING, abandons `P` and takes a fresh
+//!   page). Whichever of them runs after a completed steal finds the empty page or a
+//!   foreign owner word, takes the slow path, and takes `P` back on the free.
+//! * The stealer thread runs `try_steal` once (steps 1–5).
+//!
+//! # Properties checked
+//! * No data race on `P`'s private lists or on the heap's queue (loom).
+//! * Mutual exclusion (ghost state): the stealer's step 5 never overlaps an owner call
+//!   that is using `P`, and after step 5 began no owner call uses `P` until the owner
+//!   took it back with the CAS in `free_slow_inner` — i.e. once the steal succeeded the
+//!   owner's calls go to the slow path.
+//! * At the end: every block of `P` is exactly once either held by the owner or on one
+//!   of `P`'s lists, `used` counts the held ones, and the heap invariants of `heap.rs`
+//!   hold (the table entry is the queue's first page or the empty page; a queued page is
+//!   owned by the heap).
+//!
+//! # Why symmetric fences model `membarrier`
+//! Production's owner pays no fence: `Heap::enter` is a plain store of `in_op` and a
+//! compiler fence. The stealer's `membarrier()` makes the owner's CPU execute a full
+//! barrier at *some* point of its instruction stream before `membarrier` returns. If that
+//! point lies after the owner's `in_op` store, the store is visible to the stealer's
+//! next load; if it lies before it, every load the owner makes after the store sees
+//! what the stealer stored before `membarrier`. The model gives the owner a
+//! `fence(SeqCst)` right after its (SeqCst) `in_op` store and the stealer a
+//! `fence(SeqCst)` for `membarrier`; the SC order of the two fences yields exactly the
+//! same two cases (owner's fence first: the stealer sees `in_op`; stealer's fence first:
+//! the owner sees the marks). For the owner this is at least as strong as the real
+//! barrier wherever it falls, and the property checked — the Dekker-style mutual
+//! exclusion between "owner inside a call" and "stealer past step 4" — holds in the
+//! model if and only if it holds with the asymmetric barrier. What the model cannot
+//! check is the kernel's side (that membarrier really reaches every thread).
+
+use crate::{get, set};
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use std::sync::atomic::{AtomicBool as GhostBool, AtomicU8 as GhostU8, Ordering as G};
+
+// Owner words (`page.rs`).
+const FREE: usize = 0;
+const ABANDONED: usize = 1;
+const STOLEN: usize = 5;
+/// The owner heap's address (`Heap::owner_word`; any value above `MARKER_LIMIT`).
+const HEAP_O: usize = 0x1000;
+
+// `steal_state` (`steal.rs`).
+const NONE: u32 = 0;
+const STEALING: u32 = 1;
+
+// Table entries (`Heap::direct` / `Heap::current` for P's class).
+const EMPTY_PAGE: usize = 0;
+const PAGE_P: usize = 1;
+
+// P's blocks, as bits of a set.
+const B0: u8 = 1;
+const B1: u8 = 2;
+const B2: u8 = 4;
+const ALL: u8 = B0 | B1 | B2;
+/// A block of a fresh page that `arena::take_page` carved (not P's).
+const FRESH: u8 = 0x80;
+
+// Ghost: who holds P's private state.
+const HOLDER_OWNER: u8 = 1;
+const HOLDER_STEALER: u8 = 2;
+const HOLDER_NOBODY: u8 = 3;
+
+/// Which version of the protocol to model.
+#[derive(Clone, Copy, Debug)]
+pub struct Variant {
+    /// `Heap::enter` followed by the owner's share of `membarrier` (see the module doc).
+    /// Without it, the owner's `in_op` store is a relaxed store and nothing orders it
+    /// before the owner's later loads.
+    pub owner_fence: bool,
+    /// Step 2's `in_op` check.
+    pub step2_check: bool,
+    /// Step 4's `in_op` re-check (and the undo).
+    pub step4_check: bool,
+}
+
+impl Variant {
+    /// The protocol as production runs it.
+    pub const PRODUCTION: Variant = Variant {
+        owner_fence: true,
+        step2_check: true,
+        step4_check: true,
+    };
+}
+
+struct Page {
+    /// `Page::free`, `Page::local_free`, `Page::used`: owner only.
+    free: UnsafeCell<u8>,
+    local_free: UnsafeCell<u8>,
+    used: UnsafeCell<u32>,
+    /// `Page::free_is_zero`: owner only.
+    free_is_zero: UnsafeCell<bool>,
+    owner: AtomicUsize,
+    last_owner: AtomicUsize,
+}
+
+struct Heap {
+    in_op: AtomicU32,
+    steal_state: AtomicU32,
+    /// `direct[..]`/`current[class]` for P's class.
+    table: AtomicUsize,
+    /// `queues[class]`: P is its only possible member. Owner only (and the stealer past
+    /// step 2, which reads it, and past step 4, which empties it).
+    queue_has_p: UnsafeCell<bool>,
+}
+
+struct World {
+    variant: Variant,
+    heap: Heap,
+    page: Page,
+    /// Ghost: who holds P's private state (`HOLDER_*`).
+    holder: GhostU8,
+    /// Ghost: an owner call is between reading P from the table (or P's owner word) and
+    /// its last access to P's lists.
+    owner_using_p: GhostBool,
+}
+
+fn lowest(set: u8) -> u8 {
+    set & set.wrapping_neg()
+}
+
+impl World {
+    fn new(variant: Variant) -> World {
+        World {
+            variant,
+            heap: Heap {
+                in_op: AtomicU32::new(0),
+                steal_state: AtomicU32::new(NONE),
+                table: AtomicUsize::new(PAGE_P),
+                queue_has_p: UnsafeCell::new(true),
+            },
+            page: Page {
+                free: UnsafeCell::new(B0),
+                local_free: UnsafeCell::new(0),
+                used: UnsafeCell::new(2),
+                free_is_zero: UnsafeCell::new(false),
+                owner: AtomicUsize::new(HEAP_O),
+                last_owner: AtomicUsize::new(0),
+            },
+            holder: GhostU8::new(HOLDER_OWNER),
+            owner_using_p: GhostBool::new(false),
+        }
+    }
+
+    // ---- ghost checks ------------------------------------------------------------
+
+    fn owner_begins_using_p(&self) {
+        assert_eq!(
+            self.holder.load(G::SeqCst),
+            HOLDER_OWNER,
+            "mutual exclusion: an owner call uses page P after the stealer took it"
+        );
+        self.owner_using_p.store(true, G::SeqCst);
+    }
+
+    fn owner_ends_using_p(&self) {
+        self.owner_using_p.store(false, G::SeqCst);
+    }
+
+    // ---- owner side ----------------------------------------------------------------
+
+    /// `Heap::enter`: `in_op += 1` (owner-only, so a load and a store), then the owner's
+    /// share of the stealer's `membarrier` (module doc).
+    fn enter(&self) {
+        let in_op = self.heap.in_op.load(Ordering::Relaxed);
+        if self.variant.owner_fence {
+            self.heap.in_op.store(in_op + 1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+        } else {
+            self.heap.in_op.store(in_op + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// `Heap::leave`: `in_op -= 1`, a release store.
+    fn leave(&self) {
+        let in_op = self.heap.in_op.load(Ordering::Relaxed);
+        self.heap.in_op.store(in_op - 1, Ordering::Release);
+    }
+
+    /// `steal::wait_while_stealing`.
+    fn wait_while_stealing(&self) {
+        while self.heap.steal_state.load(Ordering::Acquire) == STEALING {
+            thread::yield_now();
+        }
+    }
+
+    /// `heap::slow_path_enter` (the activity count is left out).
+    fn slow_path_enter(&self) {
+        self.enter();
+        self.wait_while_stealing();
+    }
+
+    /// `alloc::malloc_in` with `malloc_local_or_slow` and `malloc_slow_and_leave`.
+    fn malloc(&self) -> u8 {
+        self.enter();
+        // `table.get_unchecked(..).load(Relaxed)`
+        let page = self.heap.table.load(Ordering::Relaxed);
+        if page == PAGE_P {
+            self.owner_begins_using_p();
+            let p = &self.page;
+            // `block = (*page).free; if !null { pop }`
+            let free = get(&p.free);
+            if free != 0 {
+                let block = lowest(free);
+                set(&p.free, free & !block);
+                set(&p.used, get(&p.used) + 1);
+                self.owner_ends_using_p();
+                self.leave();
+                return block;
+            }
+            // `malloc_local_or_slow`: take local_free as the free list, pop.
+            let local = get(&p.local_free);
+            if local != 0 {
+                let block = lowest(local);
+                set(&p.local_free, 0);
+                set(&p.free, local & !block);
+                set(&p.free_is_zero, false);
+                set(&p.used, get(&p.used) + 1);
+                self.owner_ends_using_p();
+                self.leave();
+                return block;
+            }
+            self.owner_ends_using_p();
+        }
+        // The empty page's lists are null and never written: nothing to model.
+        // `malloc_slow_and_leave`
+        let block = self.malloc_slow();
+        self.leave();
+        block
+    }
+
+    /// `heap::malloc_slow` → `find_page` (→ `arena::abandon` / `arena::take_page`).
+    fn malloc_slow(&self) -> u8 {
+        self.slow_path_enter();
+        let block = if get(&self.heap.queue_has_p) {
+            self.owner_begins_using_p();
+            let p = &self.page;
+            self.collect_p();
+            let free = get(&p.free);
+            if free != 0 {
+                let block = lowest(free);
+                set(&p.free, free & !block);
+                set(&p.used, get(&p.used) + 1);
+                self.owner_ends_using_p();
+                block
+            } else {
+                // Full (fully carved): `queue_remove` + `arena::abandon`.
+                set(&self.heap.queue_has_p, false);
+                self.heap.table.store(EMPTY_PAGE, Ordering::Relaxed); // refresh_current
+                assert_ne!(get(&p.used), 0);
+                self.page.last_owner.store(HEAP_O, Ordering::Relaxed);
+                self.owner_ends_using_p();
+                self.holder.store(HOLDER_NOBODY, G::SeqCst);
+                // `release_abandoned` (its thread_free re-check: no remote frees here)
+                self.page.owner.store(ABANDONED, Ordering::SeqCst);
+                FRESH // `arena::take_page`: a fresh span
+            }
+        } else {
+            FRESH // `arena::take_page`
+        };
+        self.leave();
+        block
+    }
+
+    /// `Page::collect` on P by whoever holds it (no remote frees in this model, so
+    /// `collect_thread_free` is a no-op): take `local_free` as the free list if `free` is
+    /// empty.
+    fn collect_p(&self) {
+        let p = &self.page;
+        if get(&p.free) == 0 {
+            let local = get(&p.local_free);
+            if local != 0 {
+                set(&p.free, local);
+                set(&p.local_free, 0);
+                set(&p.free_is_zero, false);
+            }
+        }
+    }
+
+    /// `Page::free_local` on P (the caller uses P).
+    fn free_local(&self, block: u8) {
+        let p = &self.page;
+        let local = get(&p.local_free);
+        assert_eq!((local | get(&p.free)) & block, 0, "double free of a block");
+        set(&p.local_free, local | block);
+        let used = get(&p.used) - 1;
+        set(&p.used, used);
+        // The scenario keeps B2 out, so `page_emptied` is never reached.
+        assert_ne!(used, 0);
+    }
+
+    /// `alloc::free` → `free_slow_and_leave` → `heap::free_slow` → `free_slow_inner`.
+    fn free(&self, block: u8) {
+        self.enter();
+        if self.page.owner.load(Ordering::Relaxed) == HEAP_O {
+            self.owner_begins_using_p();
+            self.free_local(block);
+            self.owner_ends_using_p();
+            self.leave();
+            return;
+        }
+        // `free_slow`
+        self.slow_path_enter();
+        // `free_slow_inner`
+        let mut owner = self.page.owner.load(Ordering::Acquire);
+        while owner == STOLEN {
+            thread::yield_now();
+            owner = self.page.owner.load(Ordering::Acquire);
+        }
+        if owner == HEAP_O {
+            // "the fast path raced with a steal that was undone"
+            self.owner_begins_using_p();
+            self.free_local(block);
+            self.owner_ends_using_p();
+        } else if owner == ABANDONED && self.page.last_owner.load(Ordering::Relaxed) == HEAP_O {
+            let claimed = self
+                .page
+                .owner
+                .compare_exchange(ABANDONED, HEAP_O, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok();
+            assert!(claimed, "nobody else claims P in this model");
+            assert_eq!(
+                self.holder.swap(HOLDER_OWNER, G::SeqCst),
+                HOLDER_NOBODY,
+                "P claimed while someone holds it"
+            );
+            // `reclaim`: not listed in this model; `queue_push_back` into an empty
+            // queue is `queue_push_front`, which makes P current.
+            set(&self.heap.queue_has_p, true);
+            self.heap.table.store(PAGE_P, Ordering::Relaxed);
+            self.owner_begins_using_p();
+            self.free_local(block);
+            self.owner_ends_using_p();
+        } else {
+            panic!("unexpected owner word {owner} for the owner's own block");
+        }
+        self.leave(); // free_slow's
+        self.leave(); // free's
+    }
+
+    // ---- stealer side ----------------------------------------------------------------
+
+    /// `steal::try_steal`.
+    fn try_steal(&self) -> bool {
+        let h = &self.heap;
+        // 1.
+        if h.steal_state
+            .compare_exchange(NONE, STEALING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        // 2. `os::membarrier()`, then read in_op.
+        fence(Ordering::SeqCst);
+        if self.variant.step2_check && h.in_op.load(Ordering::SeqCst) != 0 {
+            h.steal_state.store(NONE, Ordering::Release);
+            return false;
+        }
+        // 3. Mark every queued page STOLEN; `clear_tables`.
+        let queued = get(&h.queue_has_p);
+        if queued {
+            self.page.owner.store(STOLEN, Ordering::SeqCst);
+        }
+        h.table.store(EMPTY_PAGE, Ordering::Relaxed);
+        // 4. `os::membarrier()`, then read in_op again; undo if busy.
+        fence(Ordering::SeqCst);
+        if self.variant.step4_check && h.in_op.load(Ordering::SeqCst) != 0 {
+            if queued {
+                self.page.owner.store(HEAP_O, Ordering::SeqCst);
+            }
+            // `refresh_current`
+            h.table
+                .store(if queued { PAGE_P } else { EMPTY_PAGE }, Ordering::Relaxed);
+            h.steal_state.store(NONE, Ordering::Release);
+            return false;
+        }
+        // 5. `heap::abandon_all`: `clear_tables`, then per queued page `queue_remove` and
+        // `arena::abandon`.
+        h.table.store(EMPTY_PAGE, Ordering::Relaxed);
+        if get(&h.queue_has_p) {
+            assert!(
+                !self.owner_using_p.load(G::SeqCst),
+                "mutual exclusion: the stealer abandons P while an owner call uses it"
+            );
+            assert_eq!(
+                self.holder.swap(HOLDER_STEALER, G::SeqCst),
+                HOLDER_OWNER,
+                "the stealer takes P while someone else holds it"
+            );
+            set(&h.queue_has_p, false); // queue_remove
+            h.table.store(EMPTY_PAGE, Ordering::Relaxed); // refresh_current
+                                                          // `arena::abandon` → `Page::collect`
+            self.collect_p();
+            let p = &self.page;
+            if get(&p.used) == 0 {
+                // `free_span` (cannot happen here: the owner holds B2).
+                self.holder.store(HOLDER_NOBODY, G::SeqCst);
+                p.owner.store(FREE, Ordering::Release);
+            } else {
+                // has_room → listed (the arena list is not modelled)
+                p.last_owner.store(HEAP_O, Ordering::Relaxed);
+                self.holder.store(HOLDER_NOBODY, G::SeqCst);
+                // `release_abandoned` (no remote frees to re-check in this model)
+                p.owner.store(ABANDONED, Ordering::SeqCst);
+            }
+        }
+        h.steal_state.store(NONE, Ordering::Release);
+        true
+    }
+
+    // ---- final checks ----------------------------------------------------------------
+
+    /// After both threads finished: conservation of blocks and the heap invariants.
+    fn check_final(&self, held: u8, stolen: bool) {
+        let p = &self.page;
+        let (free, local, used) = (get(&p.free), get(&p.local_free), get(&p.used));
+        let held_p = held & ALL;
+        assert_eq!(free & local, 0, "a block on two lists");
+        assert_eq!(held_p & (free | local), 0, "a block both held and free");
+        assert_eq!(held_p | free | local, ALL, "a block of P was lost");
+        assert_eq!(
+            used,
+            held_p.count_ones(),
+            "used does not count the held blocks"
+        );
+        let queued = get(&self.heap.queue_has_p);
+        let table = self.heap.table.load(Ordering::Relaxed);
+        let owner = p.owner.load(Ordering::Relaxed);
+        assert_eq!(table, if queued { PAGE_P } else { EMPTY_PAGE });
+        assert_eq!(self.heap.in_op.load(Ordering::Relaxed), 0);
+        assert_eq!(self.heap.steal_state.load(Ordering::Relaxed), NONE);
+        if queued {
+            assert_eq!(owner, HEAP_O, "a queued page not owned by its heap");
+            assert_eq!(self.holder.load(G::SeqCst), HOLDER_OWNER);
+        } else {
+            assert_eq!(owner, ABANDONED, "P is neither queued nor abandoned");
+            assert_eq!(self.holder.load(G::SeqCst), HOLDER_NOBODY);
+        }
+        if stolen {
+            // The owner got P back only through the reclaim CAS, so it was abandoned by
+            // someone: the owner's calls after the steal did not use it in place.
+            assert_ne!(p.last_owner.load(Ordering::Relaxed), 0);
+        }
+    }
+}
+
+/// What the owner thread runs against the stealer.
+#[derive(Clone, Copy, Debug)]
+pub enum Owner {
+    /// `malloc` (pops B0), `free(B1)`, `malloc` (`malloc_local_or_slow` takes B1 back),
+    /// `malloc` (P is full: the slow path abandons it and takes a fresh page).
+    FourCalls,
+    /// `malloc` and `free(B1)` only: unless a steal completed first, both run only the
+    /// fast path, so a failure can only come from the fast-path window.
+    FastPaths,
+}
+
+/// The steal model: the owner's calls against one `try_steal`.
+pub fn model(variant: Variant, owner: Owner) {
+    let world = Arc::new(World::new(variant));
+    let stealer = {
+        let world = world.clone();
+        thread::spawn(move || world.try_steal())
+    };
+    // B1 and B2 are already handed out to the owner.
+    let mut held = B1 | B2;
+    held |= world.malloc(); // fast path: B0
+    world.free(B1); // fast path: local_free
+    held &= !B1;
+    if let Owner::FourCalls = owner {
+        held |= world.malloc(); // malloc_local_or_slow: B1
+        held |= world.malloc(); // slow path: P is full → abandon it, fresh page
+    }
+    let stolen = stealer.join().unwrap();
+    world.check_final(held, stolen);
+}
+
+/// `alloc::alloc_zeroed` against one `try_steal`. The owner's only call pops `B0`, the
+/// last block on `free` (`B1` is on `local_free`), and then reads `P.free_is_zero` to
+/// decide how much to clear: after `malloc` returned, outside the `in_op` window, as
+/// production does (`inside_window == false`), or before `leave` (the proposed fix). A
+/// steal that completes in between abandons P, and `Page::collect` in step 5 moves
+/// `local_free` to `free` and writes `free_is_zero`.
+pub fn alloc_zeroed_model(inside_window: bool) {
+    let world = Arc::new(World::new(Variant::PRODUCTION));
+    // P: B0 on free (carved from zeroed memory), B1 on local_free, B2 out.
+    set(&world.page.local_free, B1);
+    set(&world.page.used, 1);
+    set(&world.page.free_is_zero, true);
+    let stealer = {
+        let world = world.clone();
+        thread::spawn(move || world.try_steal())
+    };
+    let w = &*world;
+    // `alloc_zeroed` → `alloc` → `malloc` → `malloc_in`, fast path.
+    w.enter();
+    if w.heap.table.load(Ordering::Relaxed) != PAGE_P {
+        // A steal completed first: the slow path takes another page (not modelled).
+        w.leave();
+        stealer.join().unwrap();
+        return;
+    }
+    w.owner_begins_using_p();
+    let free = get(&w.page.free);
+    let block = lowest(free);
+    set(&w.page.free, free & !block);
+    set(&w.page.used, get(&w.page.used) + 1);
+    if inside_window {
+        assert!(get(&w.page.free_is_zero), "B0 came from a zeroed list");
+    }
+    w.owner_ends_using_p();
+    w.leave();
+    if !inside_window {
+        // `alloc_zeroed`: `match (*page).owner.load(Relaxed) { .., _ => if (*page).free_is_zero`
+        let _owner = w.page.owner.load(Ordering::Relaxed);
+        let _zero = get(&w.page.free_is_zero);
+    }
+    stealer.join().unwrap();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{check, expect_failure, RACE};
+
+    /// Every interleaving of the full owner program (about 50k executions).
+    const ALL: Option<usize> = None;
+    const MUTEX: &str = "mutual exclusion";
+
+    #[test]
+    fn steal_handshake() {
+        check(ALL, || model(Variant::PRODUCTION, Owner::FourCalls));
+    }
+
+    #[test]
+    fn steal_handshake_fast_paths() {
+        check(ALL, || model(Variant::PRODUCTION, Owner::FastPaths));
+    }
+
+    /// Without step 4, an owner fast path that read P from the table before the marks
+    /// pops from P while (or after) the stealer abandons it.
+    #[test]
+    fn steal_without_step4_recheck_is_caught() {
+        let variant = Variant {
+            step4_check: false,
+            ..Variant::PRODUCTION
+        };
+        expect_failure(ALL, &[MUTEX, RACE], move || {
+            model(variant, Owner::FastPaths)
+        });
+    }
+
+    /// Without the owner's fence (membarrier's effect), the fast path's `in_op` store and
+    /// its table/owner loads form a store-buffering pair with the stealer's marks and
+    /// `in_op` load: both read old values.
+    #[test]
+    fn steal_without_owner_fence_is_caught() {
+        let variant = Variant {
+            owner_fence: false,
+            ..Variant::PRODUCTION
+        };
+        expect_failure(ALL, &[MUTEX, RACE], move || {
+            model(variant, Owner::FastPaths)
+        });
+    }
+
+    /// The same on the slow path: `wait_while_stealing` misses STEALING while the stealer
+    /// misses `in_op`, and both touch the heap's queue.
+    #[test]
+    fn steal_without_owner_fence_slow_path_is_caught() {
+        let variant = Variant {
+            owner_fence: false,
+            ..Variant::PRODUCTION
+        };
+        expect_failure(ALL, &[MUTEX, RACE], move || {
+            model(variant, Owner::FourCalls)
+        });
+    }
+
+    /// Without step 2, a slow path that passed `wait_while_stealing` before step 1 edits
+    /// the queue while step 3 reads it.
+    #[test]
+    fn steal_without_step2_check_is_caught() {
+        let variant = Variant {
+            step2_check: false,
+            ..Variant::PRODUCTION
+        };
+        expect_failure(ALL, &[RACE, MUTEX], move || {
+            model(variant, Owner::FourCalls)
+        });
+    }
+
+    /// Documents a bug in production `alloc::alloc_zeroed` (see [`alloc_zeroed_model`]):
+    /// the model reports the race. Delete this test when production is fixed.
+    #[test]
+    fn alloc_zeroed_flag_read_after_leave_races_with_steal() {
+        expect_failure(ALL, &[RACE], || alloc_zeroed_model(false));
+    }
+
+    /// The proposed fix: read `free_is_zero` before `Heap::leave`.
+    #[test]
+    fn alloc_zeroed_flag_read_inside_window_is_safe() {
+        check(ALL, || alloc_zeroed_model(true));
+    }
+}
