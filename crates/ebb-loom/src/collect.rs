@@ -60,7 +60,7 @@
 //! false` is the literal production ordering on the freer side, and loom strands a block
 //! with it (test `remote_free_without_sc_push_strands_a_block`).
 
-use crate::{get, set};
+use crate::{get, set, Coverage};
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
@@ -87,6 +87,20 @@ const NIL: usize = 0;
 fn bit(block: usize) -> u8 {
     1 << block
 }
+
+// Branches counted in `Coverage`.
+const FREER_NOTIFIED: &str = "freer: pushed onto an empty list of an abandoned page, notified";
+const RECHECK_NOTIFIED: &str = "release_abandoned: re-check found remote frees, notified";
+const COLLECTED: &str = "collector: claimed P and collected";
+const CLAIM_LOST: &str = "collector: notified, but P was not abandoned";
+const COLLECTOR_FREED: &str = "collector: P became unused, span freed";
+const COLLECTOR_LISTED: &str = "collector: P got room, listed";
+const H_CLAIMED: &str = "take_page: H claimed P";
+const H_LOST: &str = "take_page: H found P listed, CAS failed";
+const R_RECLAIMED: &str = "free_slow_inner: R took P back";
+const R_REMOTE: &str = "free_slow_inner: R freed remotely";
+const FINAL_PURGER: &str = "eventually: the purger collected";
+const FINAL_OWNER: &str = "eventually: the owning heap collected";
 
 // Ghost holders of P's private state (besides the heap owner words).
 const NOBODY: usize = 0;
@@ -137,6 +151,8 @@ struct Page {
 
 struct World {
     variant: Variant,
+    /// Which branches this execution took (outside loom, shared by all executions).
+    coverage: std::sync::Arc<Coverage>,
     page: Page,
     /// The arena lock, guarding `abandoned[class]` (true: P is in it).
     arena: Mutex<bool>,
@@ -152,9 +168,10 @@ struct World {
 }
 
 impl World {
-    fn new(variant: Variant, scenario: Scenario) -> World {
+    fn new(variant: Variant, scenario: Scenario, coverage: &std::sync::Arc<Coverage>) -> World {
         let world = World {
             variant,
+            coverage: coverage.clone(),
             page: Page {
                 owner: AtomicUsize::new(FREE),
                 last_owner: AtomicUsize::new(0),
@@ -300,6 +317,7 @@ impl World {
             // SeqCst store, then SeqCst load of another location (module doc).
             fence(Ordering::SeqCst);
             if self.page.thread_free.load(Ordering::SeqCst) != NIL {
+                self.coverage.hit(RECHECK_NOTIFIED);
                 self.notify();
             }
         }
@@ -352,16 +370,20 @@ impl World {
             .compare_exchange(ABANDONED, COLLECTING, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
+            self.coverage.hit(CLAIM_LOST);
             return;
         }
         self.claim(who);
+        self.coverage.hit(COLLECTED);
         self.collect_thread_free();
         // `finish_collect`
         if get(&self.page.used) == 0 {
+            self.coverage.hit(COLLECTOR_FREED);
             self.free_span(who);
             return;
         }
         if !get(&self.page.listed) && self.has_room() {
+            self.coverage.hit(COLLECTOR_LISTED);
             let mut listed_in_arena = self.arena.lock().unwrap();
             *listed_in_arena = true;
             set(&self.page.listed, true);
@@ -382,9 +404,12 @@ impl World {
                     .compare_exchange(ABANDONED, heap, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok();
             if claimed {
+                self.coverage.hit(H_CLAIMED);
                 self.claim(heap);
                 *listed_in_arena = false;
                 set(&self.page.listed, false);
+            } else if *listed_in_arena {
+                self.coverage.hit(H_LOST);
             }
             claimed
         };
@@ -403,6 +428,7 @@ impl World {
             fence(Ordering::SeqCst);
         }
         if old_head == NIL && self.page.owner.load(Ordering::SeqCst) == ABANDONED {
+            self.coverage.hit(FREER_NOTIFIED);
             self.notify();
         }
     }
@@ -424,6 +450,7 @@ impl World {
                 .is_ok()
         {
             self.claim(heap);
+            self.coverage.hit(R_RECLAIMED);
             // `reclaim`: unlink from the abandoned list if listed (`listed` is read
             // without the lock first), then `queue_push_back` (heap-private).
             if get(&self.page.listed) {
@@ -444,6 +471,7 @@ impl World {
             // keeps it (nothing to model).
             return;
         }
+        self.coverage.hit(R_REMOTE);
         self.free_to_other(block);
     }
 
@@ -463,8 +491,20 @@ impl World {
             );
         }
         match owner {
-            ABANDONED => self.collect_pending(COLLECTOR + 9), // the purger
-            HEAP_R | HEAP_H => self.collect(),                // the owner's next find_page
+            ABANDONED => {
+                // The purger (woken by `notify`), or any `take_page`.
+                if p.thread_free.load(Ordering::Relaxed) != NIL {
+                    self.coverage.hit(FINAL_PURGER);
+                }
+                self.collect_pending(COLLECTOR + 9);
+            }
+            HEAP_R | HEAP_H => {
+                // The owning heap's next `find_page` (or `abandon`) collects.
+                if p.thread_free.load(Ordering::Relaxed) != NIL {
+                    self.coverage.hit(FINAL_OWNER);
+                }
+                self.collect();
+            }
             FREE => {}
             other => panic!("P left with owner word {other:#x}"),
         }
@@ -513,8 +553,8 @@ impl World {
 }
 
 /// Run one scenario of the model.
-pub fn model(variant: Variant, scenario: Scenario) {
-    let world = Arc::new(World::new(variant, scenario));
+pub fn model(variant: Variant, scenario: Scenario, coverage: &std::sync::Arc<Coverage>) {
+    let world = Arc::new(World::new(variant, scenario, coverage));
     let spawn = |f: fn(&World)| {
         let world = world.clone();
         thread::spawn(move || f(&world))
@@ -559,25 +599,66 @@ mod tests {
 
     const STRANDED: &str = "remote free stranded";
 
+    fn run(preemptions: Option<usize>, scenario: Scenario, expected: &[&str]) {
+        let coverage = Coverage::new();
+        let c = coverage.clone();
+        check(preemptions, move || model(Variant::INTENDED, scenario, &c));
+        coverage.assert_reached(expected);
+    }
+
+    fn broken(variant: Variant, scenario: Scenario) -> impl Fn() + Sync + Send + 'static {
+        let coverage = Coverage::new();
+        move || model(variant, scenario, &coverage)
+    }
+
+    /// Preemption bound 4: about 30k executions (every interleaving would be millions).
     #[test]
     fn abandon_vs_remote_free() {
-        check(Some(4), || {
-            model(Variant::INTENDED, Scenario::AbandonVsRemoteFree)
-        });
+        run(
+            Some(4),
+            Scenario::AbandonVsRemoteFree,
+            &[
+                FREER_NOTIFIED,
+                RECHECK_NOTIFIED,
+                COLLECTED,
+                COLLECTOR_LISTED,
+                FINAL_PURGER,
+            ],
+        );
     }
 
+    /// Every interleaving.
     #[test]
     fn collect_vs_remote_free() {
-        check(None, || {
-            model(Variant::INTENDED, Scenario::CollectVsRemoteFree)
-        });
+        run(
+            None,
+            Scenario::CollectVsRemoteFree,
+            &[
+                FREER_NOTIFIED,
+                RECHECK_NOTIFIED,
+                COLLECTED,
+                COLLECTOR_FREED,
+                FINAL_PURGER,
+            ],
+        );
     }
 
+    /// Preemption bound 4: about 100k executions.
     #[test]
     fn claim_vs_collect_vs_reclaim() {
-        check(Some(4), || {
-            model(Variant::INTENDED, Scenario::ClaimVsCollectVsReclaim)
-        });
+        run(
+            Some(4),
+            Scenario::ClaimVsCollectVsReclaim,
+            &[
+                COLLECTED,
+                CLAIM_LOST,
+                H_CLAIMED,
+                H_LOST,
+                R_RECLAIMED,
+                R_REMOTE,
+                FINAL_OWNER,
+            ],
+        );
     }
 
     /// `arena::abandon` without `release_abandoned`'s re-check: a free pushed after the
@@ -588,9 +669,8 @@ mod tests {
             release_recheck: false,
             ..Variant::INTENDED
         };
-        expect_failure(Some(4), &[STRANDED], move || {
-            model(variant, Scenario::AbandonVsRemoteFree)
-        });
+        let model = broken(variant, Scenario::AbandonVsRemoteFree);
+        expect_failure(Some(4), &[STRANDED], model);
     }
 
     /// `finish_collect` without the re-check: a free pushed onto the list the collector
@@ -601,9 +681,8 @@ mod tests {
             release_recheck: false,
             ..Variant::INTENDED
         };
-        expect_failure(None, &[STRANDED], move || {
-            model(variant, Scenario::CollectVsRemoteFree)
-        });
+        let model = broken(variant, Scenario::CollectVsRemoteFree);
+        expect_failure(None, &[STRANDED], model);
     }
 
     /// Production's literal ordering on the freer's side (AcqRel push, then the SeqCst
@@ -616,8 +695,7 @@ mod tests {
             freer_fence: false,
             ..Variant::INTENDED
         };
-        expect_failure(None, &[STRANDED], move || {
-            model(variant, Scenario::CollectVsRemoteFree)
-        });
+        let model = broken(variant, Scenario::CollectVsRemoteFree);
+        expect_failure(None, &[STRANDED], model);
     }
 }

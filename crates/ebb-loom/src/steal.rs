@@ -17,9 +17,15 @@
 //! * The owner thread runs `malloc` (fast path: pops `B0`), `free(B1)` (fast path: pushes
 //!   on `local_free`), `malloc` (`malloc_local_or_slow`: takes `B1` back), `malloc`
 //!   (`P` is full: slow path, which waits while STEALING, abandons `P` and takes a fresh
-//!   page). Whichever of them runs after a completed steal finds the empty page or a
-//!   foreign owner word, takes the slow path, and takes `P` back on the free.
+//!   page) — [`Owner::FourCalls`]; or only the first two ([`Owner::FastPaths`]); or
+//!   nothing ([`Owner::Idle`]). Whichever call runs after a completed steal finds the
+//!   empty page or a foreign owner word, takes the slow path, and takes `P` back on the
+//!   free (`free_slow_inner`'s reclaim CAS).
 //! * The stealer thread runs `try_steal` once (steps 1–5).
+//! * Optionally a third thread frees `B2` meanwhile (`free_slow_inner` of another heap:
+//!   it waits while P is STOLEN, then `free_to_other`), with `P.thread_free` and the
+//!   notification; the stealer's `Page::collect` and `release_abandoned` take part.
+//!   (Only with an idle owner: see [`Owner::Idle`].)
 //!
 //! # Properties checked
 //! * No data race on `P`'s private lists or on the heap's queue (loom).
@@ -27,10 +33,17 @@
 //!   that is using `P`, and after step 5 began no owner call uses `P` until the owner
 //!   took it back with the CAS in `free_slow_inner` — i.e. once the steal succeeded the
 //!   owner's calls go to the slow path.
-//! * At the end: every block of `P` is exactly once either held by the owner or on one
-//!   of `P`'s lists, `used` counts the held ones, and the heap invariants of `heap.rs`
-//!   hold (the table entry is the queue's first page or the empty page; a queued page is
+//! * At the end: every block of `P` is exactly once either held by a thread or on one
+//!   of `P`'s lists, `used` counts the held ones, no remote free is stranded (abandoned
+//!   with remote frees and no notification), and the heap invariants of `heap.rs` hold
+//!   (the table entry is the queue's first page or the empty page; a queued page is
 //!   owned by the heap).
+//! * The passing tests assert that every branch of the protocol was reached (the steal
+//!   gives up at step 2, undoes at step 4, succeeds; the owner waits, reclaims, ...).
+//!
+//! A finding: the loop in `free_slow_inner` that waits while the owner word is STOLEN is
+//! never reached by the owner itself (`slow_path_enter` already waited for the stealer,
+//! which never leaves a page STOLEN); it serves other threads' frees.
 //!
 //! # Why symmetric fences model `membarrier`
 //! Production's owner pays no fence: `Heap::enter` is a plain store of `in_op` and a
@@ -38,19 +51,22 @@
 //! barrier at *some* point of its instruction stream before `membarrier` returns. If that
 //! point lies after the owner's `in_op` store, the store is visible to the stealer's
 //! next load; if it lies before it, every load the owner makes after the store sees
-//! what the stealer stored before `membarrier`. The model gives the owner a
-//! `fence(SeqCst)` right after its (SeqCst) `in_op` store and the stealer a
-//! `fence(SeqCst)` for `membarrier`; the SC order of the two fences yields exactly the
-//! same two cases (owner's fence first: the stealer sees `in_op`; stealer's fence first:
-//! the owner sees the marks). For the owner this is at least as strong as the real
-//! barrier wherever it falls, and the property checked — the Dekker-style mutual
-//! exclusion between "owner inside a call" and "stealer past step 4" — holds in the
-//! model if and only if it holds with the asymmetric barrier. What the model cannot
-//! check is the kernel's side (that membarrier really reaches every thread).
+//! what the stealer stored before `membarrier`. Either way, for every owner call: the
+//! stealer sees its `in_op` store, or the call sees everything the stealer did before
+//! the barrier. The model gives the owner a `fence(SeqCst)` right after its (SeqCst)
+//! `in_op` store and the stealer a `fence(SeqCst)` for `membarrier`; the SC order of the
+//! two fences yields exactly that disjunction (owner's fence first: the stealer sees
+//! `in_op`; stealer's fence first: the owner sees the marks), and the Dekker-style mutual
+//! exclusion checked here ("owner inside a call" vs. "stealer past step 4") uses nothing
+//! else. The owner's fence is at least as strong as the real barrier wherever it falls.
+//! Limits: loom's SC fences order *all* accesses before the earlier fence before all
+//! accesses after the later one (stronger than C++ fences, about what the IPI's full
+//! barrier gives on real hardware), and the kernel's side (that `membarrier` reaches
+//! every thread, including ones not running) is taken on trust.
 
-use crate::{get, set};
+use crate::{get, set, Coverage};
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use std::sync::atomic::{AtomicBool as GhostBool, AtomicU8 as GhostU8, Ordering as G};
@@ -78,6 +94,19 @@ const ALL: u8 = B0 | B1 | B2;
 /// A block of a fresh page that `arena::take_page` carved (not P's).
 const FRESH: u8 = 0x80;
 
+// Branches counted in `Coverage`.
+const GAVE_UP_STEP2: &str = "stealer: gave up at step 2";
+const UNDONE_STEP4: &str = "stealer: undid the marks at step 4";
+const TOOK_P: &str = "stealer: took P";
+const TOOK_NOTHING: &str = "stealer: took a heap with an empty queue";
+const WAITED: &str = "owner: slow path waited while STEALING";
+const MALLOC_EMPTY: &str = "owner: malloc found the empty page";
+const FREE_UNDONE: &str = "owner: free slow path after an undone steal";
+const FREE_RECLAIMED: &str = "owner: free took P back (reclaim)";
+const REMOTE_WAITED: &str = "remote: free found STOLEN and waited";
+const REMOTE_NOTIFIED: &str = "remote: free into abandoned P notified";
+const RECHECK_NOTIFIED: &str = "release_abandoned: re-check notified";
+
 // Ghost: who holds P's private state.
 const HOLDER_OWNER: u8 = 1;
 const HOLDER_STEALER: u8 = 2;
@@ -94,6 +123,8 @@ pub struct Variant {
     pub step2_check: bool,
     /// Step 4's `in_op` re-check (and the undo).
     pub step4_check: bool,
+    /// `arena::release_abandoned`'s re-check of `thread_free` after publishing ABANDONED.
+    pub release_recheck: bool,
 }
 
 impl Variant {
@@ -102,6 +133,7 @@ impl Variant {
         owner_fence: true,
         step2_check: true,
         step4_check: true,
+        release_recheck: true,
     };
 }
 
@@ -114,6 +146,9 @@ struct Page {
     free_is_zero: UnsafeCell<bool>,
     owner: AtomicUsize,
     last_owner: AtomicUsize,
+    /// `Page::thread_free` as a block set (its CAS push and link words are checked in
+    /// `collect.rs`).
+    thread_free: AtomicU8,
 }
 
 struct Heap {
@@ -128,6 +163,10 @@ struct Heap {
 
 struct World {
     variant: Variant,
+    /// Which branches this execution took (outside loom, shared by all executions).
+    coverage: std::sync::Arc<Coverage>,
+    /// `arena::notify` (P's `collect_mask` bit and `COLLECT_PENDING`, as one flag).
+    notified: AtomicBool,
     heap: Heap,
     page: Page,
     /// Ghost: who holds P's private state (`HOLDER_*`).
@@ -142,9 +181,11 @@ fn lowest(set: u8) -> u8 {
 }
 
 impl World {
-    fn new(variant: Variant) -> World {
+    fn new(variant: Variant, coverage: &std::sync::Arc<Coverage>) -> World {
         World {
             variant,
+            coverage: coverage.clone(),
+            notified: AtomicBool::new(false),
             heap: Heap {
                 in_op: AtomicU32::new(0),
                 steal_state: AtomicU32::new(NONE),
@@ -158,6 +199,7 @@ impl World {
                 free_is_zero: UnsafeCell::new(false),
                 owner: AtomicUsize::new(HEAP_O),
                 last_owner: AtomicUsize::new(0),
+                thread_free: AtomicU8::new(0),
             },
             holder: GhostU8::new(HOLDER_OWNER),
             owner_using_p: GhostBool::new(false),
@@ -202,6 +244,7 @@ impl World {
     /// `steal::wait_while_stealing`.
     fn wait_while_stealing(&self) {
         while self.heap.steal_state.load(Ordering::Acquire) == STEALING {
+            self.coverage.hit(WAITED);
             thread::yield_now();
         }
     }
@@ -245,6 +288,9 @@ impl World {
             self.owner_ends_using_p();
         }
         // The empty page's lists are null and never written: nothing to model.
+        if page == EMPTY_PAGE {
+            self.coverage.hit(MALLOC_EMPTY);
+        }
         // `malloc_slow_and_leave`
         let block = self.malloc_slow();
         self.leave();
@@ -273,8 +319,7 @@ impl World {
                 self.page.last_owner.store(HEAP_O, Ordering::Relaxed);
                 self.owner_ends_using_p();
                 self.holder.store(HOLDER_NOBODY, G::SeqCst);
-                // `release_abandoned` (its thread_free re-check: no remote frees here)
-                self.page.owner.store(ABANDONED, Ordering::SeqCst);
+                self.release_abandoned();
                 FRESH // `arena::take_page`: a fresh span
             }
         } else {
@@ -284,11 +329,17 @@ impl World {
         block
     }
 
-    /// `Page::collect` on P by whoever holds it (no remote frees in this model, so
-    /// `collect_thread_free` is a no-op): take `local_free` as the free list if `free` is
-    /// empty.
+    /// `Page::collect` on P by whoever holds it: `collect_thread_free` (remote frees to
+    /// `local_free`), then take `local_free` as the free list if `free` is empty.
     fn collect_p(&self) {
         let p = &self.page;
+        if p.thread_free.load(Ordering::Relaxed) != 0 {
+            let remote = p.thread_free.swap(0, Ordering::Acquire);
+            let local = get(&p.local_free);
+            assert_eq!((local | get(&p.free)) & remote, 0, "block collected twice");
+            set(&p.local_free, local | remote);
+            set(&p.used, get(&p.used) - remote.count_ones());
+        }
         if get(&p.free) == 0 {
             let local = get(&p.local_free);
             if local != 0 {
@@ -296,6 +347,48 @@ impl World {
                 set(&p.local_free, 0);
                 set(&p.free_is_zero, false);
             }
+        }
+    }
+
+    /// `arena::release_abandoned` by P's holder: publish ABANDONED, re-check for remote
+    /// frees (SeqCst store, then SeqCst load: a fence between them in loom; see
+    /// `collect.rs`).
+    fn release_abandoned(&self) {
+        self.page.owner.store(ABANDONED, Ordering::SeqCst);
+        if !self.variant.release_recheck {
+            return;
+        }
+        fence(Ordering::SeqCst);
+        if self.page.thread_free.load(Ordering::SeqCst) != 0 {
+            self.coverage.hit(RECHECK_NOTIFIED);
+            self.notified.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// `alloc::free` of a block of P by another thread (whose heap is not O):
+    /// `free_slow_inner`, with its wait while P is STOLEN, then `free_to_other` (with
+    /// the SC ordering between push and owner load; see `collect.rs`).
+    fn remote_free(&self, block: u8) {
+        let p = &self.page;
+        let mut owner = p.owner.load(Ordering::Acquire);
+        while owner == STOLEN {
+            self.coverage.hit(REMOTE_WAITED);
+            thread::yield_now();
+            owner = p.owner.load(Ordering::Acquire);
+        }
+        assert!(owner == HEAP_O || owner == ABANDONED, "owner word {owner}");
+        // `free_to_other` → `Page::free_remote`: one CAS push.
+        let mut head = p.thread_free.load(Ordering::Relaxed);
+        while let Err(current) =
+            p.thread_free
+                .compare_exchange(head, head | block, Ordering::AcqRel, Ordering::Relaxed)
+        {
+            head = current;
+        }
+        fence(Ordering::SeqCst);
+        if head == 0 && p.owner.load(Ordering::SeqCst) == ABANDONED {
+            self.coverage.hit(REMOTE_NOTIFIED);
+            self.notified.store(true, Ordering::SeqCst);
         }
     }
 
@@ -326,11 +419,14 @@ impl World {
         // `free_slow_inner`
         let mut owner = self.page.owner.load(Ordering::Acquire);
         while owner == STOLEN {
+            // Unreachable for the owner itself: `slow_path_enter` waited for the stealer,
+            // who never leaves P STOLEN. The loop is for other threads (`remote_free`).
             thread::yield_now();
             owner = self.page.owner.load(Ordering::Acquire);
         }
         if owner == HEAP_O {
             // "the fast path raced with a steal that was undone"
+            self.coverage.hit(FREE_UNDONE);
             self.owner_begins_using_p();
             self.free_local(block);
             self.owner_ends_using_p();
@@ -341,6 +437,7 @@ impl World {
                 .compare_exchange(ABANDONED, HEAP_O, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok();
             assert!(claimed, "nobody else claims P in this model");
+            self.coverage.hit(FREE_RECLAIMED);
             assert_eq!(
                 self.holder.swap(HOLDER_OWNER, G::SeqCst),
                 HOLDER_NOBODY,
@@ -375,6 +472,7 @@ impl World {
         // 2. `os::membarrier()`, then read in_op.
         fence(Ordering::SeqCst);
         if self.variant.step2_check && h.in_op.load(Ordering::SeqCst) != 0 {
+            self.coverage.hit(GAVE_UP_STEP2);
             h.steal_state.store(NONE, Ordering::Release);
             return false;
         }
@@ -387,6 +485,7 @@ impl World {
         // 4. `os::membarrier()`, then read in_op again; undo if busy.
         fence(Ordering::SeqCst);
         if self.variant.step4_check && h.in_op.load(Ordering::SeqCst) != 0 {
+            self.coverage.hit(UNDONE_STEP4);
             if queued {
                 self.page.owner.store(HEAP_O, Ordering::SeqCst);
             }
@@ -409,22 +508,25 @@ impl World {
                 HOLDER_OWNER,
                 "the stealer takes P while someone else holds it"
             );
-            set(&h.queue_has_p, false); // queue_remove
-            h.table.store(EMPTY_PAGE, Ordering::Relaxed); // refresh_current
-                                                          // `arena::abandon` → `Page::collect`
+            self.coverage.hit(TOOK_P);
+            // `queue_remove`, with its `refresh_current`
+            set(&h.queue_has_p, false);
+            h.table.store(EMPTY_PAGE, Ordering::Relaxed);
+            // `arena::abandon` → `Page::collect`
             self.collect_p();
             let p = &self.page;
             if get(&p.used) == 0 {
-                // `free_span` (cannot happen here: the owner holds B2).
+                // `free_span` (cannot happen here: the owner holds a block of P).
                 self.holder.store(HOLDER_NOBODY, G::SeqCst);
                 p.owner.store(FREE, Ordering::Release);
             } else {
                 // has_room → listed (the arena list is not modelled)
                 p.last_owner.store(HEAP_O, Ordering::Relaxed);
                 self.holder.store(HOLDER_NOBODY, G::SeqCst);
-                // `release_abandoned` (no remote frees to re-check in this model)
-                p.owner.store(ABANDONED, Ordering::SeqCst);
+                self.release_abandoned();
             }
+        } else {
+            self.coverage.hit(TOOK_NOTHING);
         }
         h.steal_state.store(NONE, Ordering::Release);
         true
@@ -432,17 +534,30 @@ impl World {
 
     // ---- final checks ----------------------------------------------------------------
 
-    /// After both threads finished: conservation of blocks and the heap invariants.
-    fn check_final(&self, held: u8, stolen: bool) {
+    /// After the threads finished: no stranded remote free, conservation of blocks, and
+    /// the heap invariants.
+    fn check_final(&self, held: u8) {
         let p = &self.page;
         let (free, local, used) = (get(&p.free), get(&p.local_free), get(&p.used));
+        let remote = p.thread_free.load(Ordering::Relaxed);
         let held_p = held & ALL;
+        if p.owner.load(Ordering::Relaxed) == ABANDONED && remote != 0 {
+            assert!(
+                self.notified.load(Ordering::Relaxed),
+                "remote free stranded: P is abandoned with remote frees and no notification"
+            );
+        }
         assert_eq!(free & local, 0, "a block on two lists");
-        assert_eq!(held_p & (free | local), 0, "a block both held and free");
-        assert_eq!(held_p | free | local, ALL, "a block of P was lost");
+        assert_eq!((free | local) & remote, 0, "a block on two lists");
+        assert_eq!(
+            held_p & (free | local | remote),
+            0,
+            "a block both held and free"
+        );
+        assert_eq!(held_p | free | local | remote, ALL, "a block of P was lost");
         assert_eq!(
             used,
-            held_p.count_ones(),
+            (held_p | remote).count_ones(),
             "used does not count the held blocks"
         );
         let queued = get(&self.heap.queue_has_p);
@@ -458,11 +573,6 @@ impl World {
             assert_eq!(owner, ABANDONED, "P is neither queued nor abandoned");
             assert_eq!(self.holder.load(G::SeqCst), HOLDER_NOBODY);
         }
-        if stolen {
-            // The owner got P back only through the reclaim CAS, so it was abandoned by
-            // someone: the owner's calls after the steal did not use it in place.
-            assert_ne!(p.last_owner.load(Ordering::Relaxed), 0);
-        }
     }
 }
 
@@ -475,26 +585,42 @@ pub enum Owner {
     /// `malloc` and `free(B1)` only: unless a steal completed first, both run only the
     /// fast path, so a failure can only come from the fast-path window.
     FastPaths,
+    /// No call: the idle thread the purger is meant for. With a remote freer this is the
+    /// only owner program the model runs: two threads that spin on `yield_now` (the
+    /// owner in `wait_while_stealing`, the freer on STOLEN) make loom explore schedules
+    /// that never run the stealer (it schedules unfairly after a yield) and it gives up.
+    Idle,
 }
 
-/// The steal model: the owner's calls against one `try_steal`.
-pub fn model(variant: Variant, owner: Owner) {
-    let world = Arc::new(World::new(variant));
+/// The steal model: the owner's calls against one `try_steal`; with `remote`, a third
+/// thread frees `B2` (handed to it by the owner earlier) meanwhile.
+pub fn model(variant: Variant, owner: Owner, remote: bool, coverage: &std::sync::Arc<Coverage>) {
+    let world = Arc::new(World::new(variant, coverage));
     let stealer = {
         let world = world.clone();
         thread::spawn(move || world.try_steal())
     };
-    // B1 and B2 are already handed out to the owner.
-    let mut held = B1 | B2;
-    held |= world.malloc(); // fast path: B0
-    world.free(B1); // fast path: local_free
-    held &= !B1;
+    assert!(!remote || matches!(owner, Owner::Idle), "see Owner::Idle");
+    let remote = remote.then(|| {
+        let world = world.clone();
+        thread::spawn(move || world.remote_free(B2))
+    });
+    // B1 and B2 are already handed out (B2 to the remote thread if there is one).
+    let mut held = if remote.is_some() { B1 } else { B1 | B2 };
+    if !matches!(owner, Owner::Idle) {
+        held |= world.malloc(); // fast path: B0
+        world.free(B1); // fast path: local_free
+        held &= !B1;
+    }
     if let Owner::FourCalls = owner {
         held |= world.malloc(); // malloc_local_or_slow: B1
         held |= world.malloc(); // slow path: P is full → abandon it, fresh page
     }
-    let stolen = stealer.join().unwrap();
-    world.check_final(held, stolen);
+    stealer.join().unwrap();
+    if let Some(remote) = remote {
+        remote.join().unwrap();
+    }
+    world.check_final(held);
 }
 
 /// `alloc::alloc_zeroed` against one `try_steal`. The owner's only call pops `B0`, the
@@ -502,9 +628,22 @@ pub fn model(variant: Variant, owner: Owner) {
 /// decide how much to clear: after `malloc` returned, outside the `in_op` window, as
 /// production does (`inside_window == false`), or before `leave` (the proposed fix). A
 /// steal that completes in between abandons P, and `Page::collect` in step 5 moves
-/// `local_free` to `free` and writes `free_is_zero`.
-pub fn alloc_zeroed_model(inside_window: bool) {
-    let world = Arc::new(World::new(Variant::PRODUCTION));
+/// `local_free` to `free` and writes `free_is_zero`: loom reports the race.
+///
+/// The interleaving in production (a bug): thread T calls `calloc`; `malloc_in` pops the
+/// last block of a non-zeroed `free` list of P (so `free_is_zero == false`) and `leave`s
+/// (`in_op == 0`); T is preempted before `alloc_zeroed` reads the flag. T has run no
+/// slow path for the purge delay, so the purger steals its heap: steps 2 and 4 see
+/// `in_op == 0`, step 5 abandons P (it has room: not fully carved) and lists it. Thread
+/// U's `malloc_slow` → `take_page` claims P, `find_page` finds `free` empty and `extend`s
+/// it, writing `free_is_zero = is_zero` (true for a span from decommitted memory). T
+/// resumes, reads `true`, clears only the first word, and `calloc` returns a block with
+/// stale contents. Besides, the unsynchronised read is a data race (undefined behaviour).
+/// Fix: decide inside the window — e.g. `malloc` variants that report whether the block
+/// came from a zeroed list, read before `leave`, or `enter`; check `owner == heap`;
+/// read; `leave` in `alloc_zeroed` (and clear the whole block if the owner changed).
+pub fn alloc_zeroed_model(inside_window: bool, coverage: &std::sync::Arc<Coverage>) {
+    let world = Arc::new(World::new(Variant::PRODUCTION, coverage));
     // P: B0 on free (carved from zeroed memory), B1 on local_free, B2 out.
     set(&world.page.local_free, B1);
     set(&world.page.used, 1);
@@ -545,18 +684,77 @@ mod tests {
     use super::*;
     use crate::{check, expect_failure, RACE};
 
-    /// Every interleaving of the full owner program (about 50k executions).
+    /// Every interleaving (the full owner program: about 240k executions, ~10 s).
     const ALL: Option<usize> = None;
     const MUTEX: &str = "mutual exclusion";
 
     #[test]
     fn steal_handshake() {
-        check(ALL, || model(Variant::PRODUCTION, Owner::FourCalls));
+        let coverage = Coverage::new();
+        let c = coverage.clone();
+        check(ALL, move || {
+            model(Variant::PRODUCTION, Owner::FourCalls, false, &c)
+        });
+        coverage.assert_reached(&[
+            GAVE_UP_STEP2,
+            UNDONE_STEP4,
+            TOOK_P,
+            TOOK_NOTHING,
+            WAITED,
+            MALLOC_EMPTY,
+            FREE_UNDONE,
+            FREE_RECLAIMED,
+        ]);
     }
 
     #[test]
     fn steal_handshake_fast_paths() {
-        check(ALL, || model(Variant::PRODUCTION, Owner::FastPaths));
+        let coverage = Coverage::new();
+        let c = coverage.clone();
+        check(ALL, move || {
+            model(Variant::PRODUCTION, Owner::FastPaths, false, &c)
+        });
+        coverage.assert_reached(&[
+            GAVE_UP_STEP2,
+            UNDONE_STEP4,
+            TOOK_P,
+            MALLOC_EMPTY,
+            FREE_UNDONE,
+            FREE_RECLAIMED,
+        ]);
+    }
+
+    /// Another thread frees a block of an idle owner's P during the steal: it waits
+    /// while P is STOLEN, and its push races with step 5's collect and
+    /// `release_abandoned`'s re-check.
+    #[test]
+    fn steal_vs_remote_free() {
+        let coverage = Coverage::new();
+        let c = coverage.clone();
+        check(ALL, move || {
+            model(Variant::PRODUCTION, Owner::Idle, true, &c)
+        });
+        coverage.assert_reached(&[TOOK_P, REMOTE_WAITED, REMOTE_NOTIFIED, RECHECK_NOTIFIED]);
+    }
+
+    /// The same without `release_abandoned`'s re-check: a free pushed after step 5's
+    /// collect reads STOLEN (then, its push done, the owner word before ABANDONED), and
+    /// nobody notifies.
+    #[test]
+    fn steal_vs_remote_free_without_recheck_is_caught() {
+        let variant = Variant {
+            release_recheck: false,
+            ..Variant::PRODUCTION
+        };
+        let coverage = Coverage::new();
+        expect_failure(ALL, &["remote free stranded"], move || {
+            model(variant, Owner::Idle, true, &coverage)
+        });
+    }
+
+    fn broken(variant: Variant, owner: Owner) -> impl Fn() + Sync + Send + 'static {
+        let coverage = Coverage::new();
+        move || model(variant, owner, false, &coverage)
     }
 
     /// Without step 4, an owner fast path that read P from the table before the marks
@@ -567,9 +765,7 @@ mod tests {
             step4_check: false,
             ..Variant::PRODUCTION
         };
-        expect_failure(ALL, &[MUTEX, RACE], move || {
-            model(variant, Owner::FastPaths)
-        });
+        expect_failure(ALL, &[MUTEX, RACE], broken(variant, Owner::FastPaths));
     }
 
     /// Without the owner's fence (membarrier's effect), the fast path's `in_op` store and
@@ -581,9 +777,7 @@ mod tests {
             owner_fence: false,
             ..Variant::PRODUCTION
         };
-        expect_failure(ALL, &[MUTEX, RACE], move || {
-            model(variant, Owner::FastPaths)
-        });
+        expect_failure(ALL, &[MUTEX, RACE], broken(variant, Owner::FastPaths));
     }
 
     /// The same on the slow path: `wait_while_stealing` misses STEALING while the stealer
@@ -594,9 +788,7 @@ mod tests {
             owner_fence: false,
             ..Variant::PRODUCTION
         };
-        expect_failure(ALL, &[MUTEX, RACE], move || {
-            model(variant, Owner::FourCalls)
-        });
+        expect_failure(ALL, &[MUTEX, RACE], broken(variant, Owner::FourCalls));
     }
 
     /// Without step 2, a slow path that passed `wait_while_stealing` before step 1 edits
@@ -607,21 +799,23 @@ mod tests {
             step2_check: false,
             ..Variant::PRODUCTION
         };
-        expect_failure(ALL, &[RACE, MUTEX], move || {
-            model(variant, Owner::FourCalls)
-        });
+        expect_failure(ALL, &[RACE, MUTEX], broken(variant, Owner::FourCalls));
     }
 
     /// Documents a bug in production `alloc::alloc_zeroed` (see [`alloc_zeroed_model`]):
     /// the model reports the race. Delete this test when production is fixed.
     #[test]
     fn alloc_zeroed_flag_read_after_leave_races_with_steal() {
-        expect_failure(ALL, &[RACE], || alloc_zeroed_model(false));
+        let coverage = Coverage::new();
+        expect_failure(ALL, &[RACE], move || alloc_zeroed_model(false, &coverage));
     }
 
     /// The proposed fix: read `free_is_zero` before `Heap::leave`.
     #[test]
     fn alloc_zeroed_flag_read_inside_window_is_safe() {
-        check(ALL, || alloc_zeroed_model(true));
+        let coverage = Coverage::new();
+        let c = coverage.clone();
+        check(ALL, move || alloc_zeroed_model(true, &c));
+        coverage.assert_reached(&[GAVE_UP_STEP2, UNDONE_STEP4, TOOK_P]);
     }
 }
