@@ -41,7 +41,8 @@
 //!   block is either still in use (counted by `used`) or on P's lists, or P was freed
 //!   with nothing in use; `listed` matches the list.
 //!
-//! # The Dekker pair, and where production's ordering is weaker than it says
+//! # The Dekker pair, and where production's ordering was weaker than it said
+//! (Fixed: `Page::free_remote` now pushes with SeqCst; what follows is the finding.)
 //! `release_abandoned` does `owner.store(ABANDONED, SeqCst); thread_free.load(SeqCst)`;
 //! `free_to_other` does `thread_free` push, then `owner.load(SeqCst)`. The comment there
 //! says "with SeqCst on both, at least one side sees the other". But the push
@@ -112,8 +113,8 @@ const COLLECTOR: usize = 0x100;
 #[derive(Clone, Copy, Debug)]
 pub struct Variant {
     /// A `fence(SeqCst)` between the freer's push and its owner load: the SC ordering the
-    /// Dekker pair needs (see the module doc). `false` is production's literal AcqRel
-    /// push followed by a SeqCst load.
+    /// Dekker pair needs (see the module doc; production's push is SeqCst now). `false`
+    /// is the old AcqRel push followed by a SeqCst load.
     pub freer_fence: bool,
     /// `release_abandoned`'s re-check of `thread_free` after publishing ABANDONED.
     pub release_recheck: bool,
@@ -685,7 +686,7 @@ mod tests {
         expect_failure(None, &[STRANDED], model);
     }
 
-    /// Production's literal ordering on the freer's side (AcqRel push, then the SeqCst
+    /// Negative control: the old production ordering on the freer's side (AcqRel push, then the SeqCst
     /// owner load, with nothing ordering the two): the store-buffering outcome strands a
     /// block. See the module doc: the C++20/Rust model allows this too; x86 and AArch64
     /// do not produce it.

@@ -20,12 +20,13 @@
 //! *negative control*: it must fail, for the expected reason, or the model proves
 //! nothing).
 //!
-//! ## Findings (see the modules for the interleavings)
-//! * `alloc::alloc_zeroed` reads the page's `free_is_zero` after `malloc` returned, i.e.
+//! ## Findings (see the modules for the interleavings; both fixed in production since,
+//! the tests named below stay as negative controls)
+//! * `alloc::alloc_zeroed` read the page's `free_is_zero` after `malloc` returned, i.e.
 //!   outside the heap's `in_op` window, so a steal can complete in between and the read
 //!   races with the stealer's (and then a claiming heap's) writes to the page
 //!   ([`steal::alloc_zeroed_model`]; tests `alloc_zeroed_*`).
-//! * `Page::free_remote` pushes with an AcqRel CAS, which is not part of the SeqCst order
+//! * `Page::free_remote` pushed with an AcqRel CAS (now SeqCst), which is not part of the SeqCst order
 //!   the push/owner-load vs. store-owner/load-list Dekker pair relies on; formally a
 //!   remote free can be stranded (hardware does not do it on x86 or AArch64). See
 //!   [`collect`].

@@ -639,9 +639,10 @@ pub fn model(variant: Variant, owner: Owner, remote: bool, coverage: &std::sync:
 /// it, writing `free_is_zero = is_zero` (true for a span from decommitted memory). T
 /// resumes, reads `true`, clears only the first word, and `calloc` returns a block with
 /// stale contents. Besides, the unsynchronised read is a data race (undefined behaviour).
-/// Fix: decide inside the window — e.g. `malloc` variants that report whether the block
-/// came from a zeroed list, read before `leave`, or `enter`; check `owner == heap`;
-/// read; `leave` in `alloc_zeroed` (and clear the whole block if the owner changed).
+/// Fixed in production as modelled with `inside_window == true`: `alloc_zeroed` does
+/// `enter`; check `owner == heap`; read the flag; `leave` (and clears the whole block if
+/// the page is no longer ours). `inside_window == false` is the old code, kept as a
+/// negative control.
 pub fn alloc_zeroed_model(inside_window: bool, coverage: &std::sync::Arc<Coverage>) {
     let world = Arc::new(World::new(Variant::PRODUCTION, coverage));
     // P: B0 on free (carved from zeroed memory), B1 on local_free, B2 out.
@@ -666,12 +667,18 @@ pub fn alloc_zeroed_model(inside_window: bool, coverage: &std::sync::Arc<Coverag
     let block = lowest(free);
     set(&w.page.free, free & !block);
     set(&w.page.used, get(&w.page.used) + 1);
-    if inside_window {
-        assert!(get(&w.page.free_is_zero), "B0 came from a zeroed list");
-    }
     w.owner_ends_using_p();
     w.leave();
-    if !inside_window {
+    if inside_window {
+        // `alloc_zeroed`: enter; if `owner & !CHECK_TAG == heap` read `free_is_zero`; leave.
+        w.enter();
+        if w.page.owner.load(Ordering::Relaxed) == HEAP_O {
+            w.owner_begins_using_p();
+            assert!(get(&w.page.free_is_zero), "B0 came from a zeroed list");
+            w.owner_ends_using_p();
+        }
+        w.leave();
+    } else {
         // `alloc_zeroed`: `match (*page).owner.load(Relaxed) { .., _ => if (*page).free_is_zero`
         let _owner = w.page.owner.load(Ordering::Relaxed);
         let _zero = get(&w.page.free_is_zero);
@@ -802,15 +809,15 @@ mod tests {
         expect_failure(ALL, &[RACE, MUTEX], broken(variant, Owner::FourCalls));
     }
 
-    /// Documents a bug in production `alloc::alloc_zeroed` (see [`alloc_zeroed_model`]):
-    /// the model reports the race. Delete this test when production is fixed.
+    /// Negative control: the old `alloc::alloc_zeroed` (flag read after `leave`, a bug
+    /// this model found; see [`alloc_zeroed_model`]) races with a steal.
     #[test]
     fn alloc_zeroed_flag_read_after_leave_races_with_steal() {
         let coverage = Coverage::new();
         expect_failure(ALL, &[RACE], move || alloc_zeroed_model(false, &coverage));
     }
 
-    /// The proposed fix: read `free_is_zero` before `Heap::leave`.
+    /// Production: re-enter, check the page is still ours, then read `free_is_zero`.
     #[test]
     fn alloc_zeroed_flag_read_inside_window_is_safe() {
         let coverage = Coverage::new();

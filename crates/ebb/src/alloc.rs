@@ -10,7 +10,7 @@
 //!   else -> slow path (remote push, large span, huge mapping, or invalid pointer).
 
 use crate::heap::{self, malloc_slow};
-use crate::page::{Block, HUGE, LARGE, MARKER_LIMIT};
+use crate::page::{Block, CHECK_TAG, HUGE, LARGE, MARKER_LIMIT};
 use crate::segment::{self, SLICE_SIZE};
 use crate::size_class::{
     class_for_aligned, class_of, class_size, DIRECT_CLASS, DIRECT_C_CLASS, LARGE_MAX, MEDIUM_MAX,
@@ -207,9 +207,18 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
                 }
             }
             _ => {
-                // Owned by us: free_is_zero describes the list the block came from, and
-                // was not changed since the pop (only our own calls change it).
-                if (*page).free_is_zero {
+                // free_is_zero describes the list the block came from, and only the
+                // page's owner changes it. `malloc` left its `in_op` window already, so
+                // an idle-heap steal may have taken the page since (and another heap
+                // carved fresh, zero blocks into it): read the flag inside a window of
+                // our own, and only while the page is still ours (see steal.rs; found
+                // by the loom model in crates/ebb-loom).
+                let heap = tls::heap();
+                (*heap).enter();
+                let zero = (*page).owner.load(Ordering::Relaxed) & !CHECK_TAG == heap as usize
+                    && (*page).free_is_zero;
+                (*heap).leave();
+                if zero {
                     (p as *mut usize).write(0);
                 } else {
                     core::ptr::write_bytes(p, 0, size);

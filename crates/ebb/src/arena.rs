@@ -22,10 +22,10 @@
 
 use crate::heap::Heap;
 use crate::os;
-use crate::page::{Page, ABANDONED, COLLECTING, FREE, LARGE};
+use crate::page::{Page, ABANDONED, COLLECTING, FREE, LARGE, PURGE_INSIDE_MIN};
 use crate::purge;
 use crate::segment::{self, Segment, SLICES_PER_SEGMENT, SLICE_SIZE};
-use crate::size_class::{class_size, page_slices, CLASS_COUNT};
+use crate::size_class::{class_of, class_size, page_slices, CLASS_COUNT};
 use crate::stats::COUNTERS;
 use crate::sync::Mutex;
 use core::ptr::null_mut;
@@ -284,7 +284,7 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
                 (*page.add(i)).span_offset = segment::descriptor_offset(index);
             }
         } else {
-            free_slices_locked(seg, index + new_count, old_count - new_count);
+            free_slices_locked(seg, index + new_count, old_count - new_count, os::now_ms());
         }
         (*page).slice_count = new_count as u32;
         (*page)
@@ -294,12 +294,13 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
     true
 }
 
-/// Return slices to their segment's free bitmap and start their purge delay.
+/// Return slices to their segment's free bitmap and start their purge delay, counted
+/// from `unused_since` (normally now).
 ///
 /// # Safety
 /// Arena lock held; the slices are an allocated span (or its tail) nobody uses.
-unsafe fn free_slices_locked(seg: *mut Segment, index: usize, count: usize) {
-    let now = os::now_ms();
+unsafe fn free_slices_locked(seg: *mut Segment, index: usize, count: usize, unused_since: u64) {
+    let now = unused_since;
     // SAFETY: per the contract.
     unsafe {
         let seg_ref = &mut *seg;
@@ -323,6 +324,18 @@ unsafe fn free_slices_locked(seg: *mut Segment, index: usize, count: usize) {
 /// # Safety
 /// The caller must own `page` and no block in it may be in use.
 pub unsafe fn free_span(page: *mut Page) {
+    // SAFETY: per the contract.
+    unsafe { free_span_unused_since(page, os::now_ms()) }
+}
+
+/// `free_span` for a span whose blocks have not been used since `unused_since`: its
+/// purge delay is counted from then (a stealer frees the pages of a heap that has been
+/// idle for the purge delay already; making that memory wait a second delay would
+/// double the time it takes an idle process to give memory back).
+///
+/// # Safety
+/// As `free_span`.
+pub unsafe fn free_span_unused_since(page: *mut Page, unused_since: u64) {
     let seg = crate::segment::segment_of_page(page);
     {
         let mut arena = ARENA.lock();
@@ -333,7 +346,7 @@ pub unsafe fn free_span(page: *mut Page) {
                 (*page).listed = false;
             }
             let index = (*seg).page_index(page);
-            free_slices_locked(seg, index, (*page).slice_count as usize);
+            free_slices_locked(seg, index, (*page).slice_count as usize, unused_since);
         }
     }
     purge::after_slow_path();
@@ -356,7 +369,7 @@ pub fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
                     .owner
                     .compare_exchange(
                         ABANDONED,
-                        heap as usize,
+                        (*heap).owner_word,
                         Ordering::Acquire,
                         Ordering::Relaxed,
                     )
@@ -392,22 +405,33 @@ pub fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
 }
 
 /// Give up ownership of `page` (owned by `heap`): it keeps its blocks and any thread
-/// may claim it. Pages with room are listed so heaps needing the class find them.
+/// may claim it. Pages with room are listed so heaps needing the class find them. An
+/// unused page goes back to the arena, its purge delay counted from `unused_since`.
 ///
 /// # Safety
 /// `heap` must own `page`, and the page must be in no heap queue.
-pub unsafe fn abandon(page: *mut Page, heap: *mut Heap) {
+pub unsafe fn abandon(page: *mut Page, heap: *mut Heap, unused_since: u64) {
     // SAFETY: we own the page until the store below.
     unsafe {
         (*page).collect();
         if (*page).is_unused() {
-            free_span(page);
+            free_span_unused_since(page, unused_since);
             return;
+        }
+        let now = os::now_ms();
+        let idle = unused_since < now;
+        if idle {
+            // Taken from an idle owner: its free blocks have not been used for the purge
+            // delay either.
+            let bytes = (*page).purge_free_blocks();
+            if bytes > 0 {
+                COUNTERS.purged.fetch_add(bytes as u64, Ordering::Relaxed);
+                COUNTERS.purge_calls.fetch_add(1, Ordering::Relaxed);
+            }
         }
         if (*page).has_room() {
             let mut arena = ARENA.lock();
-            arena.abandoned[(*page).class as usize].push_back(page);
-            (*page).listed = true;
+            list_locked(&mut arena, page, if idle { PURGED_INSIDE } else { now });
         }
         (*page).last_owner.store(heap as usize, Ordering::Relaxed);
         release_abandoned(page);
@@ -470,7 +494,7 @@ pub fn collect_page(page: *mut Page) {
     }
     // SAFETY: we own the page (COLLECTING).
     unsafe { (*page).collect_thread_free() };
-    finish_collect(page);
+    finish_collect(page, true);
 }
 
 /// Take an abandoned page for collecting (`ABANDONED` -> `COLLECTING`).
@@ -485,8 +509,9 @@ pub fn claim_for_collect(page: *mut Page) -> bool {
 }
 
 /// Let go of a page taken with `claim_for_collect`: free it if unused, list it if it
-/// has room, and publish it as abandoned again.
-pub fn finish_collect(page: *mut Page) {
+/// has room, and publish it as abandoned again. `collected`: blocks were freed into it
+/// since it was listed.
+pub fn finish_collect(page: *mut Page, collected: bool) {
     COUNTERS.pages_collected.fetch_add(1, Ordering::Relaxed);
     // SAFETY: we own the page (COLLECTING).
     unsafe {
@@ -496,14 +521,95 @@ pub fn finish_collect(page: *mut Page) {
         }
         if !(*page).listed && (*page).has_room() {
             let mut arena = ARENA.lock();
-            arena.abandoned[(*page).class as usize].push_back(page);
-            (*page).listed = true;
+            list_locked(&mut arena, page, os::now_ms());
+        } else if (*page).listed && collected && (*page).block_size() >= PURGE_INSIDE_MIN {
+            // New free blocks: their insides wait out the purge delay again.
+            let now = os::now_ms();
+            (*page).freed_at.store(now, Ordering::Relaxed);
+            purge::schedule(now);
         }
         release_abandoned(page);
     }
 }
 
-/// Decommit free slices whose purge delay has passed (all free slices if `force`).
+/// `freed_at` of a listed abandoned page whose free blocks have been purged inside.
+const PURGED_INSIDE: u64 = u64::MAX;
+/// The first class whose blocks are purged inside (see `Page::purge_free_blocks`).
+const FIRST_INSIDE_CLASS: usize = class_of(PURGE_INSIDE_MIN);
+
+/// Put an abandoned page on the list of its class. For pages of big blocks `freed_at`
+/// (unused while the page is in use) records when: their free blocks are purged inside
+/// once nobody has claimed the page for the purge delay.
+///
+/// `listed_at` is normally now; `PURGED_INSIDE` if the caller just purged the page.
+///
+/// # Safety
+/// The caller owns `page` and holds the arena lock (`arena`); the page is not listed.
+unsafe fn list_locked(arena: &mut ArenaState, page: *mut Page, listed_at: u64) {
+    // SAFETY: per the contract.
+    unsafe {
+        arena.abandoned[(*page).class as usize].push_back(page);
+        (*page).listed = true;
+        if (*page).block_size() >= PURGE_INSIDE_MIN {
+            (*page).freed_at.store(listed_at, Ordering::Relaxed);
+            if listed_at != PURGED_INSIDE {
+                purge::schedule(listed_at);
+            }
+        }
+    }
+}
+
+/// Purge the inside of the free blocks of listed abandoned pages of big blocks that
+/// nobody claimed for the purge delay (all of them if `force`): a few survivors must
+/// not keep a page of 512 KiB blocks resident. Returns the next time one becomes due.
+fn purge_abandoned_insides(now: u64, delay: u64, force: bool) -> u64 {
+    let mut next_due = u64::MAX;
+    for class in FIRST_INSIDE_CLASS..CLASS_COUNT {
+        let mut batch: [*mut Page; 16] = [null_mut(); 16];
+        let mut count = 0;
+        {
+            let arena = ARENA.lock();
+            let mut page = arena.abandoned[class].first;
+            while !page.is_null() {
+                // SAFETY: listed pages are valid descriptors; the lock guards the links.
+                let listed_at = unsafe { (*page).freed_at.load(Ordering::Relaxed) };
+                if listed_at != PURGED_INSIDE {
+                    if !force && listed_at.saturating_add(delay) > now {
+                        next_due = next_due.min(listed_at + delay);
+                    } else if count == batch.len() {
+                        next_due = now; // more than a batch: come back soon
+                        break;
+                    } else {
+                        batch[count] = page;
+                        count += 1;
+                    }
+                }
+                // SAFETY: as above.
+                page = unsafe { (*page).next };
+            }
+        }
+        for &page in &batch[..count] {
+            if !claim_for_collect(page) {
+                continue; // claimed meanwhile: in use again, or another collector has it
+            }
+            // SAFETY: we own the page (COLLECTING).
+            unsafe {
+                (*page).collect_thread_free();
+                if (*page).listed {
+                    let bytes = (*page).purge_free_blocks();
+                    COUNTERS.purged.fetch_add(bytes as u64, Ordering::Relaxed);
+                    COUNTERS.purge_calls.fetch_add(1, Ordering::Relaxed);
+                    (*page).freed_at.store(PURGED_INSIDE, Ordering::Relaxed);
+                }
+            }
+            finish_collect(page, false);
+        }
+    }
+    next_due
+}
+
+/// Decommit free slices whose purge delay has passed (all free slices if `force`), and
+/// the insides of free big blocks in abandoned pages nobody claimed for as long.
 /// Returns the next time something becomes due, or `u64::MAX`.
 pub fn purge(now: u64, force: bool) -> u64 {
     let delay = crate::options::get().purge_delay_ms;
@@ -579,6 +685,7 @@ pub fn purge(now: u64, force: bool) -> u64 {
             }
         }
     }
+    next_due = next_due.min(purge_abandoned_insides(now, delay, force));
     NEXT_PURGE.fetch_min(next_due, Ordering::SeqCst);
     NEXT_PURGE.load(Ordering::SeqCst)
 }

@@ -98,7 +98,7 @@ pub unsafe fn remote_free_is_valid(page: *mut Page, owner: usize, block: *mut u8
                 if local_free_is_valid(page, block) {
                     (*page).free_local(block as *mut Block);
                 }
-                arena::finish_collect(page);
+                arena::finish_collect(page, true);
                 false
             }
             _ => {

@@ -35,6 +35,10 @@ pub const HUGE: usize = 4;
 pub const STOLEN: usize = 5;
 /// Owner words below this are markers, not heaps.
 pub const MARKER_LIMIT: usize = 16;
+
+/// Blocks at least this big have the memory inside them purged when their page is
+/// taken from an idle owner (see `Page::purge_free_blocks`).
+pub const PURGE_INSIDE_MIN: usize = 16 * 1024;
 /// Set in the owner word of pages owned by a heap in check mode (`EBB_CHECK=1`): the
 /// free fast path compares the word with the plain heap address, so every free of a
 /// checked heap takes the slow path, where it is validated. Costs nothing when off.
@@ -177,6 +181,36 @@ impl Page {
         !self.free.is_null() || !self.local_free.is_null() || self.capacity < self.reserved
     }
 
+    /// Return to the OS the memory inside this page's free blocks, but for each block's
+    /// first OS page (its link word lives there): for pages of big blocks whose owner
+    /// went idle, where a few survivors would otherwise keep the whole page resident.
+    /// Returns the bytes given back. Owner only.
+    pub fn purge_free_blocks(&mut self) -> usize {
+        let size = self.block_size();
+        let os_page = crate::os::page_size();
+        if size < PURGE_INSIDE_MIN {
+            return 0;
+        }
+        let mut purged = 0;
+        for mut block in [self.free, self.local_free] {
+            while !block.is_null() {
+                let start =
+                    (block as usize + core::mem::size_of::<Block>()).next_multiple_of(os_page);
+                let end = (block as usize + size) & !(os_page - 1);
+                // SAFETY: the block is free and ours; only whole OS pages strictly after
+                // its link word are given back (they read as zero afterwards, which no
+                // one relies on: `free_is_zero` is only set for fresh carving).
+                unsafe {
+                    if start < end && crate::os::decommit(start as *mut u8, end - start) {
+                        purged += end - start;
+                    }
+                    block = (*block).next;
+                }
+            }
+        }
+        purged
+    }
+
     /// Take all blocks other threads freed and move the owner's frees to `free`.
     /// Owner only.
     pub fn collect(&mut self) {
@@ -266,10 +300,15 @@ impl Page {
         loop {
             // SAFETY: the block is ours until the CAS publishes it.
             unsafe { (*block).next = head };
+            // SeqCst, not AcqRel: the push is one side of the Dekker pair with
+            // `arena::release_abandoned` (push, then load the owner word), and only SeqCst
+            // operations take part in the single total order that pair relies on (the
+            // loom model `remote_free_without_sc_push_strands_a_block` shows the block
+            // stranded otherwise). Same instruction on x86-64 and AArch64.
             match self.thread_free.compare_exchange_weak(
                 head,
                 block,
-                Ordering::AcqRel,
+                Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return head,

@@ -113,7 +113,7 @@ pub fn steal_idle(now: u64, idle_ms: u64) -> u64 {
     loop {
         // Pick candidates under the lock; heaps are never unmapped, so the pointers stay
         // valid after it is released (a heap that dies meanwhile is DEAD and skipped).
-        let mut candidates: [*mut Heap; 32] = [core::ptr::null_mut(); 32];
+        let mut candidates: [(*mut Heap, u64); 32] = [(core::ptr::null_mut(), 0); 32];
         let mut count = 0;
         let mut more = false;
         {
@@ -136,7 +136,7 @@ pub fn steal_idle(now: u64, idle_ms: u64) -> u64 {
                             more = true;
                             break;
                         }
-                        candidates[count] = h;
+                        candidates[count] = (h, quiet_since.min(now));
                         count += 1;
                     } else {
                         next_due = next_due.min(due);
@@ -146,8 +146,8 @@ pub fn steal_idle(now: u64, idle_ms: u64) -> u64 {
                 h = unsafe { (*h).next };
             }
         }
-        for &h in &candidates[..count] {
-            if !try_steal(h) {
+        for &(h, quiet_since) in &candidates[..count] {
+            if !try_steal(h, quiet_since) {
                 // Busy right now: look again after another idle period.
                 next_due = next_due.min(now.saturating_add(idle_ms.max(1)));
             }
@@ -174,8 +174,9 @@ unsafe fn quiet_since(heap: *mut Heap, now: u64) -> u64 {
     }
 }
 
-/// Run the protocol above on one heap. True if its pages were taken over.
-fn try_steal(heap: *mut Heap) -> bool {
+/// Run the protocol above on one heap, idle since `quiet_since`. True if its pages
+/// were taken over.
+fn try_steal(heap: *mut Heap, quiet_since: u64) -> bool {
     COUNTERS.steal_attempts.fetch_add(1, Ordering::Relaxed);
     // SAFETY: heaps are never unmapped; every access to the owner's private state below
     // happens only after the handshake proved the owner is outside the allocator and
@@ -217,7 +218,9 @@ fn try_steal(heap: *mut Heap) -> bool {
             return false;
         }
         // 5.
-        heap::abandon_all(heap);
+        // Pages found unused have been since the heap went quiet (its owner made no
+        // slow-path call since; a remote free meanwhile only made the page emptier).
+        heap::abandon_all(heap, quiet_since);
         h.steal_state.store(NONE, Ordering::Release);
     }
     COUNTERS.steals.fetch_add(1, Ordering::Relaxed);
