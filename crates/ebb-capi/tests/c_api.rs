@@ -382,6 +382,35 @@ fn show_stats_prints_at_exit() {
     );
 }
 
+/// A program that allocates a few KiB stays under 3 MB of RSS with ebb (issue 5's
+/// target; mimalloc v3 starts at 5-6 MB here).
+#[test]
+fn trivial_program_stays_under_3_mb() {
+    let run = run(&program("trivial.c"), &[], true, &[]);
+    run.assert_success().assert_ebb(true);
+    let hwm_kb: u64 = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("hwm_kb="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no hwm_kb line: {}", run.describe()));
+    assert!(hwm_kb < 3000, "peak RSS {hwm_kb} kB: {}", run.describe());
+}
+
+/// The exit report survives a program that closes fd 2 in its own atexit handler.
+#[test]
+fn show_stats_survives_closed_stderr() {
+    let run = run(
+        &program("trivial.c"),
+        &["close_stderr"],
+        true,
+        &[("EBB_SHOW_STATS", "1")],
+    );
+    run.assert_success()
+        .assert_ebb(true)
+        .assert_stderr_has("ebb stats:");
+}
+
 /// Regression: aligned_alloc/memalign/posix_memalign(16, n <= 8) once returned blocks of
 /// the 8-byte class, only 8-byte aligned.
 #[test]

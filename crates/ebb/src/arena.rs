@@ -564,11 +564,13 @@ unsafe fn list_locked(arena: &mut ArenaState, page: *mut Page, listed_at: u64) {
 /// not keep a page of 512 KiB blocks resident. Returns the next time one becomes due.
 fn purge_abandoned_insides(now: u64, delay: u64, force: bool) -> u64 {
     let mut next_due = u64::MAX;
-    for class in FIRST_INSIDE_CLASS..CLASS_COUNT {
-        let mut batch: [*mut Page; 16] = [null_mut(); 16];
-        let mut count = 0;
-        {
-            let arena = ARENA.lock();
+    // One pass under the lock over every class (the lock is what the slow paths of all
+    // threads contend for), then the purging outside it.
+    let mut batch: [*mut Page; 32] = [null_mut(); 32];
+    let mut count = 0;
+    {
+        let arena = ARENA.lock();
+        'classes: for class in FIRST_INSIDE_CLASS..CLASS_COUNT {
             let mut page = arena.abandoned[class].first;
             while !page.is_null() {
                 // SAFETY: listed pages are valid descriptors; the lock guards the links.
@@ -578,7 +580,7 @@ fn purge_abandoned_insides(now: u64, delay: u64, force: bool) -> u64 {
                         next_due = next_due.min(listed_at + delay);
                     } else if count == batch.len() {
                         next_due = now; // more than a batch: come back soon
-                        break;
+                        break 'classes;
                     } else {
                         batch[count] = page;
                         count += 1;
@@ -588,6 +590,8 @@ fn purge_abandoned_insides(now: u64, delay: u64, force: bool) -> u64 {
                 page = unsafe { (*page).next };
             }
         }
+    }
+    {
         for &page in &batch[..count] {
             if !claim_for_collect(page) {
                 continue; // claimed meanwhile: in use again, or another collector has it
@@ -628,10 +632,16 @@ pub fn purge(now: u64, force: bool) -> u64 {
                 let seg_ref = unsafe { &mut *seg };
                 let mut i = 1;
                 while i < SLICES_PER_SEGMENT && run_count < runs.len() {
-                    if !(seg_ref.free_slices.get(i) && seg_ref.committed_slices.get(i)) {
-                        i += 1;
+                    // Skip to the next slice that is free and committed, a word at a time.
+                    let word = i / 64;
+                    let candidates = (seg_ref.free_slices.word(word)
+                        & seg_ref.committed_slices.word(word))
+                        >> (i % 64);
+                    if candidates == 0 {
+                        i = (word + 1) * 64;
                         continue;
                     }
+                    i += candidates.trailing_zeros() as usize;
                     let due = seg_ref.pages[i].freed_at.load(Ordering::Relaxed) + delay;
                     if !force && due > now {
                         next_due = next_due.min(due);

@@ -17,6 +17,12 @@ impl Bitmap512 {
         Self { words: [0; WORDS] }
     }
 
+    /// Bits `64 * w .. 64 * w + 64`, bit `i % 64` for bit `i`.
+    #[inline]
+    pub fn word(&self, w: usize) -> u64 {
+        self.words[w]
+    }
+
     #[inline]
     pub fn get(&self, i: usize) -> bool {
         debug_assert!(i < BITS);
