@@ -200,7 +200,17 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
     unsafe {
         let page = segment::page_of(segment::segment_of(p), p);
         match (*page).owner.load(Ordering::Relaxed) {
-            HUGE => {}
+            HUGE => {
+                if !(*page).is_zero {
+                    // A reused mapping: give the requested pages back instead of writing
+                    // zeros (the block starts on a slice boundary, so they are whole).
+                    let page_size = os::page_size();
+                    let len = size.div_ceil(page_size) * page_size;
+                    if !os::decommit(p, len) {
+                        core::ptr::write_bytes(p, 0, size);
+                    }
+                }
+            }
             LARGE => {
                 if !(*page).is_zero {
                     core::ptr::write_bytes(p, 0, size);

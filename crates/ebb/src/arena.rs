@@ -108,6 +108,8 @@ pub struct ArenaState {
     pub spare_heaps: *mut Heap,
     /// All live heaps.
     pub heaps: *mut Heap,
+    /// Freed huge mappings kept for reuse (`huge.rs`).
+    pub huge_cache: [crate::huge::CachedMapping; crate::huge::CACHE_SLOTS],
 }
 
 // SAFETY: the raw pointers are only followed under the lock.
@@ -117,6 +119,7 @@ pub static ARENA: Mutex<ArenaState> = Mutex::new(ArenaState {
     abandoned: [PageList::new(); CLASS_COUNT],
     spare_heaps: null_mut(),
     heaps: null_mut(),
+    huge_cache: [crate::huge::CachedMapping::EMPTY; crate::huge::CACHE_SLOTS],
 });
 
 /// Head of the append-only segment list.
@@ -696,6 +699,7 @@ pub fn purge(now: u64, force: bool) -> u64 {
         }
     }
     next_due = next_due.min(purge_abandoned_insides(now, delay, force));
+    next_due = next_due.min(crate::huge::purge_cache(now, delay, force));
     NEXT_PURGE.fetch_min(next_due, Ordering::SeqCst);
     NEXT_PURGE.load(Ordering::SeqCst)
 }

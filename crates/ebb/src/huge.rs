@@ -6,9 +6,17 @@
 //! other block. The block starts at `huge_offset` (one slice, or the alignment if that
 //! is larger) and the mapping is a whole number of 32 MiB windows, so no other segment
 //! ever shares a window with it. Untouched tail pages cost address space, not memory.
+//!
+//! A freed mapping of up to [`CACHE_MAX_MAPPING`] is kept (at most [`CACHE_SLOTS`] of
+//! them, in the arena state, under the arena lock) and handed to the next huge request
+//! that fits it with little to spare, until its purge delay passes and the purger unmaps
+//! it: a program that allocates and frees a 32 MiB buffer in a loop would otherwise pay
+//! `mmap`, `munmap` and the page faults of fresh memory every time. A kept mapping stays
+//! in the segment map with its descriptor `FREE`, so a stale `free` is still reported.
 
+use crate::arena::ARENA;
 use crate::os;
-use crate::page::{Page, HUGE};
+use crate::page::{Page, FREE, HUGE};
 use crate::segment::{
     self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT, SLICE_SIZE,
 };
@@ -52,11 +60,127 @@ unsafe fn set_used_bytes(seg: *mut Segment, size: usize) {
     }
 }
 
+/// Freed mappings kept for reuse at most.
+pub const CACHE_SLOTS: usize = 4;
+/// The largest mapping kept for reuse (a 32 MiB block takes a 64 MiB mapping): at most
+/// 256 MiB is kept in all, and only for the purge delay.
+pub const CACHE_MAX_MAPPING: usize = 64 << 20;
+
+/// A freed huge mapping kept for reuse (`base == 0`: an empty slot).
+#[derive(Clone, Copy)]
+pub struct CachedMapping {
+    base: usize,
+    mapped: usize,
+    freed_at: u64,
+}
+
+impl CachedMapping {
+    pub const EMPTY: CachedMapping = CachedMapping {
+        base: 0,
+        mapped: 0,
+        freed_at: 0,
+    };
+}
+
+/// Take a kept mapping of at least `needed` bytes (and at most a quarter more) whose
+/// base is aligned to `align`. Returns `(base, mapped)`.
+fn take_cached(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
+    let mut arena = ARENA.lock();
+    let slot = arena.huge_cache.iter_mut().find(|c| {
+        c.base != 0 && c.mapped >= needed && c.mapped - needed <= needed / 4 && c.base % align == 0
+    })?;
+    let taken = (slot.base as *mut u8, slot.mapped);
+    *slot = CachedMapping::EMPTY;
+    COUNTERS
+        .huge_cached
+        .fetch_sub(taken.1 as u64, Ordering::Relaxed);
+    Some(taken)
+}
+
+/// Keep the mapping of segment `seg` for reuse. False if it is too big.
+fn keep(seg: *mut Segment, mapped: usize) -> bool {
+    if mapped > CACHE_MAX_MAPPING {
+        return false;
+    }
+    let now = os::now_ms();
+    let evicted = {
+        let mut arena = ARENA.lock();
+        // An empty slot, else the oldest one.
+        let slot = arena
+            .huge_cache
+            .iter_mut()
+            .min_by_key(|c| if c.base == 0 { 0 } else { c.freed_at + 1 })
+            .expect("CACHE_SLOTS > 0");
+        let evicted = *slot;
+        *slot = CachedMapping {
+            base: seg as usize,
+            mapped,
+            freed_at: now,
+        };
+        evicted
+    };
+    COUNTERS
+        .huge_cached
+        .fetch_add(mapped as u64, Ordering::Relaxed);
+    if evicted.base != 0 {
+        release(evicted);
+    }
+    crate::purge::schedule(now);
+    true
+}
+
+/// Unmap a kept mapping taken out of the cache.
+fn release(kept: CachedMapping) {
+    COUNTERS
+        .huge_cached
+        .fetch_sub(kept.mapped as u64, Ordering::Relaxed);
+    segment::unmap_windows(kept.base, kept.mapped);
+    COUNTERS
+        .huge_bytes
+        .fetch_sub(kept.mapped as u64, Ordering::Relaxed);
+    // SAFETY: the mapping was freed and taken out of the cache: nobody uses it.
+    unsafe { os::release(kept.base as *mut u8, kept.mapped) };
+}
+
+/// Unmap kept mappings whose purge delay has passed (all of them if `force`). Returns
+/// when the next one becomes due (`u64::MAX`: none kept).
+pub fn purge_cache(now: u64, delay: u64, force: bool) -> u64 {
+    if COUNTERS.huge_cached.load(Ordering::Relaxed) == 0 {
+        return u64::MAX;
+    }
+    let mut due = [CachedMapping::EMPTY; CACHE_SLOTS];
+    let mut next_due = u64::MAX;
+    {
+        let mut arena = ARENA.lock();
+        for (slot, out) in arena.huge_cache.iter_mut().zip(due.iter_mut()) {
+            if slot.base == 0 {
+                continue;
+            }
+            if force || slot.freed_at + delay <= now {
+                *out = *slot;
+                *slot = CachedMapping::EMPTY;
+            } else {
+                next_due = next_due.min(slot.freed_at + delay);
+            }
+        }
+    }
+    for kept in due.into_iter().filter(|c| c.base != 0) {
+        COUNTERS
+            .purged
+            .fetch_add(kept.mapped as u64, Ordering::Relaxed);
+        COUNTERS.purge_calls.fetch_add(1, Ordering::Relaxed);
+        release(kept);
+    }
+    next_due
+}
+
 /// Set up the header and descriptor of a huge mapping at `base` and publish it.
+/// `is_zero`: the block's memory reads as zero (a fresh mapping).
 ///
 /// # Safety
-/// `[base, base + mapped)` must be a fresh reservation (or one just moved here).
-unsafe fn install(base: *mut u8, mapped: usize, offset: usize) -> *mut u8 {
+/// `[base, base + mapped)` must be a fresh reservation (or one just moved here, or a
+/// kept one taken out of the cache).
+unsafe fn install(base: *mut u8, mapped: usize, offset: usize, is_zero: bool) -> *mut u8 {
     let seg = base as *mut Segment;
     let block = base.wrapping_add(offset);
     // SAFETY: per the contract the header slice is ours and zero or ours from before.
@@ -73,6 +197,7 @@ unsafe fn install(base: *mut u8, mapped: usize, offset: usize) -> *mut u8 {
         (*page).start = block;
         (*page).block_size.store(mapped - offset, Ordering::Relaxed);
         (*page).reserved = 1;
+        (*page).is_zero = is_zero;
         (*page).set_used(1);
         (*page).owner.store(HUGE, Ordering::Release);
     }
@@ -86,6 +211,15 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     let Some(mapped) = mapping_size(offset, size) else {
         return null_mut();
     };
+    if let Some((base, kept)) = take_cached(mapped, align.max(SEGMENT_SIZE)) {
+        COUNTERS.huge_allocs.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: a kept mapping taken out of the cache is ours.
+        unsafe {
+            let block = install(base, kept, offset, false);
+            set_used_bytes(base as *mut Segment, size);
+            return block;
+        }
+    }
     let base = os::reserve_aligned(mapped, align.max(SEGMENT_SIZE));
     if base.is_null() {
         return null_mut();
@@ -101,7 +235,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         .fetch_add(mapped as u64, Ordering::Relaxed);
     // SAFETY: fresh reservation.
     unsafe {
-        let block = install(base, mapped, offset);
+        let block = install(base, mapped, offset, true);
         set_used_bytes(base as *mut Segment, size);
         block
     }
@@ -115,7 +249,7 @@ fn segment_of(page: *mut Page) -> *mut Segment {
     seg
 }
 
-/// Unmap a huge block.
+/// Free a huge block: keep its mapping for reuse, or unmap it.
 ///
 /// # Safety
 /// `page` must be the descriptor of a live huge block nobody uses any more.
@@ -128,6 +262,16 @@ pub unsafe fn free(page: *mut Page) {
         COUNTERS
             .huge_used
             .fetch_sub(os::page_size() as u64, Ordering::Relaxed);
+        // The header page is no longer counted either (a reuse counts it again).
+        (*seg).huge_used = 0;
+        (*page).set_used(0);
+        (*page).owner.store(FREE, Ordering::Release);
+        if keep(seg, mapped) {
+            COUNTERS.huge_frees.fetch_add(1, Ordering::Relaxed);
+            // Without a background purger, this is where an expired mapping goes.
+            crate::purge::after_slow_path();
+            return;
+        }
         segment::unmap_windows(seg as usize, mapped);
         COUNTERS.huge_frees.fetch_add(1, Ordering::Relaxed);
         COUNTERS
@@ -199,7 +343,7 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
         COUNTERS
             .huge_bytes
             .fetch_add((needed - mapped) as u64, Ordering::Relaxed);
-        let block = install(new_base, needed, offset);
+        let block = install(new_base, needed, offset, false);
         // The header moved with the pages, `huge_used` included.
         set_used_bytes(new_base as *mut Segment, new_size);
         block

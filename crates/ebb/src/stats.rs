@@ -28,6 +28,8 @@ pub struct Counters {
     pub huge_frees: AtomicU64,
     pub huge_bytes: AtomicU64,
     pub huge_used: AtomicU64,
+    /// Bytes of freed huge mappings kept for reuse (`huge.rs`).
+    pub huge_cached: AtomicU64,
     pub purger_wakeups: AtomicU64,
     pub invalid_frees: AtomicU64,
     pub steals: AtomicU64,
@@ -50,6 +52,7 @@ pub static COUNTERS: Counters = Counters {
     huge_allocs: AtomicU64::new(0),
     huge_bytes: AtomicU64::new(0),
     huge_used: AtomicU64::new(0),
+    huge_cached: AtomicU64::new(0),
     huge_frees: AtomicU64::new(0),
     purger_wakeups: AtomicU64::new(0),
     invalid_frees: AtomicU64::new(0),
@@ -136,8 +139,9 @@ pub fn snapshot() -> Stats {
         allocated_huge: c.huge_used.load(Ordering::Relaxed),
         committed: c.committed.load(Ordering::Relaxed)
             + c.segments.load(Ordering::Relaxed) * SLICE_SIZE as u64
-            + c.huge_used.load(Ordering::Relaxed),
-        free_committed: arena::free_committed_bytes(),
+            + c.huge_used.load(Ordering::Relaxed)
+            + c.huge_cached.load(Ordering::Relaxed),
+        free_committed: arena::free_committed_bytes() + c.huge_cached.load(Ordering::Relaxed),
         reserved: c.reserved.load(Ordering::Relaxed) + c.huge_bytes.load(Ordering::Relaxed),
         purged: c.purged.load(Ordering::Relaxed),
         purge_calls: c.purge_calls.load(Ordering::Relaxed),

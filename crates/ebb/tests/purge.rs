@@ -408,3 +408,48 @@ fn idle_purger_does_not_wake() {
         after.pages_abandoned
     );
 }
+
+/// A freed huge block's mapping is reused by the next huge request of about its size
+/// (no mmap/munmap per pair), `alloc_zeroed` of a reused mapping reads zero, and the
+/// kept mapping is unmapped once its purge delay has passed, with no allocator call.
+#[test]
+fn huge_mappings_are_reused_then_returned() {
+    let _serial = serial();
+    if !background_enabled("huge_mappings_are_reused_then_returned") {
+        return;
+    }
+    settle();
+    let mut rss = RssReader::new();
+    let base = rss.rss();
+    let size = 32 * MIB;
+    let layout = std::alloc::Layout::from_size_align(size, 8).unwrap();
+    // SAFETY: non-zero layouts; every block is written within bounds and freed once.
+    let reused = unsafe {
+        // black_box: else the compiler may elide an allocation nobody reads.
+        let first = std::hint::black_box(std::alloc::alloc(layout));
+        assert!(!first.is_null());
+        first.write_bytes(0xA5, size);
+        std::alloc::dealloc(first, layout);
+        assert!(
+            ebb::stats().free_committed >= size as u64,
+            "the freed mapping should be kept, awaiting purge: {:?}",
+            ebb::stats()
+        );
+        let second = std::hint::black_box(std::alloc::alloc_zeroed(layout));
+        assert!(!second.is_null());
+        let zero = std::slice::from_raw_parts(second, size).iter().all(|&b| b == 0);
+        std::alloc::dealloc(second, layout);
+        assert!(zero, "alloc_zeroed on a reused huge mapping returned dirty memory");
+        first == second
+    };
+    assert!(reused, "the kept mapping was not reused");
+    let returned = poll_until(|| ebb::stats().free_committed == 0 && rss.rss() < base + SLACK);
+    let s = ebb::stats();
+    assert!(
+        returned,
+        "kept huge mapping not returned: {} MiB awaiting purge, RSS {} MiB (base {} MiB)",
+        s.free_committed / MIB as u64,
+        rss.rss() / MIB as u64,
+        base / MIB as u64
+    );
+}
