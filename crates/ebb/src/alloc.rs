@@ -191,7 +191,65 @@ fn alloc_big(size: usize, align: usize) -> *mut u8 {
 
 /// Allocate zeroed memory. Memory fresh from the OS is known to be zero and is not
 /// written again.
+#[inline]
 pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+    if size <= MEDIUM_MAX {
+        if align <= MIN_ALIGN {
+            return malloc_zeroed(size);
+        }
+        if align == 16 {
+            return malloc_zeroed(((size + 15) & !15).max(16));
+        }
+    }
+    alloc_zeroed_any(size, align)
+}
+
+/// `malloc` then zero, for `size <= MEDIUM_MAX`: on the fast path, whether the block's
+/// list is known zero is read while popping it, inside the same `in_op` window (no
+/// second page lookup).
+#[inline(always)]
+fn malloc_zeroed(size: usize) -> *mut u8 {
+    debug_assert!(size <= MEDIUM_MAX);
+    let heap = tls::heap();
+    // SAFETY: as in `malloc_in`: the table entries are pages owned by this thread (or the
+    // never-written empty page), used only inside the window.
+    unsafe {
+        (*heap).enter();
+        let page = if size <= SMALL_MAX {
+            (*heap)
+                .direct
+                .get_unchecked((size + 7) >> 3)
+                .load(Ordering::Relaxed)
+        } else {
+            let class = if size <= MID_MAX {
+                *MID_CLASS.get_unchecked((size - 1) >> 7) as usize
+            } else {
+                class_of(size)
+            };
+            (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
+        };
+        let block = (*page).free;
+        if block.is_null() {
+            (*heap).leave();
+            return alloc_zeroed_any(size, MIN_ALIGN);
+        }
+        let zero = (*page).free_is_zero;
+        (*page).free = (*block).next;
+        (*page).set_used((*page).used() + 1);
+        (*heap).leave();
+        if zero {
+            // Only the link word was ever written.
+            (block as *mut usize).write(0);
+        } else {
+            core::ptr::write_bytes(block as *mut u8, 0, size);
+        }
+        block as *mut u8
+    }
+}
+
+/// The general `alloc_zeroed`: allocate, then find out whether the block is known zero.
+#[inline(never)]
+fn alloc_zeroed_any(size: usize, align: usize) -> *mut u8 {
     let p = alloc(size, align);
     if p.is_null() {
         return p;

@@ -437,9 +437,14 @@ fn huge_mappings_are_reused_then_returned() {
         );
         let second = std::hint::black_box(std::alloc::alloc_zeroed(layout));
         assert!(!second.is_null());
-        let zero = std::slice::from_raw_parts(second, size).iter().all(|&b| b == 0);
+        let zero = std::slice::from_raw_parts(second, size)
+            .iter()
+            .all(|&b| b == 0);
         std::alloc::dealloc(second, layout);
-        assert!(zero, "alloc_zeroed on a reused huge mapping returned dirty memory");
+        assert!(
+            zero,
+            "alloc_zeroed on a reused huge mapping returned dirty memory"
+        );
         first == second
     };
     assert!(reused, "the kept mapping was not reused");
