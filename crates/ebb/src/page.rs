@@ -181,17 +181,30 @@ impl Page {
         !self.free.is_null() || !self.local_free.is_null() || self.capacity < self.reserved
     }
 
-    /// Return to the OS the memory inside this page's free blocks, but for each block's
-    /// first OS page (its link word lives there): for pages of big blocks whose owner
-    /// went idle, where a few survivors would otherwise keep the whole page resident.
-    /// Returns the bytes given back. Owner only.
+    /// Return to the OS the memory of this page that holds no live block: the part never
+    /// carved into blocks, if the span was reused (a fresh one was never touched there),
+    /// and, for blocks of at least `PURGE_INSIDE_MIN`, the inside of each free block but
+    /// its first OS page (its link word lives there). For pages whose owner went idle or
+    /// that nobody claimed, where a few survivors would otherwise keep the whole page
+    /// resident. Returns the bytes given back. Owner only.
     pub fn purge_free_blocks(&mut self) -> usize {
         let size = self.block_size();
         let os_page = crate::os::page_size();
-        if size < PURGE_INSIDE_MIN {
-            return 0;
-        }
         let mut purged = 0;
+        if !self.is_zero && self.capacity < self.reserved {
+            let start =
+                (self.start as usize + self.capacity as usize * size).next_multiple_of(os_page);
+            let end = self.start as usize + self.span_bytes();
+            // SAFETY: nothing was carved there since the span became this page, so no
+            // block (and no link word) lives in it; `is_zero` stays false, so blocks
+            // carved there later are not assumed zero (they are, which costs a memset).
+            if start < end && unsafe { crate::os::decommit(start as *mut u8, end - start) } {
+                purged += end - start;
+            }
+        }
+        if size < PURGE_INSIDE_MIN {
+            return purged;
+        }
         for mut block in [self.free, self.local_free] {
             while !block.is_null() {
                 let start =
@@ -363,6 +376,70 @@ mod tests {
         page.slice_count = 1;
         page.init_blocks(crate::size_class::class_of(size), size, buf.len());
         page
+    }
+
+    /// An idle page built on a reused (dirty) span gives back its never-carved tail and
+    /// the inside of its free big blocks; live blocks and link words stay.
+    #[test]
+    fn purge_free_blocks_gives_back_tail_and_free_block_insides() {
+        let len = crate::segment::SLICE_SIZE;
+        let block = 16 * 1024;
+        let os_page = crate::os::page_size();
+        // SAFETY: a private anonymous mapping, unmapped at the end.
+        let mem = unsafe {
+            libc::mmap(
+                null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(mem, libc::MAP_FAILED);
+        let mem = mem as *mut u8;
+        // SAFETY: the mapping is ours and `len` bytes long.
+        let buf = unsafe {
+            core::ptr::write_bytes(mem, 0xAB, len); // dirty, like a reused span
+            core::slice::from_raw_parts_mut(mem, len)
+        };
+        let mut page = page_over(buf, block);
+        assert!(!page.is_zero);
+        // Block 0 live, block 1 free, blocks 2 and 3 never carved.
+        assert!(page.extend());
+        let live = page.free;
+        // SAFETY: test owns the page and its blocks.
+        unsafe {
+            page.free = (*live).next;
+            page.set_used(1);
+            (live as *mut u8).add(8).write(0x5A);
+        }
+        assert!(page.extend());
+        assert_eq!(page.capacity, 2);
+        let free = page.free;
+        let purged = page.purge_free_blocks();
+        assert_eq!(purged, 2 * block + (block - os_page));
+        // SAFETY: all within the mapping.
+        unsafe {
+            assert_eq!(page.free, free);
+            assert!(
+                (*free).next.is_null(),
+                "the free block's link word survives"
+            );
+            assert_eq!(
+                *(live as *mut u8).add(8),
+                0x5A,
+                "the live block is untouched"
+            );
+            assert_eq!(*mem.add(block - 1), 0xAB, "the live block is untouched");
+            let after_link =
+                core::slice::from_raw_parts(mem.add(block + os_page), len - block - os_page);
+            assert!(
+                after_link.iter().all(|&b| b == 0),
+                "tail and free insides read zero"
+            );
+            libc::munmap(mem as *mut libc::c_void, len);
+        }
     }
 
     #[test]
