@@ -959,8 +959,11 @@ static void t_ebb(void) {
     for (int i = 0; i < M; i++)
         free(mid[i]);
     CHECK(malloc_trim(0) == 1, "malloc_trim(0) after freeing 64 MiB did not report a release");
+    ebb_stats_t s7 = stats_now();
+    CHECK(s7.free_committed == 0, "malloc_trim(0) left %llu bytes free but committed",
+          (unsigned long long)s7.free_committed);
     CHECK(ebb.option_set("purge_delay", delay) == 0, "restore purge_delay");
-    ok("ebb: malloc_trim(0) returns 1 when it released memory");
+    ok("ebb: malloc_trim(0) returns every free committed byte at once, and 1");
 
     ebb.stats_print();
     ok("ebb: ebb_stats_print");
