@@ -7,7 +7,8 @@
 # 2. Runs every Rust workload under every allocator, interleaved (ebb, system,
 #    jemalloc, mimalloc, snmalloc, ebb, ...; the starting allocator rotates from one
 #    round to the next), RUNS times each.
-# 3. Runs the C programs the same way under glibc and, with LD_PRELOAD, libebb.so and
+# 3. Runs the C programs the same way under glibc and, with LD_PRELOAD, libebb.so,
+#    mimalloc v3 (scripts/build-mimalloc3.sh) and
 #    Debian's libjemalloc2, libmimalloc2.0 and libtcmalloc-minimal4 (installed with
 #    apt-get if missing).
 # 4. Prints per workload the median time and peak RSS of each allocator as a ratio to
@@ -107,7 +108,9 @@ if [ "$C" = 1 ]; then
     PRELOAD[jemalloc]=$(lib_of libjemalloc2 'libjemalloc\.so\.2')
     PRELOAD[mimalloc]=$(lib_of libmimalloc2.0 'libmimalloc\.so\.2')
     PRELOAD[tcmalloc]=$(lib_of libtcmalloc-minimal4 'libtcmalloc_minimal\.so\.4')
-    for a in ebb glibc jemalloc mimalloc tcmalloc; do
+    # mimalloc v3, built from the mimalloc crate's sources (Debian ships v2 only).
+    PRELOAD[mimalloc3]=$(scripts/build-mimalloc3.sh 2>>"$OUT/build-mimalloc3.log" || true)
+    for a in ebb glibc jemalloc mimalloc mimalloc3 tcmalloc; do
         if [ "$a" = glibc ] || [ -n "${PRELOAD[$a]}" ]; then
             C_ALLOCATORS+=("$a")
             meta "c_lib_$a" "${PRELOAD[$a]:-(none: glibc malloc)}"

@@ -21,13 +21,14 @@ import sys
 from collections import OrderedDict, defaultdict
 
 RUST_ORDER = ["ebb", "system", "jemalloc", "mimalloc", "snmalloc"]
-C_ORDER = ["ebb", "glibc", "jemalloc", "mimalloc", "tcmalloc"]
+C_ORDER = ["ebb", "glibc", "jemalloc", "mimalloc", "mimalloc3", "tcmalloc"]
 COLOURS = {
     "ebb": "#2b6cb0",
     "system": "#718096",
     "glibc": "#718096",
     "jemalloc": "#dd6b20",
     "mimalloc": "#38a169",
+    "mimalloc3": "#2f855a",
     "snmalloc": "#805ad5",
     "tcmalloc": "#c53030",
 }
@@ -387,7 +388,10 @@ def versions(meta, rust, c):
     if c:
         lines.append(
             f"- C-ABI runs (LD_PRELOAD): Debian libjemalloc2 {meta.get('deb_libjemalloc2', '?')}, "
-            f"libmimalloc2.0 {meta.get('deb_libmimalloc2.0', '?')} (mimalloc v2), "
+            f"libmimalloc2.0 {meta.get('deb_libmimalloc2.0', '?')} (mimalloc v2, column "
+            f"`mimalloc`), mimalloc v3 built from the mimalloc crate's sources by "
+            f"`scripts/build-mimalloc3.sh` with mimalloc's CMake Release flags (column "
+            f"`mimalloc3`, `{meta.get('c_lib_mimalloc3', '?')}`), "
             f"libtcmalloc-minimal4 {meta.get('deb_libtcmalloc-minimal4', '?')}; glibc is the "
             f"system's; compiled with {meta.get('gcc', 'gcc')}, `-O2 -pthread`")
     lines.append(f"- {meta.get('rustc', 'rustc ?')}, release profile of the workspace "
@@ -419,7 +423,7 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
     md.append(
         f"ebb against {', '.join(rust_allocs[1:])} on nine allocation workloads (a Rust "
         f"program, `bench/speed`, with the global allocator chosen at build time), and "
-        f"against glibc, jemalloc, mimalloc and tcmalloc on four C programs run with "
+        f"against glibc, jemalloc, mimalloc (v2 and v3) and tcmalloc on four C programs run with "
         f"`LD_PRELOAD`. Every run of every allocator is interleaved with the others "
         f"(ebb, glibc, jemalloc, ..., then again with the next allocator first), {runs} "
         f"runs each.\n")
@@ -503,8 +507,9 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
   and 8 B objects the penalty is small, and the workload is mostly a write loop: its
   ratios can say more about how each run was scheduled on a shared machine than
   about the allocators.
-- **The C table uses Debian's shared libraries**: mimalloc there is v2.0.9 (Debian's
-  libmimalloc2.0), not the v3 of the Rust table, and calls go through the PLT; the
+- **The C table uses shared libraries**: Debian's for jemalloc, tcmalloc and mimalloc
+  v2.0.9 (column `mimalloc`), and mimalloc v3 built from the Rust crate's sources
+  (column `mimalloc3`); calls go through the PLT; the
   Rust table's jemalloc, mimalloc and snmalloc are compiled from source into the
   binary. tcmalloc is in the C table only; snmalloc in the Rust table only.
 - **Build settings**: the C allocators' `-sys` crates read cargo's `DEBUG` variable,
@@ -607,8 +612,8 @@ def main():
                    rust_rss, ("larger", "smaller"))]
         if c_time and c_time.rows:
             panels.append(("C programs under LD_PRELOAD: wall time",
-                           "median time of X / median time of ebb (mimalloc here is "
-                           "Debian's v2)", c_time, ("slower", "faster")))
+                           "median time of X / median time of ebb (mimalloc: Debian's v2; "
+                           "mimalloc3: v3)", c_time, ("slower", "faster")))
         write_svg(args.svg, panels)
         print(f"wrote {args.svg}")
     if args.doc:
