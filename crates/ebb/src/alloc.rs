@@ -1,12 +1,13 @@
 //! Entry points: allocate, free, reallocate, usable size. The fast paths live here.
 //!
 //! malloc (size <= 512 KiB, alignment <= 16):
-//!   heap = TLS; page = heap.direct[(size+7)/8] (<= 1 KiB), else
-//!   heap.current[MID_CLASS[(size-1)/128]] (<= 64 KiB), else heap.current[class_of(size)];
+//!   heap = TLS; page = heap.current[class], class = heap.small_class[size] (<= 1 KiB),
+//!   else MID_CLASS[(size-1)/128] (<= 64 KiB), else class_of(size);
 //!   block = page.free; if null -> slow path; page.free = block.next; page.used += 1.
 //! free:
-//!   segment = SEGMENT_MAP[ptr >> 25]; page = segment + segment.pages[slice].span_offset;
-//!   if page.owner == heap: push on page.local_free; page.used -= 1 (slow if it hits 0)
+//!   segment = SEGMENT_MAP[ptr >> 25]; page = segment.span_page[slice];
+//!   if page.owner == heap: push on page.local_free; page.used -= 1 (slow if it hits 0:
+//!   the count is 0 and the page is not current, see page::CURRENT)
 //!   else -> slow path (remote push, large span, huge mapping, or invalid pointer).
 
 use crate::heap::{self, malloc_slow};
@@ -43,22 +44,33 @@ pub fn malloc_c(size: usize) -> *mut u8 {
 #[inline(always)]
 fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
     let heap = tls::heap();
+    if size > SMALL_MAX {
+        return malloc_above_small::<C>(size, heap);
+    }
     // SAFETY: `heap` is the thread's heap or the empty heap; both have valid tables, and
     // the page pointers in them are owned by this thread (or the never-written empty
     // page, whose free list is null).
     unsafe {
-        // The lookup of `current_page`, written out per branch: with the helper LLVM
-        // tests the medium bound first and the small path (the common case) pays two
-        // more instructions.
-        let page = if size <= SMALL_MAX {
-            (*heap).enter();
-            let table = if C {
-                &(*heap).direct_c
-            } else {
-                &(*heap).direct
-            };
-            table.get_unchecked((size + 7) >> 3).load(Ordering::Relaxed)
-        } else if size <= MID_MAX {
+        (*heap).enter();
+        let table = if C {
+            &(*heap).small_class_c
+        } else {
+            &(*heap).small_class
+        };
+        let class = *table.get_unchecked(size) as usize;
+        let page = (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
+        pop_or_slow::<C>(size, page, heap)
+    }
+}
+
+/// `malloc` of more than `SMALL_MAX` bytes. Out of line (a tail call), so that the code
+/// the small path would otherwise share with it (the pop) is not merged into one copy
+/// that the small path has to jump to: that jump is one instruction of a small malloc.
+#[inline(never)]
+fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut u8 {
+    // SAFETY: as in `malloc_in`.
+    unsafe {
+        let page = if size <= MID_MAX {
             (*heap).enter();
             let class = *MID_CLASS.get_unchecked((size - 1) >> 7) as usize;
             (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
@@ -73,12 +85,29 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
         } else {
             return alloc_big(size, SLICE_SIZE);
         };
+        pop_or_slow::<C>(size, page, heap)
+    }
+}
+
+/// Take the first free block of `page` and leave the window `malloc` entered, or go to
+/// the slow path (which leaves it).
+///
+/// # Safety
+/// `page` is `heap.current[class]` of the class of `size`, inside the `in_op` window.
+#[inline(always)]
+unsafe fn pop_or_slow<const C: bool>(
+    size: usize,
+    page: *mut crate::page::Page,
+    heap: *mut heap::Heap,
+) -> *mut u8 {
+    // SAFETY: per the contract.
+    unsafe {
         let block = (*page).free;
         if block.is_null() {
             return malloc_local_or_slow(size, page, heap, C);
         }
         (*page).free = (*block).next;
-        (*page).set_used((*page).used() + 1);
+        (*page).inc_used();
         (*heap).leave();
         block as *mut u8
     }
@@ -99,11 +128,12 @@ unsafe fn current_page<const C: bool>(
     unsafe {
         if size <= SMALL_MAX {
             let table = if C {
-                &(*heap).direct_c
+                &(*heap).small_class_c
             } else {
-                &(*heap).direct
+                &(*heap).small_class
             };
-            return table.get_unchecked((size + 7) >> 3).load(Ordering::Relaxed);
+            let class = *table.get_unchecked(size) as usize;
+            return (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
         }
         // Classes above SMALL_MAX are multiples of 128 bytes: no rounding for C.
         let class = if size <= MID_MAX {
@@ -138,7 +168,7 @@ fn malloc_local_or_slow(
         (*page).free = core::ptr::null_mut();
         core::mem::swap(&mut (*page).free, &mut (*page).local_free);
         (*page).free_is_zero = false;
-        (*page).set_used((*page).used() + 1);
+        (*page).inc_used();
         (*heap).leave();
         block as *mut u8
     }
@@ -256,7 +286,7 @@ fn malloc_zeroed(size: usize) -> *mut u8 {
         }
         let zero = (*page).free_is_zero;
         (*page).free = (*block).next;
-        (*page).set_used((*page).used() + 1);
+        (*page).inc_used();
         (*heap).leave();
         if zero {
             // Only the link word was ever written.
@@ -339,14 +369,8 @@ pub unsafe fn free(ptr: *mut u8) {
             return free_slow_and_leave(ptr, page, heap);
         }
         // A page that empties goes back to the arena, except the heap's current page of
-        // its class (the next malloc of that class would only take a page again).
-        if (*page).free_local(ptr as *mut Block)
-            && (*heap)
-                .current
-                .get_unchecked((*page).class as usize)
-                .load(Ordering::Relaxed)
-                != page
-        {
+        // its class (`free_local` says which: see `page::CURRENT`).
+        if (*page).free_local(ptr as *mut Block) {
             return page_emptied_and_leave(heap, page);
         }
         (*heap).leave();

@@ -24,7 +24,7 @@ use crate::heap::Heap;
 use crate::os;
 use crate::page::{Page, ABANDONED, COLLECTING, FREE, LARGE, PURGE_INSIDE_MIN};
 use crate::purge;
-use crate::segment::{self, Segment, SLICES_PER_SEGMENT, SLICE_SIZE};
+use crate::segment::{Segment, SLICES_PER_SEGMENT, SLICE_SIZE};
 use crate::size_class::{class_of, class_size, page_slices, CLASS_COUNT};
 use crate::stats::COUNTERS;
 use crate::sync::Mutex;
@@ -203,14 +203,12 @@ fn alloc_span_locked(count: usize, align: usize) -> Option<(*mut Page, bool)> {
         seg_ref.committed_slices.assign_range(index, count, true);
         seg_ref.free_count -= count as u32;
         let page = seg_ref.pages.as_mut_ptr().add(index);
-        let head = segment::descriptor_offset(index);
         for i in 1..count {
-            let desc = page.add(i);
-            (*desc).span_offset = head;
-            (*desc).slice_count = 0;
+            (*page.add(i)).slice_count = 0;
         }
-        (*page).span_offset = head;
+        seg_ref.set_span_page(index, count, page);
         (*page).slice_count = count as u32;
+        (*page).used.store(0, Ordering::Relaxed);
         (*page).start = seg_ref.slice_start(index);
         (*page).is_zero = is_zero;
         (*page).listed = false;
@@ -283,9 +281,7 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
                 .committed_slices
                 .assign_range(index + old_count, extra, true);
             seg_ref.free_count -= extra as u32;
-            for i in old_count..new_count {
-                (*page.add(i)).span_offset = segment::descriptor_offset(index);
-            }
+            seg_ref.set_span_page(index + old_count, extra, page);
         } else {
             free_slices_locked(seg, index + new_count, old_count - new_count, os::now_ms());
         }
@@ -307,9 +303,10 @@ unsafe fn free_slices_locked(seg: *mut Segment, index: usize, count: usize, unus
     // SAFETY: per the contract.
     unsafe {
         let seg_ref = &mut *seg;
+        let header = seg_ref.pages.as_mut_ptr();
+        seg_ref.set_span_page(index, count, header);
         for i in index..index + count {
             let desc = seg_ref.pages.as_mut_ptr().add(i);
-            (*desc).span_offset = 0;
             (*desc).slice_count = 0;
             (*desc).listed = false;
             (*desc).freed_at.store(now, Ordering::Relaxed);
@@ -416,6 +413,9 @@ pub fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
 pub unsafe fn abandon(page: *mut Page, heap: *mut Heap, unused_since: u64) {
     // SAFETY: we own the page until the store below.
     unsafe {
+        // Whoever claims it next decides whether it is current (a steal clears the
+        // heap's tables without touching the pages).
+        (*page).set_is_current(false);
         (*page).collect();
         if (*page).is_unused() {
             free_span_unused_since(page, unused_since);

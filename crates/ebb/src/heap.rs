@@ -12,7 +12,7 @@
 use crate::arena::{self, PageList, ARENA};
 use crate::os;
 use crate::page::{empty_page, Block, Page, ABANDONED, CHECK_TAG, MARKER_LIMIT};
-use crate::size_class::{CLASS_COUNT, DIRECT_CLASS, DIRECT_COUNT, DIRECT_C_CLASS};
+use crate::size_class::{small_classes, CLASS_COUNT, SMALL_COUNT};
 use crate::stats::COUNTERS;
 use crate::{steal, tls};
 use core::cell::UnsafeCell;
@@ -24,9 +24,10 @@ use core::sync::atomic::{
 /// Per-thread allocation state.
 ///
 /// Invariants: `current[c]` is `queues[c].first`, or the empty page if the queue is
-/// empty (or the heap was just stolen from); `direct[i]` is `current[DIRECT_CLASS[i]]`;
-/// every page in `queues[c]` is owned by this heap (`owner == owner_word`) and has
-/// class `c`. Only the owning thread changes the heap, except a stealer (`steal.rs`)
+/// empty (or the heap was just stolen from); a page has `page::CURRENT` set in its
+/// `used` word exactly while some `current[c]` names it (a stolen heap's pages keep the
+/// flag until `arena::abandon` clears it); every page in `queues[c]` is owned by this
+/// heap (`owner == owner_word`) and has class `c`. Only the owning thread changes the heap, except a stealer (`steal.rs`)
 /// that has proved the owner is outside every allocator call.
 #[repr(C)]
 pub struct Heap {
@@ -35,10 +36,15 @@ pub struct Heap {
     pub in_op: AtomicU32,
     /// `steal::NONE`, `steal::STEALING` or `steal::DEAD`.
     pub steal_state: AtomicU32,
-    pub direct: [AtomicPtr<Page>; DIRECT_COUNT],
-    /// The same for C requests (16-byte aligned classes; `DIRECT_C_CLASS`).
-    pub direct_c: [AtomicPtr<Page>; DIRECT_COUNT],
+    /// The page each class allocates from (see the invariants above).
     pub current: [AtomicPtr<Page>; CLASS_COUNT],
+    /// `small_class[size]` is the class of a request of `size <= SMALL_MAX` bytes, and
+    /// `small_class_c[size]` that of a C request (16-byte aligned above 8 bytes). The
+    /// same in every heap (`size_class::small_classes`): a copy here is reached from the
+    /// heap pointer the fast path holds anyway, where a static would cost the load of
+    /// its address (position-independent code), and a per-size byte needs no rounding.
+    pub small_class: [u8; SMALL_COUNT],
+    pub small_class_c: [u8; SMALL_COUNT],
     pub queues: [PageList; CLASS_COUNT],
     /// Pages in the queues (owner writes, stealer reads).
     pub page_count: AtomicUsize,
@@ -62,9 +68,9 @@ impl Heap {
         Self {
             in_op: AtomicU32::new(0),
             steal_state: AtomicU32::new(crate::steal::NONE),
-            direct: [const { AtomicPtr::new(empty_page_const()) }; DIRECT_COUNT],
-            direct_c: [const { AtomicPtr::new(empty_page_const()) }; DIRECT_COUNT],
             current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
+            small_class: small_classes(false),
+            small_class_c: small_classes(true),
             queues: [PageList::new(); CLASS_COUNT],
             page_count: AtomicUsize::new(0),
             activity: AtomicU64::new(0),
@@ -77,17 +83,27 @@ impl Heap {
         }
     }
 
-    /// Make `page` (owned, class `class`) the current page of its class.
+    /// Make `page` (owned, class `class`, or the empty page) the current page of its
+    /// class, moving the `CURRENT` flag from the page that was current (if the tables
+    /// still name it: `clear_tables` leaves the flags to `arena::abandon`).
     pub fn set_current(&self, class: usize, page: *mut Page) {
+        let old = self.current[class].load(Ordering::Relaxed);
+        if old != page {
+            let empty = empty_page();
+            // SAFETY: pages the tables name are owned by this heap (the caller is its
+            // owner, or a stealer that proved the owner idle), and so is `page`; the
+            // empty page is never written.
+            unsafe {
+                if old != empty {
+                    (*old).set_is_current(false);
+                }
+                if page != empty {
+                    debug_assert_eq!((*page).class as usize, class);
+                    (*page).set_is_current(true);
+                }
+            }
+        }
         self.current[class].store(page, Ordering::Relaxed);
-        let (start, end) = DIRECT_RANGE[class];
-        for entry in &self.direct[start as usize..end as usize] {
-            entry.store(page, Ordering::Relaxed);
-        }
-        let (start, end) = DIRECT_C_RANGE[class];
-        for entry in &self.direct_c[start as usize..end as usize] {
-            entry.store(page, Ordering::Relaxed);
-        }
     }
 
     pub fn refresh_current(&self, class: usize) {
@@ -97,12 +113,7 @@ impl Heap {
 
     /// Point every table entry at the empty page (after a steal).
     pub fn clear_tables(&self) {
-        for entry in self
-            .direct
-            .iter()
-            .chain(&self.direct_c)
-            .chain(&self.current)
-        {
+        for entry in &self.current {
             entry.store(empty_page(), Ordering::Relaxed);
         }
     }
@@ -128,23 +139,6 @@ impl Heap {
         );
     }
 }
-
-/// `DIRECT_RANGE[c]` is the range of direct-table entries that map to class `c`.
-const fn direct_ranges(table: &[u8; DIRECT_COUNT]) -> [(u16, u16); CLASS_COUNT] {
-    let mut ranges = [(0u16, 0u16); CLASS_COUNT];
-    let mut i = 0;
-    while i < DIRECT_COUNT {
-        let c = table[i] as usize;
-        if ranges[c].1 == 0 {
-            ranges[c].0 = i as u16;
-        }
-        ranges[c].1 = i as u16 + 1;
-        i += 1;
-    }
-    ranges
-}
-static DIRECT_RANGE: [(u16, u16); CLASS_COUNT] = direct_ranges(&DIRECT_CLASS);
-static DIRECT_C_RANGE: [(u16, u16); CLASS_COUNT] = direct_ranges(&DIRECT_C_CLASS);
 
 const fn empty_page_const() -> *mut Page {
     crate::page::EMPTY_PAGE.0.get()
@@ -500,7 +494,7 @@ pub unsafe fn pop(page: *mut Page) -> *mut u8 {
         let block = (*page).free;
         debug_assert!(!block.is_null());
         (*page).free = (*block).next;
-        (*page).set_used((*page).used() + 1);
+        (*page).inc_used();
         block as *mut u8
     }
 }
@@ -675,6 +669,7 @@ pub unsafe fn page_emptied(page: *mut Page) {
 unsafe fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: we own the page and the heap.
     unsafe {
+        debug_assert!(!(*page).is_current(), "the current page is never retired");
         let class = (*page).class as usize;
         let queue = &(*heap).queues[class];
         if queue.first == page && (*page).next.is_null() {

@@ -189,16 +189,18 @@ unsafe fn install(base: *mut u8, mapped: usize, offset: usize, is_zero: bool) ->
         (*seg).mapped = mapped;
         (*seg).huge_offset = offset;
         (*seg).huge_size = mapped - offset;
-        // The block's descriptor; every other descriptor keeps span_offset 0 and so
-        // leads to pages[0] (the block's own when it is 32 MiB-aligned).
+        // The block's first slice leads to its descriptor, every other slice to
+        // pages[0] (the block's own when it is 32 MiB-aligned). Reset first: a kept
+        // mapping may have had its block elsewhere.
         let index = (block as usize >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1);
         let page = (*seg).pages.as_mut_ptr().add(index);
-        (*page).span_offset = segment::descriptor_offset(index);
+        (*seg).reset_span_pages();
+        (*seg).set_span_page(index, 1, page);
         (*page).start = block;
         (*page).block_size.store(mapped - offset, Ordering::Relaxed);
         (*page).reserved = 1;
         (*page).is_zero = is_zero;
-        (*page).set_used(1);
+        (*page).used.store(1, Ordering::Relaxed);
         (*page).owner.store(HUGE, Ordering::Release);
     }
     segment::map_windows(seg, base as usize, mapped);

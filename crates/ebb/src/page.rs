@@ -3,7 +3,7 @@
 //! A [`Page`] is the descriptor; it lives in the segment header (see `segment.rs`), not
 //! in the page's memory, so freed blocks can be handed back to the OS while the
 //! descriptor stays. Every slice of a segment has a descriptor; only the first slice of
-//! a span is a page, the others point back to it through `slice_offset`.
+//! a span is a page, the segment's `span_page` table leads every slice to it.
 //!
 //! # Free lists
 //! - `free`: blocks ready to hand out. Only the owner pops from it.
@@ -44,6 +44,13 @@ pub const PURGE_INSIDE_MIN: usize = 16 * 1024;
 /// checked heap takes the slow path, where it is validated. Costs nothing when off.
 pub const CHECK_TAG: usize = 1;
 
+/// Set in a page's `used` word while the page is its heap's current page of its class.
+/// The local free fast path decrements the word and leaves only when it reaches zero: a
+/// page that empties goes back to the arena unless it is current (the next malloc of the
+/// class would take a page again), and with the flag in the counter one test covers
+/// both (`dec; je`). Counts stay far below it (at most 8192 blocks a page).
+pub const CURRENT: u32 = 1 << 31;
+
 /// A free block: its first word links to the next one.
 #[repr(C)]
 pub struct Block {
@@ -65,7 +72,8 @@ pub struct Page {
     pub free: *mut Block,
     /// Blocks freed by the owner (owner only).
     pub local_free: *mut Block,
-    /// Blocks handed out and not returned to the owner (owner writes, stats read).
+    /// Blocks handed out and not returned to the owner (owner writes, stats read), plus
+    /// [`CURRENT`] while the page is its heap's current page of its class.
     pub used: AtomicU32,
     /// Blocks carved out of the page so far (owner only).
     pub capacity: u32,
@@ -94,11 +102,6 @@ pub struct Page {
     pub prev: *mut Page,
     /// Slices in the span (first slice only).
     pub slice_count: u32,
-    /// Bytes from the segment base to the descriptor of the span holding this slice
-    /// (its own offset on a span's first slice). 0 on a free or never-used slice: that
-    /// is the header slice's descriptor, which is never in use (owner `FREE`), so a
-    /// zeroed header needs no set-up and a stale pointer finds a free descriptor.
-    pub span_offset: u32,
     /// When the slice became free, for the purge delay (ms, `os::now_ms`).
     pub freed_at: AtomicU64,
 }
@@ -124,7 +127,6 @@ impl Page {
             next: null_mut(),
             prev: null_mut(),
             slice_count: 0,
-            span_offset: 0,
             freed_at: AtomicU64::new(0),
         }
     }
@@ -137,14 +139,41 @@ impl Page {
     /// Blocks handed out and not yet returned to the owner's lists.
     #[inline(always)]
     pub fn used(&self) -> u32 {
-        self.used.load(Ordering::Relaxed)
+        self.used.load(Ordering::Relaxed) & !CURRENT
     }
 
-    /// Owner-only update of `used`: a relaxed load and store compile to one `inc`/`dec`,
-    /// and keep the counter readable by stats without a data race.
+    /// Owner-only update of the count in `used`, keeping the `CURRENT` flag. Relaxed
+    /// loads and stores keep the word readable by stats without a data race.
     #[inline(always)]
     pub fn set_used(&self, value: u32) {
-        self.used.store(value, Ordering::Relaxed);
+        debug_assert!(value & CURRENT == 0);
+        let flag = self.used.load(Ordering::Relaxed) & CURRENT;
+        self.used.store(value | flag, Ordering::Relaxed);
+    }
+
+    /// Owner-only: one more block handed out. A relaxed load and store of the whole word
+    /// compile to one `inc` (the flag bit is not reached: counts stay far below it).
+    #[inline(always)]
+    pub fn inc_used(&self) {
+        let word = self.used.load(Ordering::Relaxed);
+        debug_assert!(word & !CURRENT < CURRENT - 1);
+        self.used.store(word + 1, Ordering::Relaxed);
+    }
+
+    /// True while the page is its heap's current page (the `CURRENT` flag).
+    #[inline]
+    pub fn is_current(&self) -> bool {
+        self.used.load(Ordering::Relaxed) & CURRENT != 0
+    }
+
+    /// Owner-only: set or clear the `CURRENT` flag (see `Heap::set_current`).
+    #[inline]
+    pub fn set_is_current(&self, current: bool) {
+        let count = self.used();
+        self.used.store(
+            if current { count | CURRENT } else { count },
+            Ordering::Relaxed,
+        );
     }
 
     /// Set up a fresh span as a page of `block_size` blocks (owner: the caller).
@@ -152,7 +181,7 @@ impl Page {
         debug_assert!(block_size >= crate::size_class::MIN_BLOCK);
         self.free = null_mut();
         self.local_free = null_mut();
-        self.set_used(0);
+        self.used.store(0, Ordering::Relaxed); // not current yet either
         self.capacity = 0;
         self.reserved = (bytes / block_size) as u32;
         self.class = class as u8;
@@ -288,7 +317,8 @@ impl Page {
         true
     }
 
-    /// Owner-local free: push on `local_free`. Returns true if the page became unused.
+    /// Owner-local free: push on `local_free`. Returns true if the page became unused
+    /// and is not its heap's current page (see `CURRENT`).
     ///
     /// # Safety
     /// `block` must be a block of this page that is in use, and the caller its owner.
@@ -297,9 +327,18 @@ impl Page {
         // SAFETY: per the contract, the block is ours to write.
         unsafe { (*block).next = self.local_free };
         self.local_free = block;
-        let used = self.used() - 1;
-        self.set_used(used);
-        used == 0
+        debug_assert!(self.used() > 0, "local free of a page with no block in use");
+        let used = self.used.as_ptr();
+        // SAFETY: only the owner writes `used`, so a plain read-modify-write is exact.
+        // Plain, not an atomic load and store: with those LLVM keeps the value in a
+        // register (load, dec, store: 4 instructions with the test) instead of one `dec`
+        // on memory and a jump on its flags. The word's other readers (stats, a stealer
+        // that proved the owner idle) read it atomically; a stats snapshot may see a
+        // count a few blocks old, as it may anyway.
+        unsafe {
+            *used -= 1;
+            *used == 0
+        }
     }
 
     /// Free from a thread that does not own the page: one CAS push. Returns the list
@@ -455,7 +494,7 @@ mod tests {
             let b = page.free;
             // SAFETY: test owns the page.
             page.free = unsafe { (*b).next };
-            page.set_used(page.used() + 1);
+            page.inc_used();
             taken.push(b);
         }
         assert!(!page.extend());

@@ -9,10 +9,10 @@
 //! # Pointer to page in O(1)
 //! [`SEGMENT_MAP`] has one entry per 32 MiB window of the 47-bit address space, holding
 //! the segment's address (0 = not ebb's). From a pointer: the entry gives the segment,
-//! bits 16..25 of the pointer give the slice, the slice's descriptor gives the offset of
-//! the span's first descriptor from the segment base. No search, no size needed, and a
+//! bits 16..25 of the pointer give the slice, and the segment's `span_page[slice]` is
+//! the descriptor of the span holding that slice. No search, no size needed, and a
 //! pointer ebb never handed out in a window ebb does not own is recognised by a zero
-//! entry. (`free` pays for this with two loads, a multiply and an add.)
+//! entry. (`free` pays for this with two dependent loads.)
 
 use crate::bitmap::Bitmap512;
 use crate::os;
@@ -42,9 +42,14 @@ pub enum SegmentKind {
 /// that page may hold remote frees nobody will collect unless a collector looks.
 #[repr(C)]
 pub struct Segment {
-    /// One descriptor per slice. First, so that `pages[0]` (the header slice's, never in
-    /// use) sits at offset 0: a zero `span_offset` leads there.
+    /// One descriptor per slice; only the first slice of a span is used as a page.
     pub pages: [Page; SLICES_PER_SEGMENT],
+    /// For each slice, the descriptor of the span holding it; for a free or never-used
+    /// slice, `pages[0]` (the header slice's, never in use: owner `FREE`), so a stale
+    /// pointer finds a free descriptor. A whole pointer per slice, so `free` reaches the
+    /// page with one load (an offset would cost an add, an index into `pages` a
+    /// multiply). Written under the arena lock (or before the segment is published).
+    pub span_page: [AtomicPtr<Page>; SLICES_PER_SEGMENT],
     pub kind: SegmentKind,
     /// Number of free slices (arena lock).
     pub free_count: u32,
@@ -127,6 +132,7 @@ impl Segment {
         // Zero is a valid bit pattern for every header field except `kind`, and a zero
         // descriptor is a free one (owner FREE, no links), so only the scalars are set.
         unsafe {
+            (*segment).reset_span_pages();
             (*segment).kind = SegmentKind::Normal;
             (*segment).mapped = SEGMENT_SIZE;
             (*segment)
@@ -146,6 +152,35 @@ impl Segment {
         (self as *const Segment as usize + index * SLICE_SIZE) as *mut u8
     }
 
+    /// Point every slice at `pages[0]` (no span).
+    pub fn reset_span_pages(&self) {
+        let header = self.pages.as_ptr() as *mut Page;
+        for entry in &self.span_page {
+            entry.store(header, Ordering::Relaxed);
+        }
+    }
+
+    /// Record `page` (a descriptor of this segment, of a span starting at or before
+    /// `start`) as the span of slices `start..start + count`; `pages[0]` marks them free.
+    pub fn set_span_page(&self, start: usize, count: usize, page: *mut Page) {
+        debug_assert!(start + count <= SLICES_PER_SEGMENT);
+        debug_assert!(core::ptr::eq(segment_of_page(page), self));
+        debug_assert!(self.page_index(page) <= start);
+        for entry in &self.span_page[start..start + count] {
+            entry.store(page, Ordering::Release);
+        }
+    }
+
+    /// True if slice `index` starts a span (it is not free and not the tail of one).
+    #[inline]
+    pub fn starts_span(&self, index: usize) -> bool {
+        index != 0
+            && core::ptr::eq(
+                self.span_page[index].load(Ordering::Relaxed),
+                &self.pages[index],
+            )
+    }
+
     /// Index of the descriptor `page` within this segment.
     #[inline]
     pub fn page_index(&self, page: *const Page) -> usize {
@@ -153,28 +188,24 @@ impl Segment {
     }
 }
 
-/// The span descriptor for `ptr` inside `segment` (follows `span_offset`): for a slice
-/// that is free or was never used, the header slice's descriptor (owner `FREE`).
+/// The span descriptor for `ptr` inside `segment` (`span_page`): for a slice that is
+/// free or was never used, the header slice's descriptor (owner `FREE`).
 ///
 /// # Safety
 /// `segment` must be `segment_of(ptr)` and non-null.
 #[inline(always)]
 pub unsafe fn page_of(segment: *mut Segment, ptr: *const u8) -> *mut Page {
     let slice = (ptr as usize >> SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1);
-    // SAFETY: slice < 512 and the header's descriptor array has 512 entries; the offset
-    // stored there is that of a descriptor in the same array.
+    // SAFETY: slice < 512 and the table has 512 entries, each a descriptor of this
+    // segment.
     unsafe {
-        let offset = (*(*segment).pages.as_ptr().add(slice)).span_offset as usize;
-        debug_assert!(offset < SLICES_PER_SEGMENT * core::mem::size_of::<Page>());
-        debug_assert!(offset % core::mem::size_of::<Page>() == 0);
-        (segment as *mut u8).add(offset) as *mut Page
+        let page = (*segment)
+            .span_page
+            .get_unchecked(slice)
+            .load(Ordering::Relaxed);
+        debug_assert!(segment_of_page(page) == segment);
+        page
     }
-}
-
-/// Byte offset of descriptor `index` from its segment's base (what `span_offset` holds).
-#[inline]
-pub const fn descriptor_offset(index: usize) -> u32 {
-    (index * core::mem::size_of::<Page>()) as u32
 }
 
 /// The segment that holds descriptor `page`.
@@ -201,9 +232,8 @@ mod tests {
             assert_eq!((*seg).page_index(page), 0);
             assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
             // A span of slices 6..9 (as the arena would record it): every slice leads to 6.
-            for i in 6..9 {
-                (*seg).pages[i].span_offset = descriptor_offset(6);
-            }
+            (*seg).set_span_page(6, 3, &mut (*seg).pages[6]);
+            assert!((*seg).starts_span(6) && !(*seg).starts_span(7));
             for i in 6..9 {
                 let q = (*seg).slice_start(i).add(SLICE_SIZE - 1);
                 assert_eq!((*seg).page_index(page_of(seg, q)), 6);

@@ -152,9 +152,38 @@ const fn direct_c_classes() -> [u8; DIRECT_COUNT] {
 /// `DIRECT_C_CLASS[(size + 7) / 8]` is `c_class_of(size)` for `size <= SMALL_MAX`.
 pub static DIRECT_C_CLASS: [u8; DIRECT_COUNT] = direct_c_classes();
 
+/// Entries of the per-size class tables (`0..=SMALL_MAX`).
+pub const SMALL_COUNT: usize = SMALL_MAX + 1;
+
+/// `class_of(size)` (`c`: `c_class_of(size)`) for every `size <= SMALL_MAX`, one byte
+/// per size: each heap keeps a copy (see `Heap::small_class`), so the malloc fast path
+/// finds the class with one load indexed by the size itself, with no rounding.
+pub const fn small_classes(c: bool) -> [u8; SMALL_COUNT] {
+    let mut table = [0u8; SMALL_COUNT];
+    let mut size = 0;
+    while size < SMALL_COUNT {
+        table[size] = if c { c_class_of(size) } else { class_of(size) } as u8;
+        size += 1;
+    }
+    table
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_tables_match_class_of() {
+        let (rust, c) = (small_classes(false), small_classes(true));
+        for size in 0..=SMALL_MAX {
+            assert_eq!(rust[size] as usize, class_of(size), "size {size}");
+            assert_eq!(c[size] as usize, c_class_of(size), "C size {size}");
+            assert!(class_size(c[size] as usize) >= size);
+            if size > 8 {
+                assert_eq!(class_size(c[size] as usize) % 16, 0);
+            }
+        }
+    }
 
     #[test]
     fn mid_table_matches_class_of() {

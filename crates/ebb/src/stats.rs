@@ -5,7 +5,7 @@
 
 use crate::arena;
 use crate::page::{FREE, HUGE, LARGE, MARKER_LIMIT};
-use crate::segment::{self, SLICES_PER_SEGMENT, SLICE_SIZE};
+use crate::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
 use crate::size_class::{class_size, CLASS_COUNT};
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -169,7 +169,8 @@ pub fn snapshot() -> Stats {
             // SAFETY: segments are never unmapped; descriptor fields read here are atomics
             // or written before the owner word is published.
             let page = unsafe { &(*seg).pages[i] };
-            if page.span_offset != segment::descriptor_offset(i) {
+            // SAFETY: as above.
+            if !unsafe { (*seg).starts_span(i) } {
                 continue; // a free slice or not the first of its span
             }
             let owner = page.owner.load(Ordering::Acquire);
