@@ -51,6 +51,12 @@ pub const CHECK_TAG: usize = 1;
 /// both (`dec; je`). Counts stay far below it (at most 8192 blocks a page).
 pub const CURRENT: u32 = 1 << 31;
 
+/// The length of a `thread_free` list sits above this bit of its head word. Block
+/// addresses are below 2^47 (segments are mapped there: `segment::ADDRESS_BITS`), and a
+/// list is at most a page's blocks (8192 at 8 bytes in 64 KiB), far below 2^16.
+pub const THREAD_FREE_COUNT_SHIFT: u32 = 48;
+const THREAD_FREE_ADDR_MASK: usize = (1 << THREAD_FREE_COUNT_SHIFT) - 1;
+
 /// A free block: its first word links to the next one.
 #[repr(C)]
 pub struct Block {
@@ -95,7 +101,9 @@ pub struct Page {
     pub owner: AtomicUsize,
     /// The heap that abandoned the page, so it can take it back on its next free.
     pub last_owner: AtomicUsize,
-    /// Blocks freed by other threads.
+    /// Blocks freed by other threads: the list head, with the list's length in the
+    /// top bits (`THREAD_FREE_COUNT_SHIFT`), so the owner takes the list without
+    /// walking it. The links inside the list are plain pointers.
     pub thread_free: AtomicPtr<Block>,
     /// Links in a heap queue or the abandoned list.
     pub next: *mut Page,
@@ -264,26 +272,42 @@ impl Page {
         }
     }
 
-    /// Take the remote-free list and fold it into `local_free`. Owner only.
+    /// Take the remote-free list and add it to the owner's lists. Owner only.
+    ///
+    /// The list's length comes with its head, so it is taken whole without a walk: a
+    /// walk reads (and a fold into `local_free` would write) every block, blocks another
+    /// core freed a moment ago, one cache miss after another. Only when both `free` and
+    /// `local_free` hold blocks is the list walked, to find its tail.
     pub fn collect_thread_free(&mut self) {
         if self.thread_free.load(Ordering::Relaxed).is_null() {
             return;
         }
-        let mut head = self.thread_free.swap(null_mut(), Ordering::Acquire);
-        let mut count = 0u32;
-        // SAFETY: blocks on the list were freed to this page and are owned by it now;
-        // the Acquire swap makes their link words visible.
-        unsafe {
-            while !head.is_null() {
-                let next = (*head).next;
-                (*head).next = self.local_free;
-                self.local_free = head;
-                head = next;
-                count += 1;
-            }
-        }
+        let head = self.thread_free.swap(null_mut(), Ordering::Acquire);
+        let tag = head as usize & !THREAD_FREE_ADDR_MASK;
+        let count = (tag >> THREAD_FREE_COUNT_SHIFT) as u32;
+        // Untagged with pointer arithmetic, which keeps the pointer's provenance.
+        let list = head.wrapping_byte_sub(tag);
+        debug_assert!(!list.is_null() && count > 0);
         debug_assert!(count <= self.used(), "more remote frees than blocks in use");
         self.set_used(self.used().saturating_sub(count));
+        if self.local_free.is_null() {
+            self.local_free = list;
+        } else if self.free.is_null() {
+            self.free = self.local_free;
+            self.local_free = list;
+            self.free_is_zero = false;
+        } else {
+            // SAFETY: blocks on the list were freed to this page and are ours now; the
+            // Acquire swap makes their link words visible; the list has `count` blocks.
+            unsafe {
+                let mut tail = list;
+                while !(*tail).next.is_null() {
+                    tail = (*tail).next;
+                }
+                (*tail).next = self.local_free;
+            }
+            self.local_free = list;
+        }
     }
 
     /// Carve more never-used blocks onto `free` (which must be empty): about 16 KiB
@@ -342,16 +366,20 @@ impl Page {
     }
 
     /// Free from a thread that does not own the page: one CAS push. Returns the list
-    /// head seen before the push (null means the list was empty).
+    /// head word seen before the push (null means the list was empty).
     ///
     /// # Safety
     /// `block` must be a block of this page that is in use.
     #[inline]
     pub unsafe fn free_remote(&self, block: *mut Block) -> *mut Block {
+        debug_assert!(block as usize <= THREAD_FREE_ADDR_MASK);
         let mut head = self.thread_free.load(Ordering::Relaxed);
         loop {
+            let tag = head as usize & !THREAD_FREE_ADDR_MASK;
+            debug_assert!(tag >> THREAD_FREE_COUNT_SHIFT < 0xffff);
             // SAFETY: the block is ours until the CAS publishes it.
-            unsafe { (*block).next = head };
+            unsafe { (*block).next = head.wrapping_byte_sub(tag) };
+            let new = block.wrapping_byte_add(tag + (1 << THREAD_FREE_COUNT_SHIFT));
             // SeqCst, not AcqRel: the push is one side of the Dekker pair with
             // `arena::release_abandoned` (push, then load the owner word), and only SeqCst
             // operations take part in the single total order that pair relies on (the
@@ -359,7 +387,7 @@ impl Page {
             // stranded otherwise). Same instruction on x86-64 and AArch64.
             match self.thread_free.compare_exchange_weak(
                 head,
-                block,
+                new,
                 Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
@@ -508,12 +536,59 @@ mod tests {
             unsafe { page.free_remote(b) };
         }
         assert_eq!(page.used(), 32);
+        assert_eq!(
+            page.thread_free.load(Ordering::Relaxed) as usize >> THREAD_FREE_COUNT_SHIFT,
+            31,
+            "the remote list carries its length"
+        );
         page.collect();
         assert_eq!(page.used(), 1);
-        assert_eq!(list_len(page.free), 63);
+        assert!(page.thread_free.load(Ordering::Relaxed).is_null());
+        // The owner's frees are handed out first, then the remote ones (taken unwalked).
+        assert_eq!(list_len(page.free), 32);
+        assert_eq!(list_len(page.local_free), 31);
         // SAFETY: last block is in use.
         assert!(unsafe { page.free_local(taken[63]) });
         assert!(page.is_unused());
+    }
+
+    #[test]
+    fn remote_list_joins_both_lists_when_neither_is_empty() {
+        let mut buf = vec![0u8; 4096];
+        let mut page = page_over(&mut buf, 64);
+        assert!(page.extend());
+        let mut taken = vec![];
+        for _ in 0..6 {
+            let b = page.free;
+            // SAFETY: test owns the page.
+            page.free = unsafe { (*b).next };
+            page.inc_used();
+            taken.push(b);
+        }
+        // SAFETY: the blocks are in use.
+        unsafe {
+            page.free_local(taken[0]);
+            page.free_remote(taken[1]);
+            page.free_remote(taken[2]);
+        }
+        let free_before = list_len(page.free);
+        page.collect_thread_free();
+        assert_eq!(page.used(), 3);
+        assert_eq!(list_len(page.free), free_before, "free is left alone");
+        assert_eq!(
+            list_len(page.local_free),
+            3,
+            "remote blocks then the owner's"
+        );
+        // SAFETY: the remaining blocks are in use.
+        unsafe {
+            for &b in &taken[3..] {
+                page.free_remote(b);
+            }
+        }
+        page.collect();
+        assert!(page.is_unused());
+        assert_eq!(list_len(page.free) + list_len(page.local_free), 64);
     }
 
     #[test]
