@@ -378,12 +378,29 @@ pub unsafe fn free(ptr: *mut u8) {
 }
 
 /// Out of line (a tail call from `free`); leaves the window `free` entered.
-#[cold]
+///
+/// The common case first: a block of a page another heap owns or abandoned (a
+/// cross-thread free) is pushed on its `thread_free` right here, inside the window
+/// `free` entered, without the slow path's bookkeeping for the caller's own heap (which
+/// it does not touch).
 #[inline(never)]
 unsafe fn free_slow_and_leave(ptr: *mut u8, page: *mut crate::page::Page, heap: *mut heap::Heap) {
-    // SAFETY: forwarded from `free`.
+    // SAFETY: forwarded from `free`; anyone may push on a page's `thread_free`.
     unsafe {
-        heap::free_slow(page, ptr);
+        let owner = (*page).owner.load(Ordering::Acquire);
+        // Another heap's page, or an abandoned one this heap would not take back
+        // (`free_slow_inner` takes back only pages it abandoned itself).
+        let other = if owner >= MARKER_LIMIT {
+            owner & !CHECK_TAG != heap as usize
+        } else {
+            owner == crate::page::ABANDONED
+                && (*page).last_owner.load(Ordering::Relaxed) != heap as usize
+        };
+        if other && !crate::options::get().check {
+            heap::free_to_other(page, ptr);
+        } else {
+            heap::free_slow(page, ptr);
+        }
         (*heap).leave();
     }
 }

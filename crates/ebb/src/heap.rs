@@ -619,7 +619,7 @@ unsafe fn queue_is_short(heap: *mut Heap, class: usize) -> bool {
 }
 
 /// Push a block onto another owner's (or nobody's) page.
-unsafe fn free_to_other(page: *mut Page, block: *mut u8) {
+pub unsafe fn free_to_other(page: *mut Page, block: *mut u8) {
     // SAFETY: the block is live in page; pushing is allowed to anyone.
     unsafe {
         let old_head = (*page).free_remote(block as *mut Block);
