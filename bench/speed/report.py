@@ -498,6 +498,13 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
   hands it to jemalloc (`sdallocx`, which then skips a lookup) and snmalloc-rs to
   snmalloc; ebb and the mimalloc crate ignore it. That is part of what the Rust table
   measures; C's `free` has no size.
+- **tcmalloc in `c-larson`** wins by design, not by a quirk of the workload: a block
+  one thread frees goes into *that* thread's cache and is handed out again there,
+  still hot in its core's cache. ebb (like mimalloc) returns it to the page of the
+  thread that allocated it, which then reuses a block last written on the other core
+  (its first load misses). Keeping blocks with their page is what lets ebb give a
+  page back to the OS once all its blocks are free, also when its owner sleeps; a
+  per-thread cache of other threads' blocks strands exactly that memory.
 - **Thread counts**: `larson` and `mstress` run 2 x cores threads on 2 cores, so
   threads are preempted while inside the allocator; allocators that take locks on
   their shared paths suffer more from that than lock-free ones.
