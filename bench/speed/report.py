@@ -539,6 +539,7 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
     args = meta.get("args", "").strip()
     md.append(f"```sh\nRUNS={meta.get('runs', '?')} SCALE={meta.get('scale', '?')} "
               f"scripts/bench-speed.sh{' ' + args if args else ''}\n```\n")
+    scale = meta.get("scale", "1")
     md.append(
         "The script builds `ebb-bench-speed` once per allocator, each into its own "
         "target directory:\n\n```sh\n"
@@ -546,10 +547,10 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
         "cargo build --release -p ebb-bench-speed --features alloc-ebb --target-dir target/bench-speed/ebb\n"
         "cargo build --release -p ebb-bench-speed --no-default-features --features alloc-system --target-dir target/bench-speed/system\n"
         "# likewise alloc-jemalloc, alloc-mimalloc, alloc-snmalloc\n"
-        "target/bench-speed/<allocator>/release/ebb-bench-speed <workload> --scale 1\n"
+        f"target/bench-speed/<allocator>/release/ebb-bench-speed <workload> --scale {scale}\n"
         "```\n\n"
         "and the C programs with `gcc -O2 -pthread`, run as "
-        "`LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> target/bench-speed/results/c/<program> 1`. Each run "
+        f"`LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> target/bench-speed/results/c/<program> {scale}`. Each run "
         "prints one JSON line; the raw lines are in `target/bench-speed/results/` "
         "after a run.\n")
     md.append(
