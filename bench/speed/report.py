@@ -504,7 +504,12 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
   thread that allocated it, which then reuses a block last written on the other core
   (its first load misses). Keeping blocks with their page is what lets ebb give a
   page back to the OS once all its blocks are free, also when its owner sleeps; a
-  per-thread cache of other threads' blocks strands exactly that memory.
+  per-thread cache of other threads' blocks strands exactly that memory. A bounded
+  one was tried (up to 4-16 KiB per class of blocks of at most 1 KiB, put in front of
+  the malloc fast path, handed back to their pages when full, at thread exit and by
+  the idle-heap takeover): `c-larson` got 1.06-1.17x *slower* in 9-run interleaved
+  comparisons. Less time went to `memset`, but each reused block still belongs to
+  its page's owner, so its next free is a cross-thread free too.
 - **Thread counts**: `larson` and `mstress` run 2 x cores threads on 2 cores, so
   threads are preempted while inside the allocator; allocators that take locks on
   their shared paths suffer more from that than lock-free ones.

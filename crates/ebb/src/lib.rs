@@ -20,6 +20,64 @@
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+/// `debug_assert!` for code that runs inside the allocator, shadowing the standard one
+/// crate-wide. The standard macro panics, and the panic allocates its message: that
+/// re-enters the allocator, often under one of its locks, where the process hangs
+/// instead of reporting. This one formats into a stack buffer, writes to stderr and
+/// aborts (`assertion_failed`). `const fn`s keep `core::debug_assert!` (they cannot
+/// call the reporter); so do the unit tests (`cfg(test)`), whose assertions must fail
+/// as panics to be reported by the test harness.
+#[cfg(not(test))]
+macro_rules! debug_assert {
+    ($cond:expr $(,)?) => {
+        if cfg!(debug_assertions) && !$cond {
+            $crate::assertion_failed(format_args!("{}", stringify!($cond)), file!(), line!())
+        }
+    };
+    ($cond:expr, $($arg:tt)+) => {
+        if cfg!(debug_assertions) && !$cond {
+            $crate::assertion_failed(format_args!($($arg)+), file!(), line!())
+        }
+    };
+}
+
+/// `debug_assert_eq!` with the same reporting as `debug_assert!` above.
+#[cfg(not(test))]
+macro_rules! debug_assert_eq {
+    ($left:expr, $right:expr $(,)?) => {
+        if cfg!(debug_assertions) {
+            match (&$left, &$right) {
+                (left, right) => {
+                    if !(*left == *right) {
+                        $crate::assertion_failed(
+                            format_args!(
+                                "{} == {} (left: {:?}, right: {:?})",
+                                stringify!($left),
+                                stringify!($right),
+                                left,
+                                right
+                            ),
+                            file!(),
+                            line!(),
+                        )
+                    }
+                }
+            }
+        }
+    };
+}
+
+/// Report a failed internal assertion without allocating, then abort.
+#[cold]
+#[inline(never)]
+fn assertion_failed(what: core::fmt::Arguments, file: &str, line: u32) -> ! {
+    use core::fmt::Write;
+    let mut w = stats::StderrWriter::new();
+    let _ = writeln!(w, "ebb: internal assertion failed at {file}:{line}: {what}");
+    w.flush();
+    os::abort()
+}
+
 mod alloc;
 mod arena;
 mod bitmap;
@@ -167,3 +225,37 @@ pub fn background_purger_running() -> bool {
 #[cfg(test)]
 #[global_allocator]
 static TEST_ALLOCATOR: Ebb = Ebb;
+
+#[cfg(test)]
+mod assertion_tests {
+    use std::process::Command;
+    use std::string::String;
+
+    const CHILD: &str = "EBB_TEST_ASSERTION_CHILD";
+
+    /// The reporter the crate's `debug_assert!` calls: in a child process (this test
+    /// binary again), it must print where and what, and abort rather than hang.
+    #[test]
+    fn failed_assertion_reports_and_aborts() {
+        if std::env::var_os(CHILD).is_some() {
+            super::assertion_failed(format_args!("value {} too big", 42), "here.rs", 7);
+        }
+        let exe = std::env::current_exe().unwrap();
+        let out = Command::new(exe)
+            .args([
+                "--exact",
+                "assertion_tests::failed_assertion_reports_and_aborts",
+            ])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("ebb: internal assertion failed at here.rs:7: value 42 too big"),
+            "stderr: {stderr}"
+        );
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{:?}", out.status);
+    }
+}

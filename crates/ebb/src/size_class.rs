@@ -37,7 +37,7 @@ pub const CLASS_COUNT: usize = LINEAR_CLASSES + 8 * (MEDIUM_MAX_LOG2 - LINEAR_MA
 /// The class serving `size` bytes (`size <= MEDIUM_MAX`); size 0 maps to the smallest.
 #[inline(always)]
 pub const fn class_of(size: usize) -> usize {
-    debug_assert!(size <= MEDIUM_MAX);
+    core::debug_assert!(size <= MEDIUM_MAX);
     if size <= LINEAR_MAX {
         if size == 0 {
             0
@@ -56,7 +56,7 @@ pub const fn class_of(size: usize) -> usize {
 /// Block size of class `class`.
 #[inline]
 pub const fn class_size(class: usize) -> usize {
-    debug_assert!(class < CLASS_COUNT);
+    core::debug_assert!(class < CLASS_COUNT);
     if class < LINEAR_CLASSES {
         (class + 1) * 8
     } else {
