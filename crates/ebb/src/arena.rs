@@ -711,7 +711,7 @@ pub fn free_committed_bytes() -> u64 {
     for seg in segments() {
         // SAFETY: bitmaps guarded by the lock we hold.
         let seg_ref = unsafe { &*seg };
-        for i in 1..SLICES_PER_SEGMENT {
+        for i in crate::segment::HEADER_SLICES..SLICES_PER_SEGMENT {
             if seg_ref.free_slices.get(i) && seg_ref.committed_slices.get(i) {
                 bytes += SLICE_SIZE as u64;
             }

@@ -17,9 +17,7 @@
 use crate::arena::ARENA;
 use crate::os;
 use crate::page::{Page, FREE, HUGE};
-use crate::segment::{
-    self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT, SLICE_SIZE,
-};
+use crate::segment::{self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT};
 use crate::stats::COUNTERS;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
@@ -32,7 +30,7 @@ fn mapping_size(offset: usize, size: usize) -> Option<usize> {
 
 /// Offset of the block in its mapping for alignment `align`.
 fn block_offset(align: usize) -> usize {
-    align.max(SLICE_SIZE)
+    align.max(segment::HEADER_BYTES)
 }
 
 /// Record that the block now holds `size` bytes: `huge_used` (what stats call committed
@@ -183,7 +181,7 @@ pub fn purge_cache(now: u64, delay: u64, force: bool) -> u64 {
 unsafe fn install(base: *mut u8, mapped: usize, offset: usize, is_zero: bool) -> *mut u8 {
     let seg = base as *mut Segment;
     let block = base.wrapping_add(offset);
-    // SAFETY: per the contract the header slice is ours and zero or ours from before.
+    // SAFETY: per the contract the header slices are ours and zero or ours from before.
     unsafe {
         (*seg).kind = SegmentKind::Huge;
         (*seg).mapped = mapped;

@@ -72,8 +72,18 @@ pub struct Block {
 /// - `free_is_zero` implies every block on `free` is zero except its link word;
 /// - a page is in at most one list (a heap queue or the arena's abandoned list), and
 ///   `listed` is true exactly when it is in the abandoned list.
-#[repr(C)]
+///
+/// Layout: three cache lines, by who writes them. Line 0 is the owner's (its mallocs and
+/// frees write `free`, `local_free` and `used` all the time); line 1 is read by every
+/// free, the owner's and other threads', and written only when the page changes hands;
+/// line 2 is `thread_free`, which other threads' frees write. A cross-thread free so
+/// reads a line the owner does not write and writes one the owner's fast paths do not
+/// touch: with the lines mixed (104-byte descriptors, which also shared lines with their
+/// neighbours), its load of `owner` turned the owner's next write into a cache miss, and
+/// its push the owner's next free.
+#[repr(C, align(64))]
 pub struct Page {
+    // -- line 0: the owner's
     /// Blocks to allocate from (owner only).
     pub free: *mut Block,
     /// Blocks freed by the owner (owner only).
@@ -93,26 +103,42 @@ pub struct Page {
     pub free_is_zero: bool,
     /// In the arena's abandoned list (arena lock).
     pub listed: bool,
-    /// Block size in bytes (for large spans: the span size).
-    pub block_size: AtomicUsize,
-    /// First byte of the page's memory.
-    pub start: *mut u8,
-    /// Heap address, or a marker (`FREE`, `ABANDONED`, ...).
-    pub owner: AtomicUsize,
-    /// The heap that abandoned the page, so it can take it back on its next free.
-    pub last_owner: AtomicUsize,
-    /// Blocks freed by other threads: the list head, with the list's length in the
-    /// top bits (`THREAD_FREE_COUNT_SHIFT`), so the owner takes the list without
-    /// walking it. The links inside the list are plain pointers.
-    pub thread_free: AtomicPtr<Block>,
     /// Links in a heap queue or the abandoned list.
     pub next: *mut Page,
     pub prev: *mut Page,
     /// Slices in the span (first slice only).
     pub slice_count: u32,
+    // -- line 1: read by every free
+    _line1: [CacheLine; 0],
+    /// Heap address, or a marker (`FREE`, `ABANDONED`, ...).
+    pub owner: AtomicUsize,
+    /// The heap that abandoned the page, so it can take it back on its next free.
+    pub last_owner: AtomicUsize,
+    /// Block size in bytes (for large spans: the span size).
+    pub block_size: AtomicUsize,
+    /// First byte of the page's memory.
+    pub start: *mut u8,
     /// When the slice became free, for the purge delay (ms, `os::now_ms`).
     pub freed_at: AtomicU64,
+    // -- line 2: written by other threads' frees
+    _line2: [CacheLine; 0],
+    /// Blocks freed by other threads: the list head, with the list's length in the
+    /// top bits (`THREAD_FREE_COUNT_SHIFT`), so the owner takes the list without
+    /// walking it. The links inside the list are plain pointers.
+    pub thread_free: AtomicPtr<Block>,
 }
+
+/// A zero-sized field of this type starts a new cache line in a `repr(C)` struct.
+#[repr(align(64))]
+struct CacheLine;
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<Page>() == 192);
+    assert!(offset_of!(Page, slice_count) < 64);
+    assert!(offset_of!(Page, owner) == 64 && offset_of!(Page, freed_at) < 128);
+    assert!(offset_of!(Page, thread_free) == 128);
+};
 
 impl Page {
     /// A descriptor of a free slice.
@@ -127,15 +153,17 @@ impl Page {
             is_zero: false,
             free_is_zero: false,
             listed: false,
-            block_size: AtomicUsize::new(0),
-            start: null_mut(),
-            owner: AtomicUsize::new(FREE),
-            last_owner: AtomicUsize::new(0),
-            thread_free: AtomicPtr::new(null_mut()),
             next: null_mut(),
             prev: null_mut(),
             slice_count: 0,
+            _line1: [],
+            owner: AtomicUsize::new(FREE),
+            last_owner: AtomicUsize::new(0),
+            block_size: AtomicUsize::new(0),
+            start: null_mut(),
             freed_at: AtomicU64::new(0),
+            _line2: [],
+            thread_free: AtomicPtr::new(null_mut()),
         }
     }
 

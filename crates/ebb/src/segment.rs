@@ -1,9 +1,10 @@
 //! Segments: 32 MiB-aligned regions of address space, and the map from any address to
 //! the segment that holds it.
 //!
-//! A normal segment is 512 slices of 64 KiB. Slice 0 holds the [`Segment`] header with
-//! one [`Page`] descriptor per slice; slices 1..512 are handed out as spans (pages or
-//! large blocks) by the arena. A huge segment is one mapping holding a single huge block
+//! A normal segment is 512 slices of 64 KiB. The first [`HEADER_SLICES`] (2) hold the
+//! [`Segment`] header with one [`Page`] descriptor (three cache lines) per slice; the
+//! other slices are handed out as spans (pages or large blocks) by the arena. Only the
+//! descriptors in use are ever touched, so the header costs memory for those alone. A huge segment is one mapping holding a single huge block
 //! (see `huge.rs`), laid out with the same header so `free` finds both the same way.
 //!
 //! # Pointer to page in O(1)
@@ -38,14 +39,14 @@ pub enum SegmentKind {
 /// Header at the start of every segment.
 ///
 /// Invariants: `free_slices` and `committed_slices` are touched only under the arena
-/// lock; slice 0 of a normal segment is never free; a set bit in `collect_mask` means
+/// lock; the header slices of a normal segment are never free; a set bit in `collect_mask` means
 /// that page may hold remote frees nobody will collect unless a collector looks.
 #[repr(C)]
 pub struct Segment {
     /// One descriptor per slice; only the first slice of a span is used as a page.
     pub pages: [Page; SLICES_PER_SEGMENT],
     /// For each slice, the descriptor of the span holding it; for a free or never-used
-    /// slice, `pages[0]` (the header slice's, never in use: owner `FREE`), so a stale
+    /// slice, `pages[0]` (the first header slice's, never in use: owner `FREE`), so a stale
     /// pointer finds a free descriptor. A whole pointer per slice, so `free` reaches the
     /// page with one load (an offset would cost an add, an index into `pages` a
     /// multiply). Written under the arena lock (or before the segment is published).
@@ -70,8 +71,11 @@ pub struct Segment {
     pub collect_mask: [AtomicU64; 8],
 }
 
-const _: () = assert!(core::mem::size_of::<Segment>() <= SLICE_SIZE);
-const _: () = assert!(core::mem::size_of::<Page>() <= 128);
+/// Slices the header of a segment takes (never free).
+pub const HEADER_SLICES: usize = core::mem::size_of::<Segment>().div_ceil(SLICE_SIZE);
+/// Bytes the header of a segment takes: where a huge block can start at the earliest.
+pub const HEADER_BYTES: usize = HEADER_SLICES * SLICE_SIZE;
+const _: () = assert!(HEADER_SLICES == 2 && HEADER_BYTES.is_power_of_two());
 
 /// The segment map: entry `addr >> 25` is the owning segment's address.
 struct SegmentMap([AtomicUsize; MAP_ENTRIES]);
@@ -128,19 +132,28 @@ impl Segment {
             return core::ptr::null_mut();
         }
         let segment = base as *mut Segment;
-        // SAFETY: the mapping is fresh, zeroed and ours; the header fits in slice 0.
+        // SAFETY: the mapping is fresh, zeroed and ours; the header fits in its slices.
         // Zero is a valid bit pattern for every header field except `kind`, and a zero
         // descriptor is a free one (owner FREE, no links), so only the scalars are set.
         unsafe {
             (*segment).reset_span_pages();
             (*segment).kind = SegmentKind::Normal;
             (*segment).mapped = SEGMENT_SIZE;
+            (*segment).free_slices.assign_range(
+                HEADER_SLICES,
+                SLICES_PER_SEGMENT - HEADER_SLICES,
+                true,
+            );
+            (*segment).free_count = (SLICES_PER_SEGMENT - HEADER_SLICES) as u32;
             (*segment)
-                .free_slices
-                .assign_range(1, SLICES_PER_SEGMENT - 1, true);
-            (*segment).free_count = (SLICES_PER_SEGMENT - 1) as u32;
-            (*segment).committed_slices.assign_range(0, 1, true);
-            debug_assert_eq!((*segment).pages[1].owner.load(Ordering::Relaxed), FREE);
+                .committed_slices
+                .assign_range(0, HEADER_SLICES, true);
+            debug_assert_eq!(
+                (*segment).pages[HEADER_SLICES]
+                    .owner
+                    .load(Ordering::Relaxed),
+                FREE
+            );
         }
         map_windows(segment, base as usize, SEGMENT_SIZE);
         segment
@@ -189,7 +202,7 @@ impl Segment {
 }
 
 /// The span descriptor for `ptr` inside `segment` (`span_page`): for a slice that is
-/// free or was never used, the header slice's descriptor (owner `FREE`).
+/// free or was never used, the first header slice's descriptor (owner `FREE`).
 ///
 /// # Safety
 /// `segment` must be `segment_of(ptr)` and non-null.
@@ -227,7 +240,7 @@ mod tests {
         unsafe {
             let p = (*seg).slice_start(7).add(100);
             assert_eq!(segment_of(p), seg);
-            // A free slice leads to the header slice's descriptor, which is never in use.
+            // A free slice leads to the first header slice's descriptor, which is never in use.
             let page = page_of(seg, p);
             assert_eq!((*seg).page_index(page), 0);
             assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
@@ -240,7 +253,10 @@ mod tests {
             }
             assert_eq!(segment_of_page(page_of(seg, p)), seg);
             assert_eq!((*seg).page_index(page_of(seg, (*seg).slice_start(9))), 0);
-            assert_eq!((*seg).free_count, 511);
+            assert_eq!(
+                (*seg).free_count as usize,
+                SLICES_PER_SEGMENT - HEADER_SLICES
+            );
         }
         assert!(segment_of(8 as *const u8).is_null());
     }

@@ -5,7 +5,7 @@
 
 use crate::arena;
 use crate::page::{FREE, HUGE, LARGE, MARKER_LIMIT};
-use crate::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
+use crate::segment::{HEADER_BYTES, HEADER_SLICES, SLICES_PER_SEGMENT};
 use crate::size_class::{class_size, CLASS_COUNT};
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -138,7 +138,7 @@ pub fn snapshot() -> Stats {
         allocated_large: 0,
         allocated_huge: c.huge_used.load(Ordering::Relaxed),
         committed: c.committed.load(Ordering::Relaxed)
-            + c.segments.load(Ordering::Relaxed) * SLICE_SIZE as u64
+            + c.segments.load(Ordering::Relaxed) * HEADER_BYTES as u64
             + c.huge_used.load(Ordering::Relaxed)
             + c.huge_cached.load(Ordering::Relaxed),
         free_committed: arena::free_committed_bytes() + c.huge_cached.load(Ordering::Relaxed),
@@ -165,7 +165,7 @@ pub fn snapshot() -> Stats {
         class.block_size = class_size(i) as u64;
     }
     for seg in arena::segments() {
-        for i in 1..SLICES_PER_SEGMENT {
+        for i in HEADER_SLICES..SLICES_PER_SEGMENT {
             // SAFETY: segments are never unmapped; descriptor fields read here are atomics
             // or written before the owner word is published.
             let page = unsafe { &(*seg).pages[i] };
