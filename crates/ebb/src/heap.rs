@@ -27,8 +27,9 @@ use core::sync::atomic::{
 /// empty (or the heap was just stolen from); a page has `page::CURRENT` set in its
 /// `used` word exactly while some `current[c]` names it (a stolen heap's pages keep the
 /// flag until `arena::abandon` clears it); every page in `queues[c]` is owned by this
-/// heap (`owner == owner_word`) and has class `c`. Only the owning thread changes the heap, except a stealer (`steal.rs`)
-/// that has proved the owner is outside every allocator call.
+/// heap (`owner == owner_word`) and has class `c`. Only the owning thread changes the
+/// heap, except a stealer (`steal.rs`) that has proved the owner is outside every
+/// allocator call.
 #[repr(C)]
 pub struct Heap {
     /// Nesting count of allocator calls the owner is inside (fast paths included).

@@ -4,8 +4,9 @@
 //! A normal segment is 512 slices of 64 KiB. The first [`HEADER_SLICES`] (2) hold the
 //! [`Segment`] header with one [`Page`] descriptor (three cache lines) per slice; the
 //! other slices are handed out as spans (pages or large blocks) by the arena. Only the
-//! descriptors in use are ever touched, so the header costs memory for those alone. A huge segment is one mapping holding a single huge block
-//! (see `huge.rs`), laid out with the same header so `free` finds both the same way.
+//! descriptors in use are ever touched, so the header costs memory for those alone. A
+//! huge segment is one mapping holding a single huge block (see `huge.rs`), laid out
+//! with the same header so `free` finds both the same way.
 //!
 //! # Pointer to page in O(1)
 //! [`SEGMENT_MAP`] has one entry per 32 MiB window of the 47-bit address space, holding
@@ -39,17 +40,18 @@ pub enum SegmentKind {
 /// Header at the start of every segment.
 ///
 /// Invariants: `free_slices` and `committed_slices` are touched only under the arena
-/// lock; the header slices of a normal segment are never free; a set bit in `collect_mask` means
-/// that page may hold remote frees nobody will collect unless a collector looks.
+/// lock; the header slices of a normal segment are never free; a set bit in
+/// `collect_mask` means that page may hold remote frees nobody will collect unless a
+/// collector looks.
 #[repr(C)]
 pub struct Segment {
     /// One descriptor per slice; only the first slice of a span is used as a page.
     pub pages: [Page; SLICES_PER_SEGMENT],
     /// For each slice, the descriptor of the span holding it; for a free or never-used
-    /// slice, `pages[0]` (the first header slice's, never in use: owner `FREE`), so a stale
-    /// pointer finds a free descriptor. A whole pointer per slice, so `free` reaches the
-    /// page with one load (an offset would cost an add, an index into `pages` a
-    /// multiply). Written under the arena lock (or before the segment is published).
+    /// slice, `pages[0]` (the first header slice's, never in use: owner `FREE`), so a
+    /// stale pointer finds a free descriptor. A whole pointer per slice, so `free`
+    /// reaches the page with one load (an offset would cost an add, an index into
+    /// `pages` a multiply). Written under the arena lock (or before the segment is published).
     pub span_page: [AtomicPtr<Page>; SLICES_PER_SEGMENT],
     pub kind: SegmentKind,
     /// Number of free slices (arena lock).
