@@ -312,7 +312,12 @@ impl World {
                 self.owner_ends_using_p();
                 block
             } else {
-                // Full (fully carved): `queue_remove` + `arena::abandon`.
+                // Full (fully carved): `queue_remove` + `arena::abandon`. (Production
+                // keeps the last few full pages of a class instead, see
+                // `FULL_PAGE_SLICES_KEPT`: P then stays queued and owned while the
+                // table names a fresh page, a state of P the `FastPaths` program
+                // covers already, with P named by the table, which only adds owner
+                // accesses. The model takes the branch that changes P's owner.)
                 set(&self.heap.queue_has_p, false);
                 self.heap.table.store(EMPTY_PAGE, Ordering::Relaxed); // refresh_current
                 assert_ne!(get(&p.used), 0);

@@ -99,6 +99,8 @@ mod tls;
 
 use core::alloc::{GlobalAlloc, Layout};
 
+#[doc(hidden)] // for tests: see `heap::find_page`
+pub use heap::FULL_PAGE_SLICES_KEPT;
 pub use options::Options;
 pub use size_class::{CLASS_COUNT, LARGE_MAX, MEDIUM_MAX};
 pub use stats::{ClassStats, Stats};
