@@ -498,18 +498,16 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
   hands it to jemalloc (`sdallocx`, which then skips a lookup) and snmalloc-rs to
   snmalloc; ebb and the mimalloc crate ignore it. That is part of what the Rust table
   measures; C's `free` has no size.
-- **tcmalloc in `c-larson`** wins by design, not by a quirk of the workload: a block
-  one thread frees goes into *that* thread's cache and is handed out again there,
-  still hot in its core's cache. ebb (like mimalloc) returns it to the page of the
-  thread that allocated it, which then reuses a block last written on the other core
-  (its first load misses). Keeping blocks with their page is what lets ebb give a
-  page back to the OS once all its blocks are free, also when its owner sleeps; a
-  per-thread cache of other threads' blocks strands exactly that memory. A bounded
-  one was tried (up to 4-16 KiB per class of blocks of at most 1 KiB, put in front of
-  the malloc fast path, handed back to their pages when full, at thread exit and by
-  the idle-heap takeover): `c-larson` got 1.06-1.17x *slower* in 9-run interleaved
-  comparisons. Less time went to `memset`, but each reused block still belongs to
-  its page's owner, so its next free is a cross-thread free too.
+- **`c-larson` and tcmalloc**: a block one thread frees goes into *that* thread's
+  tcmalloc cache and is handed out again there; ebb (like mimalloc) returns it to the
+  page of the thread that allocated it. tcmalloc was 1.13-1.26x faster here until
+  ebb kept its last few full pages per class instead of abandoning each as it filled
+  (see `FULL_PAGE_SLICES_KEPT` in `heap.rs`): in larson every page is nearly full,
+  and abandoning them turned the owner's own frees into remote ones and cycled pages
+  through the abandoned list every few dozen mallocs. Before that, a bounded
+  per-thread cache of other threads' blocks (tcmalloc's recency, in front of the
+  malloc fast path) had been tried: 1.06-1.17x *slower*, because each reused block
+  still belongs to its page's owner, so its next free is a cross-thread free too.
 - **Thread counts**: `larson` and `mstress` run 2 x cores threads on 2 cores, so
   threads are preempted while inside the allocator; allocators that take locks on
   their shared paths suffer more from that than lock-free ones.
