@@ -18,7 +18,7 @@ use crate::{steal, tls};
 use core::cell::UnsafeCell;
 use core::ptr::null_mut;
 use core::sync::atomic::{
-    compiler_fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    compiler_fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
 /// Per-thread allocation state.
@@ -55,6 +55,10 @@ pub struct Heap {
     /// The stealer's bookkeeping: the `activity` it saw last, and since when (ms).
     pub seen_activity: AtomicU64,
     pub quiet_since: AtomicU64,
+    /// Set by the purger about once per purge delay while the heap is busy (so never
+    /// taken over): the owner's next malloc slow path lets go of its pages but the
+    /// current one of each class (`sweep`).
+    pub sweep_wanted: AtomicBool,
     /// Links in the arena's list of live heaps or of spare heaps.
     pub next: *mut Heap,
     pub prev: *mut Heap,
@@ -77,6 +81,7 @@ impl Heap {
             activity: AtomicU64::new(0),
             seen_activity: AtomicU64::new(u64::MAX),
             quiet_since: AtomicU64::new(0),
+            sweep_wanted: AtomicBool::new(false),
             next: null_mut(),
             prev: null_mut(),
             thread_id: 0,
@@ -257,6 +262,7 @@ fn new_heap() -> *mut Heap {
     unsafe {
         (*heap).thread_id = os::thread_id();
         (*heap).seen_activity.store(u64::MAX, Ordering::Relaxed);
+        (*heap).sweep_wanted.store(false, Ordering::Relaxed);
         let check = crate::options::get().check;
         (*heap).owner_word = heap as usize | if check { CHECK_TAG } else { 0 };
         (*heap).steal_state.store(steal::NONE, Ordering::Release);
@@ -503,6 +509,9 @@ pub fn malloc_slow(class: usize) -> *mut u8 {
     slow_path_enter(heap);
     // SAFETY: `heap` is this thread's heap.
     let block = unsafe {
+        if (*heap).sweep_wanted.load(Ordering::Relaxed) {
+            sweep(heap);
+        }
         let page = find_page(heap, class);
         if page.is_null() {
             null_mut()
@@ -513,6 +522,40 @@ pub fn malloc_slow(class: usize) -> *mut u8 {
     // SAFETY: as above.
     unsafe { (*heap).leave() };
     block
+}
+
+/// Let go of every page of the heap but the current one of each class: free the unused
+/// ones, abandon the rest (listed for any thread if they have room).
+///
+/// A busy heap is never taken over, yet the pages it holds besides its current ones
+/// (the full pages `find_page` keeps, pages taken back by a free) only come back to
+/// it on its next slow path *of their class*: remote frees into them would wait for
+/// as long as the thread allocates other sizes. The purger asks for this about once
+/// per purge delay, so that memory goes back within about two delays, as a sleeping
+/// owner's does. Between sweeps a page is abandoned no more than before.
+///
+/// # Safety
+/// `heap` must be the calling thread's own heap, entered with `slow_path_enter`.
+unsafe fn sweep(heap: *mut Heap) {
+    // SAFETY: per the contract, the heap and the pages in its queues are ours.
+    unsafe {
+        (*heap).sweep_wanted.store(false, Ordering::Relaxed);
+        let now = os::now_ms();
+        for class in 0..CLASS_COUNT {
+            let first = (*heap).queues[class].first;
+            if first.is_null() {
+                continue;
+            }
+            let mut page = (*first).next;
+            while !page.is_null() {
+                let next = (*page).next;
+                queue_remove(heap, class, page);
+                arena::abandon(page, heap, now);
+                page = next;
+            }
+        }
+    }
+    COUNTERS.sweeps.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Take the first free block of `page` (which must have one).

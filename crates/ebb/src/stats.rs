@@ -34,6 +34,7 @@ pub struct Counters {
     pub invalid_frees: AtomicU64,
     pub steals: AtomicU64,
     pub steal_attempts: AtomicU64,
+    pub sweeps: AtomicU64,
 }
 
 pub static COUNTERS: Counters = Counters {
@@ -58,6 +59,7 @@ pub static COUNTERS: Counters = Counters {
     invalid_frees: AtomicU64::new(0),
     steals: AtomicU64::new(0),
     steal_attempts: AtomicU64::new(0),
+    sweeps: AtomicU64::new(0),
 };
 
 /// Per size class figures.
@@ -122,6 +124,9 @@ pub struct Stats {
     /// (cumulative).
     pub steals: u64,
     pub steal_attempts: u64,
+    /// Busy heaps that let go of their non-current pages when the purger asked
+    /// (cumulative; `heap::sweep`).
+    pub sweeps: u64,
     /// Per size class.
     pub classes: [ClassStats; CLASS_COUNT],
 }
@@ -159,6 +164,7 @@ pub fn snapshot() -> Stats {
         invalid_frees: c.invalid_frees.load(Ordering::Relaxed),
         steals: c.steals.load(Ordering::Relaxed),
         steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
+        sweeps: c.sweeps.load(Ordering::Relaxed),
         classes: [ClassStats::default(); CLASS_COUNT],
     };
     for (i, class) in s.classes.iter_mut().enumerate() {
@@ -307,8 +313,8 @@ impl Stats {
         )?;
         writeln!(
             w,
-            "  idle heaps taken over: {} of {} attempts",
-            self.steals, self.steal_attempts
+            "  idle heaps taken over: {} of {} attempts; busy heaps swept: {}",
+            self.steals, self.steal_attempts, self.sweeps
         )?;
         writeln!(
             w,

@@ -140,6 +140,10 @@ pub fn steal_idle(now: u64, idle_ms: u64) -> u64 {
                         count += 1;
                     } else {
                         next_due = next_due.min(due);
+                        // Busy: ask it to let go of the pages it is not using (see
+                        // `heap::sweep`); it does so on its next malloc slow path.
+                        // SAFETY: as above.
+                        unsafe { (*h).sweep_wanted.store(true, Ordering::Relaxed) };
                     }
                 }
                 // SAFETY: as above.
