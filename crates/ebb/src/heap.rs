@@ -532,7 +532,8 @@ pub fn malloc_slow(class: usize) -> *mut u8 {
 /// it on its next slow path *of their class*: remote frees into them would wait for
 /// as long as the thread allocates other sizes. The purger asks for this about once
 /// per purge delay, so that memory goes back within about two delays, as a sleeping
-/// owner's does. Between sweeps a page is abandoned no more than before.
+/// owner's does. Once per delay, the cost is one walk of the queues and, for pages
+/// the heap still uses, claiming them back from the abandoned list.
 ///
 /// # Safety
 /// `heap` must be the calling thread's own heap, entered with `slow_path_enter`.
