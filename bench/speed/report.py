@@ -555,7 +555,8 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
         "and the C programs with `gcc -O2 -pthread`, run as "
         f"`LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> target/bench-speed/results/c/<program> {scale}`. Each run "
         "prints one JSON line; the raw lines are in `target/bench-speed/results/` "
-        "after a run.\n")
+        "after a run.\n\n"
+        "All nine Rust workloads also run through any allocator's C ABI: the `alloc-system` build calls C `malloc`, so `LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> target/bench-speed/system/release/ebb-bench-speed <workload>` runs the workload under the preloaded allocator (its JSON line then names it); the tables above use the four C programs for that side.\n")
     md.append(
         f"Run time of this report: builds {meta.get('build_s', '?')} s (0-1 s when "
         f"nothing changed since the last build), Rust runs "

@@ -121,7 +121,12 @@ fn allocator_version() -> String {
         }
         // SAFETY: returns a static C string.
         let v = unsafe { std::ffi::CStr::from_ptr(gnu_get_libc_version()) };
-        format!("glibc {}", v.to_string_lossy())
+        // The system build calls C `malloc`, so it runs every workload under any
+        // allocator preloaded with LD_PRELOAD: say which.
+        match std::env::var("LD_PRELOAD") {
+            Ok(lib) if !lib.is_empty() => format!("C malloc of LD_PRELOAD={lib}"),
+            _ => format!("glibc {}", v.to_string_lossy()),
+        }
     }
 }
 
@@ -131,6 +136,9 @@ usage: ebb-bench-speed <workload> [--scale N]
 
 Runs one allocation workload under the allocator this binary was built with and prints
 one JSON line: workload, allocator, wall_ms, peak_rss_kib (VmHWM), checksum, ...
+Built with the system allocator (--no-default-features --features alloc-system), it
+calls C malloc, so `LD_PRELOAD=libebb.so BENCH_ALLOCATOR=ebb ebb-bench-speed W` runs
+workload W through a preloaded allocator's C ABI.
 
   --scale N   multiply the amount of work by N (default 1; e.g. 0.01 for a smoke test)
   --list      print the workload names
@@ -189,8 +197,14 @@ fn main() -> ExitCode {
     let peak_rss_kib = util::peak_rss_kib();
 
     let mut json = util::Json::new();
+    // A system build run under LD_PRELOAD names the preloaded allocator the way the C
+    // programs do (BENCH_ALLOCATOR).
+    let allocator = match std::env::var("BENCH_ALLOCATOR") {
+        Ok(name) if ALLOCATOR == "system" && !name.is_empty() => name,
+        _ => ALLOCATOR.to_string(),
+    };
     json.str("workload", w.name)
-        .str("allocator", ALLOCATOR)
+        .str("allocator", &allocator)
         .str("allocator_version", &allocator_version())
         .num("scale", scale)
         .int("threads", outcome.threads as u64)

@@ -3,7 +3,6 @@
 //! expected fields. Not timed.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ebb-bench-speed");
 const WORKLOADS: [&str; 9] = [
@@ -157,7 +156,6 @@ fn list_names_every_workload() {
 
 #[test]
 fn every_workload_runs_at_a_tiny_scale() {
-    let start = Instant::now();
     for w in WORKLOADS {
         let out = Command::new(BIN)
             .args([w, "--scale", "0.01"])
@@ -190,11 +188,6 @@ fn every_workload_runs_at_a_tiny_scale() {
             assert!(get("sizes").contains("\"33554432\""), "{w}: per-size times");
         }
     }
-    assert!(
-        start.elapsed() < Duration::from_secs(60),
-        "the smoke runs took {:?}",
-        start.elapsed()
-    );
 }
 
 #[test]
