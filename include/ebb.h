@@ -51,8 +51,9 @@ typedef struct ebb_stats_s {
     uint64_t threads_created; /* threads that ever made a heap */
     uint64_t large_allocs;    /* large blocks allocated (cumulative) */
     uint64_t huge_allocs;     /* huge blocks allocated (cumulative) */
-    uint64_t purger_wakeups;  /* background purger wake-ups (cumulative) */
+    uint64_t purger_wakeups;  /* passes of the background purger (cumulative) */
     uint64_t invalid_frees;   /* invalid or double frees detected (cumulative) */
+    uint64_t purger_cpu_ns;   /* CPU time of the background purger thread (ns) */
 } ebb_stats_t;
 
 /* Fill *out with a snapshot (cheap enough for a monitoring loop). 0 on success. */

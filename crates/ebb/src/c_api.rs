@@ -305,6 +305,7 @@ pub struct CStats {
     pub huge_allocs: u64,
     pub purger_wakeups: u64,
     pub invalid_frees: u64,
+    pub purger_cpu_ns: u64,
 }
 
 pub fn c_stats() -> CStats {
@@ -325,6 +326,7 @@ pub fn c_stats() -> CStats {
         huge_allocs: s.huge_allocs,
         purger_wakeups: s.purger_wakeups,
         invalid_frees: s.invalid_frees,
+        purger_cpu_ns: s.purger_cpu_ns,
     }
 }
 

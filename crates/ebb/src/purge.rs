@@ -137,6 +137,9 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
     crate::steal::init();
     let mut exit_check_ms = 10;
     loop {
+        // Every pass counts, whether a futex wait ended it or a re-check: a pass that
+        // does not sleep is a wake-up the program pays for all the same.
+        COUNTERS.purger_wakeups.fetch_add(1, Ordering::Relaxed);
         if COUNTERS.threads.load(Ordering::Acquire) == 0 {
             if alone_in_process() {
                 // Return rather than pthread_exit: that unwinds, and a forced unwind
@@ -165,27 +168,23 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
         } else {
             NEXT_PURGE.load(Ordering::SeqCst)
         };
-        let next = purge_due.min(NEXT_STEAL.load(Ordering::SeqCst));
-        // Batch: never wake more often than every delay/4 while work is pending.
-        let mut wake_at = if next == u64::MAX {
-            u64::MAX
-        } else {
-            next.max(now + delay / 4)
-        };
-        if COLLECT_PENDING.load(Ordering::Acquire) {
-            // More remote frees into abandoned pages came in while we collected. Collect
-            // them in a batch a little later rather than at once: under steady
-            // cross-thread traffic, looping here made the purger a busy thread competing
-            // with the program (and slow paths collect too when they need pages).
-            wake_at = wake_at.min(now + COLLECT_BATCH_MS.min(delay / 4).max(1));
-        }
+        let steal_due = NEXT_STEAL.load(Ordering::SeqCst);
+        let wake_at = next_wake(
+            now,
+            delay,
+            purge_due.min(steal_due),
+            COLLECT_PENDING.load(Ordering::Acquire),
+        );
         PURGER_WAKES_AT.store(wake_at, Ordering::SeqCst);
         // Re-check after publishing (Dekker with `schedule`, `heap_became_active` and
         // `wake_for_collect`): a deadline set after our scan either sees our new wake
-        // time and wakes us, or we see it here. A collect request wakes only a purger
-        // with no wake time, and with one it waits for that.
-        if NEXT_PURGE.load(Ordering::SeqCst) < wake_at
-            || NEXT_STEAL.load(Ordering::SeqCst) < wake_at
+        // time and wakes us, or we see it here. Only a deadline *earlier than the ones
+        // we planned with* counts: comparing with `wake_at` alone, which batching puts
+        // up to delay/4 after the deadline, made the purger loop here without sleeping
+        // until that deadline passed (issue 20: 6-11% of real programs' CPU).
+        // A collect request wakes only a purger with no wake time; with one it waits.
+        if NEXT_PURGE.load(Ordering::SeqCst) < purge_due.min(wake_at)
+            || NEXT_STEAL.load(Ordering::SeqCst) < steal_due.min(wake_at)
             || (wake_at == u64::MAX && COLLECT_PENDING.load(Ordering::SeqCst))
         {
             continue;
@@ -200,10 +199,34 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
             timeout = Some(timeout.map_or(exit_check_ms, |t| t.min(exit_check_ms)));
             exit_check_ms = (exit_check_ms * 2).min(10_000);
         }
+        COUNTERS
+            .purger_cpu_ns
+            .store(os::thread_cpu_time_ns(), Ordering::Relaxed);
         os::futex_wait(&WAKE, seen, timeout);
         PURGER_WAKES_AT.store(0, Ordering::SeqCst);
-        COUNTERS.purger_wakeups.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// When the purger should wake next, given the earliest deadline `next` it knows of
+/// (`u64::MAX`: none) and whether remote frees into abandoned pages await collection.
+///
+/// Never sooner than `delay / 4` after `now` for a deadline (so a stream of frees each
+/// scheduling a purge costs one wake-up per quarter delay, not one per free), and
+/// `COLLECT_BATCH_MS` for collection: under steady cross-thread traffic, collecting at
+/// once made the purger a busy thread competing with the program (and slow paths
+/// collect too when they need pages). Always in the future: a wake time at or before
+/// `now` would be a loop without a sleep.
+fn next_wake(now: u64, delay: u64, next: u64, collect_pending: bool) -> u64 {
+    let mut wake_at = if next == u64::MAX {
+        u64::MAX
+    } else {
+        next.max(now + (delay / 4).max(1))
+    };
+    if collect_pending {
+        wake_at = wake_at.min(now + COLLECT_BATCH_MS.min(delay / 4).max(1));
+    }
+    debug_assert!(wake_at > now);
+    wake_at
 }
 
 /// In a fork child: the purger thread did not survive.

@@ -31,6 +31,8 @@ pub struct Counters {
     /// Bytes of freed huge mappings kept for reuse (`huge.rs`).
     pub huge_cached: AtomicU64,
     pub purger_wakeups: AtomicU64,
+    /// The purger thread's own CPU time (ns), as of its last pass.
+    pub purger_cpu_ns: AtomicU64,
     pub invalid_frees: AtomicU64,
     pub steals: AtomicU64,
     pub steal_attempts: AtomicU64,
@@ -56,6 +58,7 @@ pub static COUNTERS: Counters = Counters {
     huge_cached: AtomicU64::new(0),
     huge_frees: AtomicU64::new(0),
     purger_wakeups: AtomicU64::new(0),
+    purger_cpu_ns: AtomicU64::new(0),
     invalid_frees: AtomicU64::new(0),
     steals: AtomicU64::new(0),
     steal_attempts: AtomicU64::new(0),
@@ -116,8 +119,12 @@ pub struct Stats {
     /// Large and huge blocks allocated (cumulative).
     pub large_allocs: u64,
     pub huge_allocs: u64,
-    /// Times the background purger woke up (cumulative).
+    /// Passes of the background purger's loop (cumulative): each is a wake-up, whether
+    /// a timed or requested futex wake ended its sleep or it went round without one.
     pub purger_wakeups: u64,
+    /// CPU time the background purger thread has used (ns, user + system, as of its
+    /// last pass; `CLOCK_THREAD_CPUTIME_ID`).
+    pub purger_cpu_ns: u64,
     /// Invalid or double frees detected (cumulative).
     pub invalid_frees: u64,
     /// Heaps of idle threads whose pages the background purger took over, and attempts
@@ -161,6 +168,7 @@ pub fn snapshot() -> Stats {
         large_allocs: c.large_allocs.load(Ordering::Relaxed),
         huge_allocs: c.huge_allocs.load(Ordering::Relaxed),
         purger_wakeups: c.purger_wakeups.load(Ordering::Relaxed),
+        purger_cpu_ns: c.purger_cpu_ns.load(Ordering::Relaxed),
         invalid_frees: c.invalid_frees.load(Ordering::Relaxed),
         steals: c.steals.load(Ordering::Relaxed),
         steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
@@ -308,8 +316,15 @@ impl Stats {
         )?;
         writeln!(
             w,
-            "  page events: {} abandoned, {} reclaimed, {} collected; purger wake-ups {}",
-            self.abandon_events, self.reclaim_events, self.collect_events, self.purger_wakeups
+            "  page events: {} abandoned, {} reclaimed, {} collected",
+            self.abandon_events, self.reclaim_events, self.collect_events
+        )?;
+        writeln!(
+            w,
+            "  purger: {} wake-ups, {}.{:03} ms of CPU",
+            self.purger_wakeups,
+            self.purger_cpu_ns / 1_000_000,
+            self.purger_cpu_ns / 1_000 % 1_000
         )?;
         writeln!(
             w,

@@ -409,6 +409,52 @@ fn idle_purger_does_not_wake() {
     );
 }
 
+/// Under a steady stream of frees the purger sleeps between deadlines: it wakes about
+/// once per quarter purge delay (its batching interval), not continuously. Issue 20: it
+/// used to go round its loop without sleeping from a quarter delay before each deadline
+/// until the deadline passed (hundreds of thousands of passes a second).
+#[test]
+fn purger_sleeps_under_steady_frees() {
+    let _serial = serial();
+    if !background_enabled("purger_sleeps_under_steady_frees") {
+        return;
+    }
+    let delay = ebb::options().purge_delay_ms;
+    if delay < 40 {
+        eprintln!("purger_sleeps_under_steady_frees: skipped, purge delay {delay} ms < 40");
+        return;
+    }
+    // Start the purger and let it settle, so its start-up passes do not count.
+    drop(std::hint::black_box(vec![1u8; 2 * MIB]));
+    settle();
+    let before = ebb::stats();
+    let start = Instant::now();
+    // 3 purge delays of steady work: every 2 ms a large block (a span of its own) is
+    // allocated, touched and freed, which schedules a purge each time.
+    let mut rounds = 0u64;
+    while start.elapsed() < Duration::from_millis(3 * delay) {
+        let block = std::hint::black_box(vec![rounds as u8; 768 * 1024]);
+        drop(block);
+        rounds += 1;
+        thread::sleep(Duration::from_millis(2));
+    }
+    let elapsed_ms = start.elapsed().as_millis() as u64;
+    let after = ebb::stats();
+    let passes = after.purger_wakeups - before.purger_wakeups;
+    // One pass per quarter delay for purges, one per delay for idle-heap checks, and
+    // the same again for passes a new deadline or a collect request starts early.
+    let bound = 2 * (elapsed_ms / (delay / 4) + elapsed_ms / delay + 2) + 10;
+    assert!(
+        passes <= bound,
+        "the purger made {passes} passes in {elapsed_ms} ms of steady frees ({rounds} \
+         frees; purge delay {delay} ms; at most {bound} expected)"
+    );
+    assert!(
+        after.purger_cpu_ns > 0,
+        "the purger's CPU time is not counted"
+    );
+}
+
 /// A freed huge block's mapping is reused by the next huge request of about its size
 /// (no mmap/munmap per pair), `alloc_zeroed` of a reused mapping reads zero, and the
 /// kept mapping is unmapped once its purge delay has passed, with no allocator call.

@@ -157,6 +157,18 @@ pub fn now_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+/// CPU time the calling thread has used, in nanoseconds (a system call: for the
+/// purger's own accounting, once per pass, never on an allocation path).
+pub fn thread_cpu_time_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Run `f` without letting it change the caller's `errno`: system calls that fail as
 /// a matter of course (a futex timing out, an in-place `mremap` that cannot grow) must
 /// not leak an errno into a program that called `malloc` and succeeded.
