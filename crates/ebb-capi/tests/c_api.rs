@@ -524,6 +524,11 @@ fn check_mode_reports_invalid_frees_and_continues() {
         ("interior", "pointer not allocated by ebb"),
         ("double", "double free"),
         ("double_large", "double free"),
+        ("double_owned_elsewhere", "double free"),
+        (
+            "never_allocated",
+            "double free (the block is not allocated)",
+        ),
     ] {
         let (run, ptr) = check_scenario(scenario, &check);
         assert_continued(&run);

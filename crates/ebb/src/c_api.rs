@@ -363,8 +363,8 @@ pub unsafe fn option_set(name: *const c_char, value: i64) -> c_int {
         Some(OptionName::Background) => o.background = value != 0,
         Some(OptionName::ShowStats) => o.show_stats = value != 0,
         Some(OptionName::ShowErrors) => o.show_errors = value != 0,
-        // Check mode applies to heaps made after the change.
-        Some(OptionName::Check) => o.check = value != 0,
+        // Check mode is fixed when the process starts (see check.rs).
+        Some(OptionName::Check) => return if (value != 0) == o.check { 0 } else { -1 },
         Some(OptionName::AbortOnError) => o.abort_on_error = value != 0,
         None => return -1,
     }

@@ -39,6 +39,10 @@ pub struct Heap {
     pub steal_state: AtomicU32,
     /// The page each class allocates from (see the invariants above).
     pub current: [AtomicPtr<Page>; CLASS_COUNT],
+    /// Check mode (`CHECK_TAG` in `owner_word`): the current page of each class. The
+    /// tables above then always name the empty page, so every malloc takes the slow
+    /// path, where `check::mark_allocated` records the block.
+    pub checked_current: [AtomicPtr<Page>; CLASS_COUNT],
     /// `small_class[size]` is the class of a request of `size <= SMALL_MAX` bytes, and
     /// `small_class_c[size]` that of a C request (16-byte aligned above 8 bytes). The
     /// same in every heap (`size_class::small_classes`): a copy here is reached from the
@@ -74,6 +78,7 @@ impl Heap {
             in_op: AtomicU32::new(0),
             steal_state: AtomicU32::new(crate::steal::NONE),
             current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
+            checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             small_class: small_classes(false),
             small_class_c: small_classes(true),
             queues: [PageList::new(); CLASS_COUNT],
@@ -93,7 +98,13 @@ impl Heap {
     /// class, moving the `CURRENT` flag from the page that was current (if the tables
     /// still name it: `clear_tables` leaves the flags to `arena::abandon`).
     pub fn set_current(&self, class: usize, page: *mut Page) {
-        let old = self.current[class].load(Ordering::Relaxed);
+        let checked = self.owner_word & CHECK_TAG != 0;
+        let table = if checked {
+            &self.checked_current
+        } else {
+            &self.current
+        };
+        let old = table[class].load(Ordering::Relaxed);
         if old != page {
             let empty = empty_page();
             // SAFETY: pages the tables name are owned by this heap (the caller is its
@@ -109,7 +120,7 @@ impl Heap {
                 }
             }
         }
-        self.current[class].store(page, Ordering::Relaxed);
+        table[class].store(page, Ordering::Relaxed);
     }
 
     pub fn refresh_current(&self, class: usize) {
@@ -119,7 +130,7 @@ impl Heap {
 
     /// Point every table entry at the empty page (after a steal).
     pub fn clear_tables(&self) {
-        for entry in &self.current {
+        for entry in self.current.iter().chain(&self.checked_current) {
             entry.store(empty_page(), Ordering::Relaxed);
         }
     }
@@ -519,7 +530,11 @@ pub fn malloc_slow(class: usize) -> *mut u8 {
         if page.is_null() {
             null_mut()
         } else {
-            pop(page)
+            let block = pop(page);
+            if (*heap).owner_word & CHECK_TAG != 0 {
+                crate::check::mark_allocated(block);
+            }
+            block
         }
     };
     // SAFETY: as above.
@@ -616,7 +631,7 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         if owner >= MARKER_LIMIT && owner & !CHECK_TAG == heap as usize {
             // Our own page: in check mode, or the fast path raced with a steal that was
             // undone.
-            if (owner & CHECK_TAG == 0 || crate::check::local_free_is_valid(page, block))
+            if (owner & CHECK_TAG == 0 || crate::check::small_free_is_valid(page, block))
                 && (*page).free_local(block as *mut Block)
             {
                 retire(heap, page);

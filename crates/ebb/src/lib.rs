@@ -224,7 +224,8 @@ pub fn options() -> Options {
     *options::get()
 }
 
-/// Replace the options at run time (for example the purge delay).
+/// Replace the options at run time (for example the purge delay). `check` keeps the
+/// value the process started with (`EBB_CHECK`).
 pub fn set_options(options: Options) {
     options::set(options);
 }

@@ -71,6 +71,10 @@ pub struct Segment {
     pub committed_slices: Bitmap512,
     /// Pages of abandoned spans with pending remote frees.
     pub collect_mask: [AtomicU64; 8],
+    /// Check mode only (`check.rs`): one bit per 8-byte granule of the segment, set
+    /// while a small block starting there is allocated. Null until check mode first
+    /// allocates in the segment; a mapping of its own, never released.
+    pub check_bits: AtomicPtr<AtomicU64>,
 }
 
 /// Slices the header of a segment takes (never free).
