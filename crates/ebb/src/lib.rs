@@ -78,24 +78,21 @@ fn assertion_failed(what: core::fmt::Arguments, file: &str, line: u32) -> ! {
     os::abort()
 }
 
-mod alloc;
-mod arena;
-mod bitmap;
 #[cfg_attr(not(feature = "c-api"), allow(dead_code))]
 pub mod c_api;
-mod check;
-mod heap;
-mod huge;
+mod front;
+mod handoff;
 mod options;
 mod os;
-mod page;
-mod purge;
-mod segment;
+mod process;
 mod size_class;
+mod span;
 mod stats;
-mod steal;
 mod sync;
-mod tls;
+use front::{alloc, check, heap, tls};
+use handoff::steal;
+use process::purge;
+use span::{arena, bitmap, huge, page, segment};
 
 use core::alloc::{GlobalAlloc, Layout};
 

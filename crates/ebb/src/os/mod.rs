@@ -7,6 +7,6 @@
 //! back as zero). Nothing here allocates.
 
 #[cfg(unix)]
-mod unix;
+mod linux;
 #[cfg(unix)]
-pub use unix::*;
+pub use linux::*;

@@ -1,0 +1,3 @@
+//! Process-wide concerns: the background purger.
+
+pub mod purge;
