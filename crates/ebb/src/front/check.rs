@@ -13,9 +13,9 @@
 //!   by the freeing thread or by nobody (for a page owned by another live thread only
 //!   the block boundary is checked: its lists are that thread's private state).
 
-use crate::alloc::report_invalid_free;
-use crate::arena;
-use crate::page::{Block, Page, ABANDONED, COLLECTING, FREE, HUGE, LARGE};
+use crate::diag::report_invalid_free;
+use crate::handoff::drain;
+use crate::span::page::{Block, Page, ABANDONED, FREE, HUGE, LARGE};
 use core::sync::atomic::Ordering;
 
 /// True if `block` is the start of a block carved in `page` (whose block size and
@@ -46,7 +46,7 @@ fn on_list(mut head: *mut Block, block: *mut u8, limit: usize) -> bool {
     false
 }
 
-/// Validate a free into a page the caller owns (or holds as collector): it must be a
+/// Validate a free into a page the caller owns (or holds as drainer): it must be a
 /// block start and not already free. Reports and returns false otherwise.
 ///
 /// # Safety
@@ -61,7 +61,7 @@ pub unsafe fn local_free_is_valid(page: *mut Page, block: *mut u8) -> bool {
             );
             return false;
         }
-        (*page).collect_thread_free();
+        (*page).take_remote_frees();
         let limit = (*page).reserved as usize;
         if on_list((*page).free, block, limit) || on_list((*page).local_free, block, limit) {
             report_invalid_free(block, "double free");
@@ -94,15 +94,14 @@ pub unsafe fn remote_free_is_valid(page: *mut Page, owner: usize, block: *mut u8
                 }
                 true
             }
-            ABANDONED if arena::claim_for_collect(page) => {
+            ABANDONED if drain::claim_for_drain(page) => {
                 if local_free_is_valid(page, block) {
                     (*page).free_local(block as *mut Block);
                 }
-                arena::finish_collect(page, true);
+                drain::finish_drain(page, true);
                 false
             }
             _ => {
-                let _ = COLLECTING;
                 if !is_block_start(page, block, (*page).reserved as usize) {
                     report_invalid_free(
                         block,

@@ -1,42 +1,45 @@
-//! Heaps: one per thread, holding that thread's pages per size class.
+//! Heaps: one per thread, holding that thread's pages per size class; making one on
+//! a thread's first allocation, and letting go of it at thread exit.
 //!
-//! A heap owns a queue of pages for each size class; the first page of a queue is the
-//! one the malloc fast path allocates from (`current`, and `direct` for requests up to
-//! 1 KiB, indexed by `(size + 7) / 8`). When a page fills up it is abandoned rather than
-//! kept: blocks freed into it later make it claimable by any thread (see `arena.rs`),
-//! and if its former owner frees into it first, the owner takes it back.
+//! A heap owns a queue of pages for each size class (`queue.rs`); the first page of a
+//! queue is the one the malloc fast path allocates from (`current[class]`, the class
+//! found through the per-size tables `small_class`/`small_class_c` up to 1 KiB). A page
+//! that fills up stays in the queue while it is among the few full pages the heap keeps
+//! (`slow::FULL_PAGE_SLICES_KEPT`); older full pages are abandoned (`handoff::abandon`):
+//! blocks freed into them later make them claimable by any thread, and if the former
+//! owner frees into one first, it takes it back (within `queue::RECLAIM_QUEUE_LIMIT`).
 //!
-//! Heap memory comes from the OS directly (one heap per 4 KiB-rounded mapping, reused
-//! after thread exit), never from a global allocator.
+//! Heap memory comes from the OS directly (one heap per page-rounded mapping, reused
+//! after thread exit through the registry), never from a global allocator.
 
-use crate::arena::{self, PageList, ARENA};
+use crate::counters::COUNTERS;
+use crate::front::queue::queue_remove;
+use crate::front::{takeover, tls};
+use crate::handoff::abandon;
 use crate::os;
-use crate::page::{empty_page, Block, Page, ABANDONED, CHECK_TAG, MARKER_LIMIT};
+use crate::process::{self, registry};
+use crate::protocol::{Handshake, DEAD, NONE};
 use crate::size_class::{small_classes, CLASS_COUNT, SMALL_COUNT};
-use crate::stats::COUNTERS;
-use crate::{steal, tls};
+use crate::span::page::{empty_page, Page, PageList, CHECK_TAG, MARKER_LIMIT};
 use core::cell::UnsafeCell;
 use core::ptr::null_mut;
-use core::sync::atomic::{
-    compiler_fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Per-thread allocation state.
 ///
 /// Invariants: `current[c]` is `queues[c].first`, or the empty page if the queue is
 /// empty (or the heap was just stolen from); a page has `page::CURRENT` set in its
 /// `used` word exactly while some `current[c]` names it (a stolen heap's pages keep the
-/// flag until `arena::abandon` clears it); every page in `queues[c]` is owned by this
+/// flag until `abandon::abandon` clears it); every page in `queues[c]` is owned by this
 /// heap (`owner == owner_word`) and has class `c`. Only the owning thread changes the
-/// heap, except a stealer (`steal.rs`) that has proved the owner is outside every
+/// heap, except a stealer (`takeover.rs`) that has proved the owner is outside every
 /// allocator call.
 #[repr(C)]
 pub struct Heap {
-    /// Nesting count of allocator calls the owner is inside (fast paths included).
-    /// Written only by the owner, with plain increments; read by the stealer.
-    pub in_op: AtomicU32,
-    /// `steal::NONE`, `steal::STEALING` or `steal::DEAD`.
-    pub steal_state: AtomicU32,
+    /// `in_op` (nesting count of allocator calls, fast paths included) and the steal
+    /// state: the words of the takeover protocol (`protocol::Handshake`). First, so
+    /// `in_op` is at offset 0 of the heap the fast paths hold.
+    pub handshake: Handshake,
     /// The page each class allocates from (see the invariants above).
     pub current: [AtomicPtr<Page>; CLASS_COUNT],
     /// `small_class[size]` is the class of a request of `size <= SMALL_MAX` bytes, and
@@ -59,10 +62,8 @@ pub struct Heap {
     /// taken over): the owner's next malloc slow path lets go of its pages but the
     /// current one of each class (`sweep`).
     pub sweep_wanted: AtomicBool,
-    /// Links in the arena's list of live heaps or of spare heaps.
-    pub next: *mut Heap,
-    pub prev: *mut Heap,
-    pub thread_id: usize,
+    /// Links in the registry's list of live heaps or of spare heaps.
+    pub link: registry::Link,
     /// What this heap writes in the owner word of its pages: its address, plus
     /// `CHECK_TAG` in check mode.
     pub owner_word: usize,
@@ -71,8 +72,10 @@ pub struct Heap {
 impl Heap {
     const fn empty() -> Self {
         Self {
-            in_op: AtomicU32::new(0),
-            steal_state: AtomicU32::new(crate::steal::NONE),
+            handshake: Handshake {
+                in_op: AtomicU32::new(0),
+                state: AtomicU32::new(NONE),
+            },
             current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             small_class: small_classes(false),
             small_class_c: small_classes(true),
@@ -82,16 +85,14 @@ impl Heap {
             seen_activity: AtomicU64::new(u64::MAX),
             quiet_since: AtomicU64::new(0),
             sweep_wanted: AtomicBool::new(false),
-            next: null_mut(),
-            prev: null_mut(),
-            thread_id: 0,
+            link: registry::Link::new(),
             owner_word: 0,
         }
     }
 
     /// Make `page` (owned, class `class`, or the empty page) the current page of its
     /// class, moving the `CURRENT` flag from the page that was current (if the tables
-    /// still name it: `clear_tables` leaves the flags to `arena::abandon`).
+    /// still name it: `clear_tables` leaves the flags to `abandon::abandon`).
     pub fn set_current(&self, class: usize, page: *mut Page) {
         let old = self.current[class].load(Ordering::Relaxed);
         if old != page {
@@ -124,30 +125,26 @@ impl Heap {
         }
     }
 
-    /// Enter an allocator call (owner only; nests).
+    /// Enter an allocator call (owner only; nests): `Handshake::enter`.
     #[inline(always)]
     pub fn enter(&self) {
-        self.in_op.store(
-            self.in_op.load(Ordering::Relaxed).wrapping_add(1),
-            Ordering::Relaxed,
-        );
-        // Keep the page accesses that follow after the store (the stealer's membarrier
-        // takes care of the hardware ordering).
-        compiler_fence(Ordering::SeqCst);
+        self.handshake.enter();
     }
 
     /// Leave an allocator call.
     #[inline(always)]
     pub fn leave(&self) {
-        self.in_op.store(
-            self.in_op.load(Ordering::Relaxed).wrapping_sub(1),
-            Ordering::Release,
-        );
+        self.handshake.leave();
+    }
+
+    /// The heap that embeds registry link `link`.
+    pub fn from_link(link: *mut registry::Link) -> *mut Heap {
+        link.wrapping_byte_sub(core::mem::offset_of!(Heap, link)) as *mut Heap
     }
 }
 
 const fn empty_page_const() -> *mut Page {
-    crate::page::EMPTY_PAGE.0.get()
+    crate::span::page::EMPTY_PAGE.0.get()
 }
 
 /// The heap every thread starts with: all pages empty.
@@ -164,44 +161,14 @@ pub fn empty_heap() -> *mut Heap {
 }
 
 // ---------------------------------------------------------------------------------
-// Process and thread set-up
+// Thread set-up and exit
 
-const INIT_NONE: u8 = 0;
-const INIT_RUNNING: u8 = 1;
-const INIT_DONE: u8 = 2;
-static PROCESS_INIT: AtomicU8 = AtomicU8::new(INIT_NONE);
-static THREAD_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
-
-/// The pthread key whose destructor abandons an exiting thread's heap.
-pub fn thread_key() -> u32 {
-    THREAD_KEY.load(Ordering::Acquire)
-}
-
-/// One-time process set-up: options, the thread-exit key, fork and exit handlers.
-fn process_init() {
-    if PROCESS_INIT.load(Ordering::Acquire) == INIT_DONE {
-        return;
-    }
-    if PROCESS_INIT
-        .compare_exchange(INIT_NONE, INIT_RUNNING, Ordering::AcqRel, Ordering::Acquire)
-        .is_err()
-    {
-        while PROCESS_INIT.load(Ordering::Acquire) != INIT_DONE {
-            os::yield_now();
-        }
-        return;
-    }
-    crate::options::get();
-    if let Some(key) = os::thread_key_create(thread_exit) {
-        THREAD_KEY.store(key, Ordering::Release);
-    }
-    PROCESS_INIT.store(INIT_DONE, Ordering::Release);
-    // These may allocate, so they run after the state is DONE (re-entry is then safe).
-    os::at_fork(arena::fork_prepare, arena::fork_parent, arena::fork_child);
-    if crate::options::get().show_stats {
-        crate::stats::register_exit_report();
-    }
-}
+/// What the process layer calls back for (see `process::Hooks`).
+static HOOKS: process::Hooks = process::Hooks {
+    thread_exit,
+    after_fork_child: abandon_foreign_heaps_after_fork,
+    take_over_idle: takeover::take_over_idle,
+};
 
 /// The calling thread's heap, made on first use. Null if the OS refused memory.
 #[cold]
@@ -210,13 +177,13 @@ pub fn ensure_heap() -> *mut Heap {
     if heap != empty_heap() {
         return heap;
     }
-    process_init();
+    process::init(&HOOKS);
     let heap = new_heap();
     if heap.is_null() {
         return null_mut();
     }
     tls::set_heap(heap);
-    let key = thread_key();
+    let key = process::thread_key();
     if key != u32::MAX {
         // May allocate (glibc, for high key numbers): the heap is already installed.
         os::thread_key_set(key, heap as *mut core::ffi::c_void);
@@ -225,14 +192,11 @@ pub fn ensure_heap() -> *mut Heap {
 }
 
 fn new_heap() -> *mut Heap {
-    let reused = {
-        let mut arena = ARENA.lock();
-        let heap = arena.spare_heaps;
-        if !heap.is_null() {
-            // SAFETY: spare heaps are valid, unused, linked under the lock.
-            arena.spare_heaps = unsafe { (*heap).next };
-        }
-        heap
+    let spare = registry::take_spare();
+    let reused = if spare.is_null() {
+        null_mut()
+    } else {
+        Heap::from_link(spare)
     };
     let heap = if reused.is_null() {
         let bytes = core::mem::size_of::<Heap>().next_multiple_of(os::page_size());
@@ -241,6 +205,9 @@ fn new_heap() -> *mut Heap {
             return null_mut();
         }
         let heap = memory as *mut Heap;
+        // Owner words are heap addresses: page aligned, so above every marker and with
+        // the CHECK_TAG bit clear.
+        debug_assert!(heap as usize >= MARKER_LIMIT && heap as usize & CHECK_TAG == 0);
         // SAFETY: fresh, unused memory of the right size and alignment; nobody else
         // knows its address yet.
         unsafe { heap.write(Heap::empty()) };
@@ -251,7 +218,7 @@ fn new_heap() -> *mut Heap {
         // SAFETY: the heap is ours (taken off the spare list under the lock).
         unsafe {
             let h = &mut *reused;
-            h.in_op.store(0, Ordering::Relaxed);
+            h.handshake.in_op.store(0, Ordering::Relaxed);
             h.clear_tables();
             h.queues = [PageList::new(); CLASS_COUNT];
             h.page_count.store(0, Ordering::Relaxed);
@@ -260,19 +227,12 @@ fn new_heap() -> *mut Heap {
     };
     // SAFETY: the heap is ours until it is published in the list below.
     unsafe {
-        (*heap).thread_id = os::thread_id();
         (*heap).seen_activity.store(u64::MAX, Ordering::Relaxed);
         (*heap).sweep_wanted.store(false, Ordering::Relaxed);
         let check = crate::options::get().check;
         (*heap).owner_word = heap as usize | if check { CHECK_TAG } else { 0 };
-        (*heap).steal_state.store(steal::NONE, Ordering::Release);
-        let mut arena = ARENA.lock();
-        (*heap).prev = null_mut();
-        (*heap).next = arena.heaps;
-        if !arena.heaps.is_null() {
-            (*arena.heaps).prev = heap;
-        }
-        arena.heaps = heap;
+        (*heap).handshake.state.store(NONE, Ordering::Release);
+        registry::register(&mut (*heap).link);
     }
     COUNTERS.threads.fetch_add(1, Ordering::Relaxed);
     COUNTERS.threads_created.fetch_add(1, Ordering::Relaxed);
@@ -291,10 +251,11 @@ unsafe extern "C" fn thread_exit(value: *mut core::ffi::c_void) {
     // SAFETY: the heap belonged to this thread, which no longer uses it.
     unsafe {
         (*heap).enter();
-        steal::mark_dead(heap);
+        (*heap).handshake.mark_dead();
         heap_done(heap);
     }
-    crate::purge::heap_thread_exited();
+    process::purger::after_slow_path();
+    process::heap_thread_exited();
 }
 
 /// Abandon every page of `heap` and return it to the spare list.
@@ -305,18 +266,7 @@ unsafe fn heap_done(heap: *mut Heap) {
     // SAFETY: per the contract we have exclusive use of the heap and own its pages.
     unsafe {
         abandon_all(heap, os::now_ms());
-        let mut arena = ARENA.lock();
-        let (prev, next) = ((*heap).prev, (*heap).next);
-        if prev.is_null() {
-            arena.heaps = next;
-        } else {
-            (*prev).next = next;
-        }
-        if !next.is_null() {
-            (*next).prev = prev;
-        }
-        (*heap).next = arena.spare_heaps;
-        arena.spare_heaps = heap;
+        registry::retire(&mut (*heap).link);
     }
     COUNTERS.threads.fetch_sub(1, Ordering::Relaxed);
 }
@@ -339,7 +289,7 @@ pub unsafe fn abandon_all(heap: *mut Heap, unused_since: u64) {
                     break;
                 }
                 queue_remove(heap, class, page);
-                arena::abandon(page, heap, unused_since);
+                abandon::abandon(page, heap as usize, unused_since);
             }
         }
     }
@@ -349,446 +299,30 @@ pub unsafe fn abandon_all(heap: *mut Heap, unused_since: u64) {
 /// so their pages (and blocks the child frees into them) are not stranded.
 ///
 /// # Safety
-/// Only in the child of a fork, with the arena lock free.
-pub unsafe fn abandon_foreign_heaps_after_fork() {
+/// Only in the child of a fork, with every lock free.
+unsafe fn abandon_foreign_heaps_after_fork() {
     let mine = tls::heap();
     loop {
         let victim = {
-            let arena = ARENA.lock();
-            let mut heap = arena.heaps;
-            // SAFETY: live heaps are linked under the lock.
-            while !heap.is_null() && heap == mine {
-                heap = unsafe { (*heap).next };
+            let registry = registry::lock();
+            let mut link = registry.live;
+            while !link.is_null() && Heap::from_link(link) == mine {
+                // SAFETY: live heaps are linked under the lock.
+                link = unsafe { (*link).next };
             }
-            heap
+            if link.is_null() {
+                null_mut()
+            } else {
+                Heap::from_link(link)
+            }
         };
         if victim.is_null() {
             break;
         }
         // SAFETY: the victim's thread (and any stealer) does not exist in this process.
         unsafe {
-            (*victim).steal_state.store(steal::DEAD, Ordering::Release);
+            (*victim).handshake.state.store(DEAD, Ordering::Release);
             heap_done(victim);
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Queue maintenance (owner only; keeps `page_count` for the stealer)
-
-unsafe fn queue_push_front(heap: *mut Heap, class: usize, page: *mut Page) {
-    // SAFETY: the caller owns heap and page; the page is in no list.
-    unsafe {
-        (*heap).queues[class].push_front(page);
-        (*heap).set_current(class, page);
-        let count = (*heap).page_count.load(Ordering::Relaxed);
-        (*heap).page_count.store(count + 1, Ordering::Relaxed);
-        if count == 0 {
-            crate::purge::heap_became_active();
-        }
-    }
-}
-
-unsafe fn queue_push_back(heap: *mut Heap, class: usize, page: *mut Page) {
-    // SAFETY: the caller owns heap and page; the page is in no list.
-    unsafe {
-        if (*heap).queues[class].first.is_null() {
-            queue_push_front(heap, class, page);
-            return;
-        }
-        (*heap).queues[class].push_back(page);
-        let count = (*heap).page_count.load(Ordering::Relaxed);
-        (*heap).page_count.store(count + 1, Ordering::Relaxed);
-    }
-}
-
-unsafe fn queue_remove(heap: *mut Heap, class: usize, page: *mut Page) {
-    // SAFETY: the caller owns heap and page; the page is in this queue.
-    unsafe {
-        (*heap).queues[class].remove(page);
-        (*heap).refresh_current(class);
-        let count = (*heap).page_count.load(Ordering::Relaxed);
-        debug_assert!(count > 0);
-        (*heap).page_count.store(count - 1, Ordering::Relaxed);
-    }
-}
-
-/// Slow-path entry for the calling thread's own heap: wait out a steal in progress and
-/// count the activity (the stealer leaves recently active heaps alone). No clock read:
-/// the stealer notices when the count stops moving.
-#[inline]
-fn slow_path_enter(heap: *mut Heap) {
-    // SAFETY: heap is the calling thread's heap.
-    unsafe {
-        (*heap).enter();
-        steal::wait_while_stealing(heap);
-        let activity = (*heap).activity.load(Ordering::Relaxed);
-        (*heap)
-            .activity
-            .store(activity.wrapping_add(1), Ordering::Relaxed);
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Malloc slow path
-
-/// Find a page of `class` with a free block for `heap`, making it current. Null if the
-/// OS refused memory.
-///
-/// # Safety
-/// `heap` must be the calling thread's own heap, entered with `slow_path_enter`.
-pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
-    // SAFETY: the heap is ours; pages in our queues are owned by us.
-    unsafe {
-        let keep_full = FULL_PAGE_SLICES_KEPT / crate::size_class::page_slices(class);
-        let mut full_kept = 0;
-        let mut page = (*heap).queues[class].first;
-        while !page.is_null() {
-            let next = (*page).next;
-            (*page).collect();
-            if (*page).has_free() || (*page).extend() {
-                if page != (*heap).queues[class].first {
-                    (*heap).queues[class].remove(page);
-                    (*heap).queues[class].push_front(page);
-                    (*heap).set_current(class, page);
-                }
-                return page;
-            }
-            if full_kept < keep_full {
-                // Full, and among the last few: keep it (see FULL_PAGE_SLICES_KEPT).
-                full_kept += 1;
-            } else {
-                // Full and older: let it go, so frees into it make it claimable by anyone.
-                queue_remove(heap, class, page);
-                arena::abandon(page, heap, os::now_ms());
-            }
-            page = next;
-        }
-        let page = arena::take_page(class, heap);
-        if page.is_null() {
-            return null_mut();
-        }
-        (*page).collect();
-        if !(*page).has_free() && !(*page).extend() {
-            // A claimed page always has room; a fresh one can always be carved.
-            debug_assert!(false, "page without room");
-        }
-        queue_push_front(heap, class, page);
-        page
-    }
-}
-
-/// How much of its full pages a heap keeps per class, in slices (4 pages of small
-/// blocks, none of the bigger pages), instead of abandoning a page the moment it fills.
-///
-/// Why keep any: when a thread's live blocks of a class stay about constant (a server
-/// replacing objects, larson), every page it owns is nearly full and every free opens
-/// one hole. Abandoning full pages made the owner's own frees into them remote pushes
-/// (CAS, notify, collect) and each hole came back through list-claim-fill-abandon, a
-/// cycle per page every few dozen mallocs. Keeping them, those frees are plain local
-/// ones and `find_page` finds the holes. Measured, C larson (time, against the build
-/// that kept none): 2 pages 0.92-0.96, 4 pages 0.77-0.81, 8 pages 0.76-0.79,
-/// unbounded 0.73.
-///
-/// Why a bound: a kept page's remote frees wait for its owner's next slow path of
-/// the class (or the idle-heap steal, or thread exit), so until then their memory
-/// serves nobody. Measured, mixed-c-rust (8 threads handing buffers around) after 50
-/// rounds: 185 MiB keeping none, 193 keeping 4 pages, 198 keeping 8 pages of each
-/// class and one medium page. It is a bound in bytes, so that big pages, where a
-/// stranded page would cost most and churn matters least, are never kept.
-pub const FULL_PAGE_SLICES_KEPT: usize = 4;
-
-/// Allocate a block of `class` when the fast path found no free block.
-#[cold]
-#[inline(never)]
-pub fn malloc_slow(class: usize) -> *mut u8 {
-    let heap = ensure_heap();
-    if heap.is_null() {
-        return null_mut();
-    }
-    slow_path_enter(heap);
-    // SAFETY: `heap` is this thread's heap.
-    let block = unsafe {
-        if (*heap).sweep_wanted.load(Ordering::Relaxed) {
-            sweep(heap);
-        }
-        let page = find_page(heap, class);
-        if page.is_null() {
-            null_mut()
-        } else {
-            pop(page)
-        }
-    };
-    // SAFETY: as above.
-    unsafe { (*heap).leave() };
-    block
-}
-
-/// Let go of every page of the heap but the current one of each class: free the unused
-/// ones, abandon the rest (listed for any thread if they have room).
-///
-/// A busy heap is never taken over, yet the pages it holds besides its current ones
-/// (the full pages `find_page` keeps, pages taken back by a free) only come back to
-/// it on its next slow path *of their class*: remote frees into them would wait for
-/// as long as the thread allocates other sizes. The purger asks for this about once
-/// per purge delay, so that memory goes back within about two delays, as a sleeping
-/// owner's does. Once per delay, the cost is one walk of the queues and, for pages
-/// the heap still uses, claiming them back from the abandoned list.
-///
-/// # Safety
-/// `heap` must be the calling thread's own heap, entered with `slow_path_enter`.
-unsafe fn sweep(heap: *mut Heap) {
-    // SAFETY: per the contract, the heap and the pages in its queues are ours.
-    unsafe {
-        (*heap).sweep_wanted.store(false, Ordering::Relaxed);
-        let now = os::now_ms();
-        for class in 0..CLASS_COUNT {
-            let first = (*heap).queues[class].first;
-            if first.is_null() {
-                continue;
-            }
-            let mut page = (*first).next;
-            while !page.is_null() {
-                let next = (*page).next;
-                queue_remove(heap, class, page);
-                arena::abandon(page, heap, now);
-                page = next;
-            }
-        }
-    }
-    COUNTERS.sweeps.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Take the first free block of `page` (which must have one).
-///
-/// # Safety
-/// The caller must own `page` and `page.free` must be non-null.
-#[inline(always)]
-pub unsafe fn pop(page: *mut Page) -> *mut u8 {
-    // SAFETY: per the contract.
-    unsafe {
-        let block = (*page).free;
-        debug_assert!(!block.is_null());
-        (*page).free = (*block).next;
-        (*page).inc_used();
-        block as *mut u8
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Free slow path
-
-/// Free `block` of `page` when the fast path could not: the page is not owned by the
-/// calling thread's heap, it is in check mode, or a stealer is taking it.
-///
-/// # Safety
-/// `block` must be a block of `page` (checked, and reported if not, in check mode).
-#[cold]
-#[inline(never)]
-pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
-    let heap = tls::heap();
-    let own = heap != empty_heap();
-    if own {
-        slow_path_enter(heap);
-    }
-    // SAFETY: page is a valid descriptor; ownership decides who touches what.
-    unsafe {
-        free_slow_inner(heap, page, block);
-        if own {
-            (*heap).leave();
-        }
-    }
-}
-
-unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
-    // SAFETY: page is a valid descriptor; ownership decides who touches what.
-    unsafe {
-        let mut owner = (*page).owner.load(Ordering::Acquire);
-        while owner == crate::page::STOLEN {
-            // A stealer is taking the page from its (idle) owner: it is about to become
-            // abandoned, or to return to its owner.
-            os::yield_now();
-            owner = (*page).owner.load(Ordering::Acquire);
-        }
-        if owner >= MARKER_LIMIT && owner & !CHECK_TAG == heap as usize {
-            // Our own page: in check mode, or the fast path raced with a steal that was
-            // undone.
-            if (owner & CHECK_TAG == 0 || crate::check::local_free_is_valid(page, block))
-                && (*page).free_local(block as *mut Block)
-            {
-                retire(heap, page);
-            }
-            return;
-        }
-        if crate::options::get().check && !crate::check::remote_free_is_valid(page, owner, block) {
-            return;
-        }
-        match owner {
-            crate::page::LARGE => {
-                (*page).set_used(0);
-                COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
-                arena::free_span(page);
-            }
-            crate::page::HUGE => crate::huge::free(page),
-            crate::page::FREE => {
-                crate::alloc::report_invalid_free(block, "block is not in use (double free?)")
-            }
-            ABANDONED
-                if heap != empty_heap()
-                    && (*page).last_owner.load(Ordering::Relaxed) == heap as usize
-                    && queue_is_short(heap, (*page).class as usize) =>
-            {
-                // Our own page that filled up: take it back so later frees are local,
-                // unless we hold a spare page of the class already. Hoarding every old
-                // page a thread frees into makes each heap keep its own partly used
-                // pages (the sum of per-thread peaks); left abandoned, the page is
-                // listed for any thread once the free below notifies the collector.
-                if (*page)
-                    .owner
-                    .compare_exchange(
-                        ABANDONED,
-                        (*heap).owner_word,
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    reclaim(heap, page);
-                    if (*page).free_local(block as *mut Block) {
-                        retire(heap, page);
-                    }
-                } else {
-                    free_to_other(page, block);
-                }
-            }
-            _ => free_to_other(page, block),
-        }
-    }
-}
-
-/// How many pages of a class a heap may hold before a free into one of its old pages
-/// stops taking that page back. Measured (mixed-c-rust, 8 threads): 1 spare page keeps
-/// RSS flat from round 5 to 50 (+2%) at +1.5% instructions in a single-threaded
-/// compiler-like workload; 8 let RSS creep (+4% and 10% more in absolute terms), and
-/// unbounded reclaim crept +7% (each thread hoarding its own partly used pages).
-const RECLAIM_QUEUE_LIMIT: usize = 2;
-
-/// True if the heap's queue for `class` holds at most RECLAIM_QUEUE_LIMIT pages with
-/// room. Full pages (the ones `find_page` keeps) do not count: they are not the
-/// partly used pages whose hoarding the limit prevents, and counting them would stop
-/// a thread that frees what it allocated from ever taking its old pages back.
-///
-/// # Safety
-/// `heap` must be the calling thread's heap.
-#[inline]
-unsafe fn queue_is_short(heap: *mut Heap, class: usize) -> bool {
-    // SAFETY: per the contract, the queues are ours.
-    unsafe {
-        let mut page = (*heap).queues[class].first;
-        let mut n = 0;
-        while !page.is_null() {
-            n += usize::from((*page).used() < (*page).reserved);
-            if n > RECLAIM_QUEUE_LIMIT {
-                return false;
-            }
-            page = (*page).next;
-        }
-        true
-    }
-}
-
-/// Push a block onto another owner's (or nobody's) page.
-pub unsafe fn free_to_other(page: *mut Page, block: *mut u8) {
-    // SAFETY: the block is live in page; pushing is allowed to anyone.
-    unsafe {
-        let old_head = (*page).free_remote(block as *mut Block);
-        if old_head.is_null() && (*page).owner.load(Ordering::SeqCst) == ABANDONED {
-            arena::notify(page);
-        }
-    }
-}
-
-/// Put a page we just claimed back into our queue for its class (not as current).
-unsafe fn reclaim(heap: *mut Heap, page: *mut Page) {
-    // SAFETY: we own the page; the list is guarded by the arena lock.
-    unsafe {
-        if (*page).listed {
-            let mut arena = ARENA.lock();
-            if (*page).listed {
-                arena.abandoned[(*page).class as usize].remove(page);
-                (*page).listed = false;
-            }
-        }
-        queue_push_back(heap, (*page).class as usize, page);
-    }
-    COUNTERS.pages_reclaimed.fetch_add(1, Ordering::Relaxed);
-}
-
-/// A local free emptied `page`, owned by the calling thread's heap.
-///
-/// # Safety
-/// `page` must be owned by the calling thread's heap.
-#[cold]
-#[inline(never)]
-pub unsafe fn page_emptied(page: *mut Page) {
-    let heap = tls::heap();
-    slow_path_enter(heap);
-    // SAFETY: per the contract. A steal that completed meanwhile took the page from us
-    // (then it is no longer ours and there is nothing to do).
-    unsafe {
-        if (*page).owner.load(Ordering::Relaxed) & !CHECK_TAG == heap as usize {
-            retire(heap, page);
-        }
-        (*heap).leave();
-    }
-}
-
-/// A page of ours became unused: keep it if it is the only page of its class (so a
-/// thread that allocates and frees one block does not churn spans), else free it.
-unsafe fn retire(heap: *mut Heap, page: *mut Page) {
-    // SAFETY: we own the page and the heap.
-    unsafe {
-        debug_assert!(!(*page).is_current(), "the current page is never retired");
-        let class = (*page).class as usize;
-        let queue = &(*heap).queues[class];
-        if queue.first == page && (*page).next.is_null() {
-            return;
-        }
-        queue_remove(heap, class, page);
-        (*page).collect();
-        debug_assert!((*page).is_unused());
-        (*page)
-            .owner
-            .store(crate::page::COLLECTING, Ordering::Relaxed);
-        arena::free_span(page);
-    }
-}
-
-/// Free every unused page of the calling thread's heap (for `collect`).
-pub fn collect_own(force: bool) {
-    let heap = tls::heap();
-    if heap == empty_heap() {
-        return;
-    }
-    slow_path_enter(heap);
-    // SAFETY: this is our heap.
-    unsafe {
-        for class in 0..CLASS_COUNT {
-            let mut page = (*heap).queues[class].first;
-            while !page.is_null() {
-                let next = (*page).next;
-                (*page).collect();
-                let only = page == (*heap).queues[class].first && next.is_null();
-                if (*page).is_unused() && (force || !only) {
-                    queue_remove(heap, class, page);
-                    (*page)
-                        .owner
-                        .store(crate::page::COLLECTING, Ordering::Relaxed);
-                    arena::free_span(page);
-                }
-                page = next;
-            }
-        }
-        (*heap).leave();
     }
 }
