@@ -12,7 +12,9 @@
 //! `memalign` rounds a non-power-of-two alignment up; `aligned_alloc` rejects one with
 //! `EINVAL`.
 
-use crate::{alloc, arena, check, heap, options, os, segment, stats};
+use crate::front::{alloc, check};
+use crate::span::segment;
+use crate::{counters, diag, options, os, stats};
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::null_mut;
 
@@ -185,32 +187,20 @@ unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
 }
 
 fn report(ptr: *mut u8, function: &str, what: &str) {
-    crate::stats::COUNTERS
-        .invalid_frees
-        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-    let options = options::get();
-    if options.show_errors {
-        use core::fmt::Write;
-        let mut w = stats::StderrWriter::new();
-        let _ = writeln!(w, "ebb: {}({:p}): {}", function, ptr, what);
-    }
-    if options.abort_on_error {
-        os::abort();
-    }
+    diag::report_invalid(function, ptr, what);
 }
 
 fn errno() -> c_int {
-    // SAFETY: __errno_location returns the calling thread's errno slot.
-    unsafe { *libc::__errno_location() }
+    os::errno()
 }
 
 /// `malloc_trim`: return every free page to the OS now. 1 if memory was released.
 pub fn malloc_trim(_pad: usize) -> c_int {
-    let before = stats::COUNTERS
+    let before = counters::COUNTERS
         .purged
         .load(core::sync::atomic::Ordering::Relaxed);
     crate::collect(true);
-    (stats::COUNTERS
+    (counters::COUNTERS
         .purged
         .load(core::sync::atomic::Ordering::Relaxed)
         != before) as c_int
@@ -251,7 +241,7 @@ pub struct Mallinfo {
 pub fn mallinfo2() -> Mallinfo2 {
     let s = stats::snapshot();
     let huge_live = (s.huge_allocs.saturating_sub(
-        stats::COUNTERS
+        counters::COUNTERS
             .huge_frees
             .load(core::sync::atomic::Ordering::Relaxed),
     )) as usize;
@@ -404,13 +394,6 @@ unsafe fn option_name(name: *const c_char) -> Option<OptionName> {
         b"abort_on_error" => Some(OptionName::AbortOnError),
         _ => None,
     }
-}
-
-/// Collect and purge now (`force`: all free memory, regardless of the delay).
-pub fn collect(force: bool) {
-    arena::collect_pending();
-    heap::collect_own(force);
-    arena::purge(os::now_ms(), force);
 }
 
 pub const VERSION: &[u8] = concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes();

@@ -12,10 +12,9 @@
 
 /// Smallest block: one pointer, enough to thread the free list through.
 pub const MIN_BLOCK: usize = 8;
-/// Requests up to this size index the heap's direct page table by `(size + 7) / 8`.
+/// Requests up to this size find their class in the heap's per-size tables
+/// (`Heap::small_class`, built by [`small_classes`]), indexed by the size itself.
 pub const SMALL_MAX: usize = 1024;
-/// Entries of the direct table (`0..=SMALL_MAX / 8`).
-pub const DIRECT_COUNT: usize = SMALL_MAX / 8 + 1;
 /// Requests in `(SMALL_MAX, MID_MAX]` find their class in [`MID_CLASS`], one entry per
 /// 128 bytes: no class boundary in that range falls between two multiples of 128.
 pub const MID_MAX: usize = 64 * 1024;
@@ -99,20 +98,6 @@ pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
     Some(class)
 }
 
-/// Build the direct table entry -> class map at compile time.
-const fn direct_classes() -> [u8; DIRECT_COUNT] {
-    let mut table = [0u8; DIRECT_COUNT];
-    let mut i = 0;
-    while i < DIRECT_COUNT {
-        table[i] = class_of(i * 8) as u8;
-        i += 1;
-    }
-    table
-}
-
-/// `DIRECT_CLASS[(size + 7) / 8]` is the class of a request of `size <= SMALL_MAX`.
-pub static DIRECT_CLASS: [u8; DIRECT_COUNT] = direct_classes();
-
 const fn mid_classes() -> [u8; MID_COUNT] {
     let mut table = [0u8; MID_COUNT];
     let mut i = SMALL_MAX / 128;
@@ -137,20 +122,6 @@ pub const fn c_class_of(size: usize) -> usize {
         class_of((size + 15) & !15)
     }
 }
-
-const fn direct_c_classes() -> [u8; DIRECT_COUNT] {
-    let mut table = [0u8; DIRECT_COUNT];
-    let mut i = 0;
-    while i < DIRECT_COUNT {
-        // Entry i serves sizes 8(i-1)+1 ..= 8i; they all round to the same 16-multiple.
-        table[i] = c_class_of(i * 8) as u8;
-        i += 1;
-    }
-    table
-}
-
-/// `DIRECT_C_CLASS[(size + 7) / 8]` is `c_class_of(size)` for `size <= SMALL_MAX`.
-pub static DIRECT_C_CLASS: [u8; DIRECT_COUNT] = direct_c_classes();
 
 /// Entries of the per-size class tables (`0..=SMALL_MAX`).
 pub const SMALL_COUNT: usize = SMALL_MAX + 1;
@@ -223,29 +194,6 @@ mod tests {
             if size > 64 {
                 // waste strictly below 1/8 of the request
                 assert!((s - size) * 8 < size, "size {size} -> {s}");
-            }
-        }
-    }
-
-    #[test]
-    fn direct_table_matches() {
-        for size in 0..=SMALL_MAX {
-            assert_eq!(
-                DIRECT_CLASS[size.div_ceil(8)] as usize,
-                class_of(size),
-                "{size}"
-            );
-        }
-    }
-
-    #[test]
-    fn c_direct_table_matches_and_is_sixteen_aligned() {
-        for size in 0..=SMALL_MAX {
-            let c = DIRECT_C_CLASS[size.div_ceil(8)] as usize;
-            assert_eq!(c, c_class_of(size), "{size}");
-            assert!(class_size(c) >= size);
-            if size > 8 {
-                assert_eq!(class_size(c) % 16, 0, "{size}");
             }
         }
     }

@@ -4,7 +4,8 @@
 //! snapshot can be written from an `atexit` handler of a program whose heap is ebb.
 //! Field names are those of [`Stats`](crate::Stats); byte counts are bytes.
 
-use crate::stats::{snapshot, Stats, StderrWriter};
+use crate::diag::StderrWriter;
+use crate::stats::{snapshot, Stats};
 use core::fmt::{self, Write};
 
 /// The JSON format's version: bumped when a field changes meaning or goes away

@@ -59,7 +59,7 @@ impl<T> Mutex<T> {
             }
         }
         while self.state.swap(CONTENDED, Ordering::Acquire) != UNLOCKED {
-            os::futex_wait(&self.state, CONTENDED, None);
+            os::wait(&self.state, CONTENDED, None);
         }
     }
 
@@ -69,7 +69,7 @@ impl<T> Mutex<T> {
     /// The caller must hold the lock, acquired with [`Mutex::lock_raw`].
     pub unsafe fn unlock_raw(&self) {
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
-            os::futex_wake(&self.state, 1);
+            os::wake(&self.state, 1);
         }
     }
 

@@ -4,8 +4,8 @@
 // Bodies name `super::` explicitly: the standard names defined here would otherwise
 // shadow the implementations they forward to.
 use super::{
-    c_char, c_int, c_stats, c_void, collect, option_get, option_set, stats, CStats, Mallinfo,
-    Mallinfo2, VERSION,
+    c_char, c_int, c_stats, c_void, option_get, option_set, stats, CStats, Mallinfo, Mallinfo2,
+    VERSION,
 };
 
 macro_rules! export {
@@ -96,7 +96,7 @@ pub extern "C" fn ebb_stats_print() {
 /// Collect and purge now; with `force`, return all free memory regardless of the delay.
 #[no_mangle]
 pub extern "C" fn ebb_collect(force: bool) {
-    collect(force);
+    crate::collect(force);
 }
 
 /// Read an option by name (`"purge_delay"` or `"EBB_PURGE_DELAY"`); -1 if unknown.

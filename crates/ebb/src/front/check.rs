@@ -26,9 +26,9 @@
 //! time in the walk). The bitmap costs 1/64 of the address space of the segments that
 //! check mode allocates in (512 KiB per 32 MiB segment, committed as touched).
 
-use crate::alloc::report_invalid_free;
-use crate::page::{Page, FREE, HUGE, LARGE};
-use crate::segment::{segment_of, SEGMENT_SIZE};
+use crate::diag::report_invalid_free;
+use crate::span::page::{Page, FREE, HUGE, LARGE};
+use crate::span::segment::{segment_of, SEGMENT_SIZE};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes per bit of the allocation bitmap: the smallest block size and alignment.
