@@ -22,16 +22,31 @@ pub struct Allocator {
 pub enum Lookup {
     Found(Allocator),
     /// A known allocator whose library is not installed, with the command that installs it.
-    NotInstalled { name: String, install: String },
+    NotInstalled {
+        name: String,
+        install: String,
+    },
 }
 
 /// Debian's libraries of the allocators known by name: (name, file names, package).
 const KNOWN: &[(&str, &[&str], &str)] = &[
-    ("jemalloc", &["libjemalloc.so.2", "libjemalloc.so"], "libjemalloc2"),
-    ("mimalloc", &["libmimalloc.so.2", "libmimalloc.so"], "libmimalloc2.0"),
+    (
+        "jemalloc",
+        &["libjemalloc.so.2", "libjemalloc.so"],
+        "libjemalloc2",
+    ),
+    (
+        "mimalloc",
+        &["libmimalloc.so.2", "libmimalloc.so"],
+        "libmimalloc2.0",
+    ),
     (
         "tcmalloc",
-        &["libtcmalloc_minimal.so.4", "libtcmalloc.so.4", "libtcmalloc_minimal.so"],
+        &[
+            "libtcmalloc_minimal.so.4",
+            "libtcmalloc.so.4",
+            "libtcmalloc_minimal.so",
+        ],
         "libtcmalloc-minimal4",
     ),
 ];
@@ -171,7 +186,9 @@ pub fn source_workspace() -> Option<PathBuf> {
 /// an installed `ebb`.
 fn ebb_library() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the ebb executable")?;
-    let exe_dir = exe.parent().context("the ebb executable has no directory")?;
+    let exe_dir = exe
+        .parent()
+        .context("the ebb executable has no directory")?;
     let profile = exe_dir.file_name().and_then(|n| n.to_str());
     let from_cargo = matches!(profile, Some("release" | "debug"));
     if let (true, Some(ws)) = (from_cargo, source_workspace()) {
@@ -228,7 +245,14 @@ fn build_libebb(ws: &Path, target_dir: &Path) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     eprintln!("ebb: building libebb.so (cargo build --release -p ebb-capi) ...");
     let status = Command::new(&cargo)
-        .args(["build", "--release", "--quiet", "-p", "ebb-capi", "--manifest-path"])
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "ebb-capi",
+            "--manifest-path",
+        ])
         .arg(ws.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(target_dir)

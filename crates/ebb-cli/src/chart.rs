@@ -35,7 +35,11 @@ const BARS: &[(&str, &str)] = &[
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// Renders the chart; `median_runs[i]` is the charted run of `summaries[i]`.
-pub fn render(title: &str, summaries: &[AllocatorSummary], median_runs: &[&RunResult]) -> Result<String> {
+pub fn render(
+    title: &str,
+    summaries: &[AllocatorSummary],
+    median_runs: &[&RunResult],
+) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1000, 760)).into_drawing_area();
@@ -62,7 +66,11 @@ fn memory_over_time(
         .iter()
         .flat_map(|r| r.samples.last().map(|s| s.t))
         .fold(1.0, f64::max);
-    let y_max = runs.iter().map(|r| r.peak.rss as f64 / MIB).fold(1.0, f64::max) * 1.1;
+    let y_max = runs
+        .iter()
+        .map(|r| r.peak.rss as f64 / MIB)
+        .fold(1.0, f64::max)
+        * 1.1;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 20))
         .margin(12)
@@ -105,16 +113,23 @@ fn memory_over_time(
     Ok(())
 }
 
-fn ratio_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, summaries: &[AllocatorSummary]) -> Result<()> {
+fn ratio_bars(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    summaries: &[AllocatorSummary],
+) -> Result<()> {
     let base = summaries.first().map_or("", |s| s.allocator.as_str());
-    let ratio = |s: &AllocatorSummary, key: &str| s.metrics.get(key).and_then(|m| m.ratio).unwrap_or(0.0);
+    let ratio =
+        |s: &AllocatorSummary, key: &str| s.metrics.get(key).and_then(|m| m.ratio).unwrap_or(0.0);
     let y_max = summaries
         .iter()
         .flat_map(|s| BARS.iter().map(move |(k, _)| ratio(s, k)))
         .fold(1.0, f64::max)
         * 1.2;
     let mut chart = ChartBuilder::on(area)
-        .caption(format!("median ratio to {base} (lower is better)"), ("sans-serif", 16))
+        .caption(
+            format!("median ratio to {base} (lower is better)"),
+            ("sans-serif", 16),
+        )
         .margin(12)
         .x_label_area_size(10)
         .y_label_area_size(70)

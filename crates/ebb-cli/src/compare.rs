@@ -93,7 +93,8 @@ pub fn ebb_summary(runs: &[&RunResult]) -> Option<EbbSummary> {
     if runs.iter().all(|r| r.ebb_stats.is_empty()) {
         return None;
     }
-    let med = |f: &dyn Fn(&RunResult) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
+    let med =
+        |f: &dyn Fn(&RunResult) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
     Some(EbbSummary {
         processes: med(&|r| r.ebb_stats.len() as f64),
         allocated: med(&|r| ebb_field(r, "allocated")),
@@ -120,7 +121,15 @@ pub fn summarise(names: &[String], runs: &[Vec<RunResult>]) -> Vec<AllocatorSumm
                 .map(|base: &Summary| median / base.median)
                 .or(Some(1.0).filter(|_| out.is_empty()))
                 .filter(|r| r.is_finite());
-            metrics.insert(key.to_string(), Summary { median, min, max, ratio });
+            metrics.insert(
+                key.to_string(),
+                Summary {
+                    median,
+                    min,
+                    max,
+                    ratio,
+                },
+            );
         }
         let peak: Vec<f64> = runs.iter().map(|r| r.peak.rss as f64).collect();
         let mid = median(&peak);
@@ -215,9 +224,16 @@ fn rows(summaries: &[AllocatorSummary], markdown: bool) -> Vec<(String, Vec<Stri
             rows.push(("  min–max".to_string(), spread));
         }
     }
-    let marks = summaries.iter().map(|a| a.idle_rss.len()).max().unwrap_or(0);
+    let marks = summaries
+        .iter()
+        .map(|a| a.idle_rss.len())
+        .max()
+        .unwrap_or(0);
     for i in 0..marks {
-        let Some(at) = summaries.iter().find_map(|a| a.idle_rss.get(i).map(|m| m.0)) else {
+        let Some(at) = summaries
+            .iter()
+            .find_map(|a| a.idle_rss.get(i).map(|m| m.0))
+        else {
             continue;
         };
         let base = summaries[0].idle_rss.get(i).map(|m| m.1);
@@ -241,10 +257,19 @@ fn rows(summaries: &[AllocatorSummary], markdown: bool) -> Vec<(String, Vec<Stri
                 .map(|a| a.ebb.as_ref().map_or("-".into(), f))
                 .collect()
         };
-        rows.push(("ebb allocated".into(), field(&|e| format_bytes(e.allocated))));
-        rows.push(("ebb committed".into(), field(&|e| format_bytes(e.committed))));
+        rows.push((
+            "ebb allocated".into(),
+            field(&|e| format_bytes(e.allocated)),
+        ));
+        rows.push((
+            "ebb committed".into(),
+            field(&|e| format_bytes(e.committed)),
+        ));
         rows.push(("ebb purged".into(), field(&|e| format_bytes(e.purged))));
-        rows.push(("ebb purger wake-ups".into(), field(&|e| format!("{:.0}", e.purger_wakeups))));
+        rows.push((
+            "ebb purger wake-ups".into(),
+            field(&|e| format!("{:.0}", e.purger_wakeups)),
+        ));
     }
     rows
 }

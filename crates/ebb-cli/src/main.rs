@@ -99,8 +99,8 @@ struct Sampling {
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
     interval: Option<Duration>,
     /// Regex: the command is a server, ready when a line of its output matches.
-    #[arg(long, value_name = "REGEX")]
-    ready: Option<String>,
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    ready: Option<regex::Regex>,
     /// Give up if no line matches --ready within this time.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_positive_duration)]
     ready_timeout: Duration,
@@ -182,6 +182,22 @@ fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+fn parse_regex(s: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(s).map_err(|e| {
+        // regex's message spans lines (the pattern, a caret); its last line says what.
+        let text = e.to_string();
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        format!(
+            "not a valid regex ({})",
+            last.trim_start_matches("error: ").trim()
+        )
+    })
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -212,6 +228,10 @@ fn main() -> ExitCode {
             workload::run(quick, idle);
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Run(args) if args.command.is_empty() => {
+            eprintln!("ebb: error: no command given: ebb run [OPTIONS] -- COMMAND [ARGS...] (see ebb run --help)");
+            return ExitCode::from(EXIT_USAGE);
+        }
         Cmd::Run(args) => setup().and_then(|()| run(args)),
         Cmd::Compare(args) => setup().and_then(|()| compare(args)),
     };
@@ -231,17 +251,6 @@ fn setup() -> Result<()> {
     Ok(())
 }
 
-fn compile_ready(ready: &Option<String>) -> Result<Option<regex::Regex>> {
-    ready
-        .as_deref()
-        .map(|r| regex::Regex::new(r).map_err(|e| anyhow::anyhow!("bad --ready regex: {}", first_line(&e.to_string()))))
-        .transpose()
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().rev().find(|l| l.starts_with("error:")).unwrap_or(s.lines().next().unwrap_or("")).trim_start_matches("error: ").to_string()
-}
-
 fn progress_bar() -> indicatif::ProgressBar {
     if !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
@@ -253,11 +262,17 @@ fn progress_bar() -> indicatif::ProgressBar {
     bar
 }
 
-fn spec(sampling: &Sampling, allocator: alloc::Allocator, command: Vec<OsString>, show_output: bool, builtin: bool) -> Result<runner::RunSpec> {
+fn spec(
+    sampling: &Sampling,
+    allocator: alloc::Allocator,
+    command: Vec<OsString>,
+    show_output: bool,
+    builtin: bool,
+) -> Result<runner::RunSpec> {
     let default_interval = Duration::from_millis(if builtin { 100 } else { 250 });
-    let ready = match compile_ready(&sampling.ready)? {
+    let ready = match &sampling.ready {
         None if builtin => Some(regex::Regex::new(workload::READY_LINE)?),
-        r => r,
+        r => r.clone(),
     };
     Ok(runner::RunSpec {
         command,
@@ -273,30 +288,39 @@ fn spec(sampling: &Sampling, allocator: alloc::Allocator, command: Vec<OsString>
 }
 
 fn command_text(command: &[OsString]) -> String {
-    command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+    command
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn write_file(path: &PathBuf, text: &str, what: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write the {what} to {}", path.display()))?;
+    std::fs::write(path, text)
+        .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
     eprintln!("ebb: wrote {}", path.display());
     Ok(())
 }
 
 fn run(args: RunArgs) -> Result<ExitCode> {
-    if args.command.is_empty() {
-        bail!("no command given: ebb run [OPTIONS] -- COMMAND [ARGS...]");
-    }
-    let ready = compile_ready(&args.sampling.ready)?;
-    drop(ready);
     let allocator = match alloc::lookup(&args.alloc)? {
         alloc::Lookup::Found(a) => a,
-        alloc::Lookup::NotInstalled { name, install } => bail!("{name} is not installed: {install}"),
+        alloc::Lookup::NotInstalled { name, install } => {
+            bail!("{name} is not installed: {install}")
+        }
     };
     let text = command_text(&args.command);
     let spec = spec(&args.sampling, allocator, args.command, !args.quiet, false)?;
     let bar = progress_bar();
     let result = runner::run(&spec, &mut |p| {
-        bar.set_message(format!("{} · {} · {:.1} s · {} · {} processes", spec.allocator.name, p.phase, p.t, compare::format_bytes(p.rss as f64), p.processes));
+        bar.set_message(format!(
+            "{} · {} · {:.1} s · {} · {} processes",
+            spec.allocator.name,
+            p.phase,
+            p.t,
+            compare::format_bytes(p.rss as f64),
+            p.processes
+        ));
         bar.tick();
     });
     bar.finish_and_clear();
@@ -306,23 +330,35 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         write_file(path, &serde_json::to_string_pretty(&result)?, "JSON")?;
     }
     if let Some(path) = &args.sampling.svg {
-        let summaries = compare::summarise(&[result.allocator.clone()], &[vec![result.clone()]]);
-        let svg = chart::render(&format!("{text} under {}", result.allocator), &summaries, &[&result])?;
+        let summaries = compare::summarise(
+            std::slice::from_ref(&result.allocator),
+            &[vec![result.clone()]],
+        );
+        let svg = chart::render(
+            &format!("{text} under {}", result.allocator),
+            &summaries,
+            &[&result],
+        )?;
         write_file(path, &svg, "chart")?;
     }
     if result.interrupted {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
-    Ok(match (result.exit.stopped_by_ebb, result.exit.code, result.exit.signal) {
-        (true, _, _) => ExitCode::SUCCESS,
-        (_, Some(code), _) => ExitCode::from(code as u8),
-        (_, None, Some(signal)) => ExitCode::from((128 + signal) as u8),
-        _ => ExitCode::from(EXIT_ERROR),
-    })
+    Ok(
+        match (
+            result.exit.stopped_by_ebb,
+            result.exit.code,
+            result.exit.signal,
+        ) {
+            (true, _, _) => ExitCode::SUCCESS,
+            (_, Some(code), _) => ExitCode::from(code as u8),
+            (_, None, Some(signal)) => ExitCode::from((128 + signal) as u8),
+            _ => ExitCode::from(EXIT_ERROR),
+        },
+    )
 }
 
 fn compare(args: CompareArgs) -> Result<ExitCode> {
-    compile_ready(&args.sampling.ready)?;
     let builtin = args.command.is_empty();
     let mut allocators = Vec::new();
     let mut skipped = Vec::new();
@@ -331,16 +367,23 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
             alloc::Lookup::Found(a) => allocators.push(a),
             alloc::Lookup::NotInstalled { name, install } => {
                 eprintln!("ebb: skipping {name}: not installed (install it with: {install})");
-                skipped.push(report::Skipped { allocator: name, install });
+                skipped.push(report::Skipped {
+                    allocator: name,
+                    install,
+                });
             }
         }
     }
     if allocators.is_empty() {
-        bail!("none of the allocators {} is installed", args.alloc.join(", "));
+        bail!(
+            "none of the allocators {} is installed",
+            args.alloc.join(", ")
+        );
     }
     let command = if builtin {
         let exe = std::env::current_exe().context("cannot find the ebb executable")?;
-        let mut c: Vec<OsString> = vec![exe.into(), "workload".into(), "--idle".into(), "1h".into()];
+        let mut c: Vec<OsString> =
+            vec![exe.into(), "workload".into(), "--idle".into(), "1h".into()];
         if args.quick {
             c.push("--quick".into());
         }
@@ -348,11 +391,23 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
     } else {
         args.command.clone()
     };
-    let text = if builtin { format!("ebb workload{}", if args.quick { " --quick" } else { "" }) } else { command_text(&command) };
+    let text = if builtin {
+        format!("ebb workload{}", if args.quick { " --quick" } else { "" })
+    } else {
+        command_text(&command)
+    };
     let names: Vec<String> = allocators.iter().map(|a| a.name.clone()).collect();
     let specs = allocators
         .into_iter()
-        .map(|a| spec(&args.sampling, a, command.clone(), args.show_output, builtin))
+        .map(|a| {
+            spec(
+                &args.sampling,
+                a,
+                command.clone(),
+                args.show_output,
+                builtin,
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     let runs = args.runs as usize;
     let total = runs * specs.len();
@@ -363,7 +418,15 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
         for (i, spec) in specs.iter().enumerate() {
             let n = order.len() + 1;
             let result = runner::run(spec, &mut |p| {
-                bar.set_message(format!("[{n}/{total}] {} run {} · {} · {:.1} s · {} · {} processes", spec.allocator.name, round + 1, p.phase, p.t, compare::format_bytes(p.rss as f64), p.processes));
+                bar.set_message(format!(
+                    "[{n}/{total}] {} run {} · {} · {:.1} s · {} · {} processes",
+                    spec.allocator.name,
+                    round + 1,
+                    p.phase,
+                    p.t,
+                    compare::format_bytes(p.rss as f64),
+                    p.processes
+                ));
                 bar.tick();
             });
             let result = match result {
@@ -373,10 +436,21 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
                     return Err(e.context(format!("{} (run {})", spec.allocator.name, round + 1)));
                 }
             };
-            order.push(report::OrderEntry { round: round + 1, allocator: spec.allocator.name.clone() });
+            order.push(report::OrderEntry {
+                round: round + 1,
+                allocator: spec.allocator.name.clone(),
+            });
             let interrupted = result.interrupted;
             if !result.exit.success() && !interrupted {
-                bar.suspend(|| eprintln!("ebb: {} run {}: {} ended with {}", text, round + 1, spec.allocator.name, result.exit.describe()));
+                bar.suspend(|| {
+                    eprintln!(
+                        "ebb: {} run {}: {} ended with {}",
+                        text,
+                        round + 1,
+                        spec.allocator.name,
+                        result.exit.describe()
+                    )
+                });
             }
             results[i].push(result);
             if interrupted {
@@ -386,25 +460,53 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
     }
     bar.finish_and_clear();
     // After Ctrl-C, allocators may have one run fewer; keep those that have any.
-    let (names, results): (Vec<String>, Vec<Vec<runner::RunResult>>) =
-        names.into_iter().zip(results).filter(|(_, r)| !r.is_empty()).unzip();
+    let (names, results): (Vec<String>, Vec<Vec<runner::RunResult>>) = names
+        .into_iter()
+        .zip(results)
+        .filter(|(_, r)| !r.is_empty())
+        .unzip();
     let summaries = compare::summarise(&names, &results);
     print!("{}", report::compare_text(&text, runs, &summaries));
-    let out = report::CompareJson { command: command_text(&command), builtin_workload: builtin, runs, order, skipped, summaries, results };
+    let out = report::CompareJson {
+        command: command_text(&command),
+        builtin_workload: builtin,
+        runs,
+        order,
+        skipped,
+        summaries,
+        results,
+    };
     if let Some(path) = &args.sampling.json {
         write_file(path, &serde_json::to_string_pretty(&out)?, "JSON")?;
     }
     if let Some(path) = &args.markdown {
-        write_file(path, &compare::markdown_table(&out.summaries, &text, runs), "markdown table")?;
+        write_file(
+            path,
+            &compare::markdown_table(&out.summaries, &text, runs),
+            "markdown table",
+        )?;
     }
     if let Some(path) = &args.sampling.svg {
-        let charted: Vec<&runner::RunResult> = out.summaries.iter().zip(&out.results).map(|(s, r)| &r[s.median_run]).collect();
-        let svg = chart::render(&format!("{text}: memory over time (median run of {runs})"), &out.summaries, &charted)?;
+        let charted: Vec<&runner::RunResult> = out
+            .summaries
+            .iter()
+            .zip(&out.results)
+            .map(|(s, r)| &r[s.median_run])
+            .collect();
+        let svg = chart::render(
+            &format!("{text}: memory over time (median run of {runs})"),
+            &out.summaries,
+            &charted,
+        )?;
         write_file(path, &svg, "chart")?;
     }
     if interrupted() {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     let failed = out.summaries.iter().any(|s| s.failed_runs > 0);
-    Ok(if failed { ExitCode::from(EXIT_COMMAND_FAILED) } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::from(EXIT_COMMAND_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

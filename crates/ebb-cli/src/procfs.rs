@@ -52,7 +52,11 @@ fn all_processes() -> HashMap<i32, ProcStat> {
         return procs;
     };
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
             continue;
         };
         if let Some(stat) = read_stat(pid) {

@@ -45,7 +45,11 @@ pub fn run_text(command: &str, r: &RunResult) -> String {
         .preload
         .as_ref()
         .map_or("no LD_PRELOAD".to_string(), |p| p.display().to_string());
-    let _ = writeln!(out, "\nebb run: {command}\n  allocator      {} ({lib})", r.allocator);
+    let _ = writeln!(
+        out,
+        "\nebb run: {command}\n  allocator      {} ({lib})",
+        r.allocator
+    );
     let status = if r.interrupted {
         "interrupted (Ctrl-C): tree stopped".to_string()
     } else if r.exit.stopped_by_ebb {
@@ -110,7 +114,11 @@ pub fn compare_text(command: &str, runs: usize, summaries: &[AllocatorSummary]) 
     );
     out.push_str(&compare::text_table(summaries));
     for s in summaries.iter().filter(|s| s.failed_runs > 0) {
-        let _ = writeln!(out, "note: {} failed in {} of {} runs", s.allocator, s.failed_runs, s.runs);
+        let _ = writeln!(
+            out,
+            "note: {} failed in {} of {} runs",
+            s.allocator, s.failed_runs, s.runs
+        );
     }
     out
 }

@@ -41,7 +41,10 @@ pub struct RunSpec {
 impl RunSpec {
     /// A server run: start, wait for the ready line, drive, idle, then stop the tree.
     fn is_server(&self) -> bool {
-        self.ready.is_some() || self.drive.is_some() || self.drive_for.is_some() || self.idle.is_some()
+        self.ready.is_some()
+            || self.drive.is_some()
+            || self.drive_for.is_some()
+            || self.idle.is_some()
     }
 }
 
@@ -206,7 +209,12 @@ fn signal_tree(pgid: i32, pids: &[i32], signal: i32) {
 }
 
 /// Forwards or collects the lines of one of the command's output pipes.
-fn read_lines(pipe: impl Read + Send + 'static, to_stderr: bool, show: bool, tx: mpsc::Sender<String>) {
+fn read_lines(
+    pipe: impl Read + Send + 'static,
+    to_stderr: bool,
+    show: bool,
+    tx: mpsc::Sender<String>,
+) {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(pipe);
         let mut buf = Vec::new();
@@ -235,7 +243,8 @@ impl StatsDir {
         static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("ebb-cli-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         Ok(StatsDir(dir))
     }
 
@@ -521,7 +530,14 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     if !exited {
         result.exit.stopped_by_ebb = true;
     }
-    stop_tree(child_pid, me, drive_pid, &mut last_pids, &mut result, &mut exited);
+    stop_tree(
+        child_pid,
+        me,
+        drive_pid,
+        &mut last_pids,
+        &mut result,
+        &mut exited,
+    );
     result.elapsed_s = secs(Instant::now());
     if result.wall_s == 0.0 {
         result.wall_s = result.idle_start_s.unwrap_or(result.elapsed_s);
@@ -563,7 +579,10 @@ fn start_idle(result: &mut RunResult, now: f64) -> Phase {
 
 fn spawn_drive(drive: &str, show_output: bool) -> Result<i32> {
     let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c").arg(drive).process_group(0).stdin(Stdio::null());
+    cmd.arg("-c")
+        .arg(drive)
+        .process_group(0)
+        .stdin(Stdio::null());
     if !show_output {
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
     }

@@ -75,7 +75,9 @@ fn pool(scale: usize) {
         let jobs = 6000 * scale;
         let mut in_flight = 0;
         for j in 0..jobs {
-            let job: Vec<Box<[u8]>> = (0..rng.range(4, 40)).map(|_| block(&mut rng, 16, 2048)).collect();
+            let job: Vec<Box<[u8]>> = (0..rng.range(4, 40))
+                .map(|_| block(&mut rng, 16, 2048))
+                .collect();
             if job_txs[j % workers].send(job).is_err() {
                 return;
             }
@@ -107,7 +109,9 @@ fn refresh(scale: usize) -> std::thread::JoinHandle<()> {
     let owner_cache = cache.clone();
     let owner = std::thread::spawn(move || {
         let mut rng = Rng(7);
-        let entries: Vec<Box<[u8]>> = (0..60_000 * scale).map(|_| block(&mut rng, 64, 1024)).collect();
+        let entries: Vec<Box<[u8]>> = (0..60_000 * scale)
+            .map(|_| block(&mut rng, 64, 1024))
+            .collect();
         *owner_cache.lock().unwrap() = entries;
         let _ = built_tx.send(());
         // The owner goes to sleep holding no lock, as a thread waiting for requests does.
@@ -164,10 +168,19 @@ pub fn run(quick: bool, idle: Duration) {
     let start = Instant::now();
     println!("ebb-workload: phase pool");
     pool(scale);
-    println!("ebb-workload: phase refresh ({:.2} s)", start.elapsed().as_secs_f64());
+    println!(
+        "ebb-workload: phase refresh ({:.2} s)",
+        start.elapsed().as_secs_f64()
+    );
     let _owner = refresh(scale);
-    println!("ebb-workload: phase burst ({:.2} s)", start.elapsed().as_secs_f64());
+    println!(
+        "ebb-workload: phase burst ({:.2} s)",
+        start.elapsed().as_secs_f64()
+    );
     burst(scale);
-    println!("ebb-workload: idle ({:.2} s of work)", start.elapsed().as_secs_f64());
+    println!(
+        "ebb-workload: idle ({:.2} s of work)",
+        start.elapsed().as_secs_f64()
+    );
     std::thread::sleep(idle);
 }
