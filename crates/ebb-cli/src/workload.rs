@@ -162,8 +162,20 @@ fn burst(scale: usize) {
     }
 }
 
-/// Runs the workload, prints the ready line, then sleeps for `idle`.
+static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    TERMINATED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Runs the workload, prints the ready line, then sleeps for `idle` or until SIGTERM,
+/// and returns: the process then exits normally, so an allocator's exit hooks run (ebb
+/// writes its `EBB_STATS_FILE` then).
 pub fn run(quick: bool, idle: Duration) {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t);
+    }
     let scale = if quick { 1 } else { 2 };
     let start = Instant::now();
     println!("ebb-workload: phase pool");
