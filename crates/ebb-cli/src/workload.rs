@@ -194,5 +194,8 @@ pub fn run(quick: bool, idle: Duration) {
         "ebb-workload: idle ({:.2} s of work)",
         start.elapsed().as_secs_f64()
     );
-    std::thread::sleep(idle);
+    let end = Instant::now() + idle;
+    while Instant::now() < end && !TERMINATED.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -359,7 +359,7 @@ fn builtin_workload_runs_as_a_server_with_idle_marks() {
         "compare",
         "--quick",
         "--alloc",
-        "glibc",
+        "glibc,ebb",
         "--runs",
         "1",
         "--idle",
@@ -382,8 +382,15 @@ fn builtin_workload_runs_as_a_server_with_idle_marks() {
         .map(|m| f(&m["after_s"]))
         .collect();
     assert_eq!(marks, [1.0, 1.5]);
+    // On SIGTERM the workload exits normally (so exit hooks such as ebb's stats run).
+    assert_eq!(r["exit"]["code"], 0, "{}", r["exit"]);
+    assert_eq!(r["exit"]["stopped_by_ebb"], true);
     // The workload allocates 2 x 48 MiB in its burst.
     assert!(f(&r["peak"]["rss"]) >= 96.0 * MIB, "{}", r["peak"]);
+    // Stopped with SIGTERM, the workload under ebb still wrote ebb's stats at exit.
+    let stats = c["results"][1][0]["ebb_stats"].as_array().unwrap();
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    assert!(stats[0]["purged"].as_u64().unwrap() > 0, "{}", stats[0]);
 }
 
 #[test]
