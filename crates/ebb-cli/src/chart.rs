@@ -124,7 +124,7 @@ fn ratio_bars(
         .iter()
         .flat_map(|s| BARS.iter().map(move |(k, _)| ratio(s, k)))
         .fold(1.0, f64::max)
-        * 1.2;
+        * 1.35;
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!("median ratio to {base} (lower is better)"),
@@ -152,6 +152,14 @@ fn ratio_bars(
                 .draw_series(std::iter::once(Rectangle::new(
                     [(x0, 0.0), (x0 + width * 0.9, ratio(s, key))],
                     color(i).filled(),
+                )))
+                .map_err(plot_error)?;
+            let r = ratio(s, key);
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    format!("{r:.2}"),
+                    (x0, r + y_max * 0.08),
+                    ("sans-serif", 11),
                 )))
                 .map_err(plot_error)?;
         }

@@ -93,6 +93,7 @@ impl Exit {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct RunResult {
+    pub command: String,
     pub allocator: String,
     pub preload: Option<PathBuf>,
     pub exit: Exit,
@@ -337,6 +338,12 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     let me = std::process::id() as i32;
     let secs = |i: Instant| i.duration_since(start).as_secs_f64();
     let mut result = RunResult {
+        command: spec
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
         allocator: spec.allocator.name.clone(),
         preload: spec.allocator.preload.clone(),
         exit: Exit::default(),
