@@ -547,3 +547,14 @@ fn ctrl_c_stops_the_tree_and_still_reports() {
         "the command was stopped"
     );
 }
+
+#[test]
+fn compare_exits_3_when_the_command_fails() {
+    let out = ebb(&[
+        "compare", "--alloc", "glibc", "--runs", "2", "--", HELPER, "exit", "5",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("glibc failed in 2 of 2 runs"), "{text}");
+    assert!(stderr(&out).contains("exit status 5"), "{}", stderr(&out));
+}
