@@ -240,6 +240,9 @@ fn new_heap() -> *mut Heap {
 }
 
 /// pthread key destructor: the thread is exiting.
+///
+/// # Safety
+/// Called by the thread-key destructor with the exiting thread's heap (or null).
 unsafe extern "C" fn thread_exit(value: *mut core::ffi::c_void) {
     let heap = value as *mut Heap;
     if heap.is_null() || heap == empty_heap() {
