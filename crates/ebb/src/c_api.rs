@@ -168,6 +168,10 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
 }
 
 /// True if `ptr` is in ebb memory (and, in check mode, a live block); else reports it.
+///
+/// # Safety
+/// `ptr` is any address (the segment map decides whether it is ebb's) and, if ebb's,
+/// a pointer the caller got from it.
 unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
     let seg = segment::segment_of(ptr);
     if seg.is_null() {
@@ -371,6 +375,10 @@ enum OptionName {
     AbortOnError,
 }
 
+/// The option a C string names (`EBB_` prefix optional, any case).
+///
+/// # Safety
+/// `name` must be null or a NUL-terminated string.
 unsafe fn option_name(name: *const c_char) -> Option<OptionName> {
     if name.is_null() {
         return None;

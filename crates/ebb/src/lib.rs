@@ -71,7 +71,7 @@ macro_rules! debug_assert_eq {
 //   front -> process -> handoff -> span -> protocol, sync -> os
 // beside them diag, counters, options, size_class (used by all), stats (reads span),
 // c_api (the C ABI over front).
-#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
+#[cfg(feature = "c-api")]
 pub mod c_api;
 mod counters;
 mod diag;

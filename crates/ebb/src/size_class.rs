@@ -71,14 +71,19 @@ pub const fn class_size(class: usize) -> usize {
 #[inline]
 pub const fn page_slices(class: usize) -> usize {
     let size = class_size(class);
-    if size <= 8 * 1024 {
+    if size <= SMALL_PAGE_BLOCK_MAX {
         1
-    } else if size <= 64 * 1024 {
+    } else if size <= MEDIUM_PAGE_BLOCK_MAX {
         8
     } else {
         64
     }
 }
+
+/// The largest block of a 1-slice (64 KiB) page: 8 blocks fit.
+pub const SMALL_PAGE_BLOCK_MAX: usize = 8 * 1024;
+/// The largest block of an 8-slice (512 KiB) page; bigger ones get 64 slices (4 MiB).
+pub const MEDIUM_PAGE_BLOCK_MAX: usize = 64 * 1024;
 
 /// The class for `size` bytes aligned to `align` (a power of two, at most one slice),
 /// whose blocks all start on an `align` boundary because the block size is a multiple

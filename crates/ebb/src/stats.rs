@@ -29,8 +29,9 @@ pub struct ClassStats {
 #[derive(Clone, Copy, Debug)]
 pub struct Stats {
     /// Bytes in live blocks, counted at block size (what programs hold, after
-    /// rounding to size classes). Blocks freed by another thread count until their page
-    /// is collected.
+    /// rounding to size classes). Blocks freed by other threads are not counted, though
+    /// their pages have not taken them in yet (reading stats changes nothing): the length
+    /// of each page's remote-free list is read from its head word.
     pub allocated: u64,
     /// Bytes of small and medium blocks in use (part of `allocated`).
     pub allocated_small: u64,
@@ -56,7 +57,8 @@ pub struct Stats {
     pub pages: u64,
     /// Pages nobody owns right now.
     pub pages_abandoned: u64,
-    /// Pages abandoned, claimed back, and collected (cumulative).
+    /// Pages abandoned, claimed back, and drained (`collect_events`: a drainer took an
+    /// abandoned page's remote frees in; cumulative).
     pub abandon_events: u64,
     pub reclaim_events: u64,
     pub collect_events: u64,
@@ -87,11 +89,11 @@ pub struct Stats {
 
 /// Take a snapshot. Costs a walk over every page descriptor (512 per 32 MiB segment).
 ///
-/// Reading never changes allocator state: no page is drained, claimed or freed. So a
-/// block another thread freed counts as live until its page's owner (or, for an
-/// abandoned page, a drainer) takes the remote free in: `used` counts blocks not yet
-/// returned to the page's owner. The purger drains notified pages within
-/// `DRAIN_BATCH_MS`, and `ebb::collect` drains at once.
+/// Reading never changes allocator state: no page is drained, claimed or freed. A
+/// block another thread freed stays in its page's `used` until the page's owner (or,
+/// for an abandoned page, a drainer) takes the remote free in, so live blocks are
+/// `used` minus the length of the page's remote-free list (read from its head word, a
+/// snapshot that may be a few blocks off while a page changes hands).
 pub fn snapshot() -> Stats {
     let c = &COUNTERS;
     let mut s = Stats {
@@ -147,7 +149,9 @@ pub fn snapshot() -> Stats {
                         continue;
                     }
                     let class = &mut s.classes[page.class as usize % CLASS_COUNT];
-                    let used = page.used() as u64;
+                    // Blocks freed by other threads and not yet taken in still count in
+                    // `used`; their number rides in the list's head word.
+                    let used = page.used().saturating_sub(page.remote_frees_pending()) as u64;
                     class.pages += 1;
                     class.live_blocks += used;
                     class.capacity_blocks += page.reserved as u64;

@@ -39,6 +39,7 @@ pub fn malloc(size: usize) -> *mut u8 {
 }
 
 /// `malloc` for C: blocks above 8 bytes are 16-byte aligned, as glibc guarantees.
+#[cfg(feature = "c-api")]
 #[inline(always)]
 pub fn malloc_c(size: usize) -> *mut u8 {
     malloc_in::<true>(size)
@@ -389,6 +390,9 @@ pub unsafe fn free(ptr: *mut u8) {
 /// cross-thread free) is pushed on its `thread_free` right here, inside the window
 /// `free` entered, without the slow path's bookkeeping for the caller's own heap (which
 /// it does not touch).
+///
+/// # Safety
+/// As `free`, called inside the window `free` entered on `heap`; `page` is `ptr`'s.
 #[inline(never)]
 unsafe fn free_slow_and_leave(
     ptr: *mut u8,
@@ -415,6 +419,9 @@ unsafe fn free_slow_and_leave(
 }
 
 /// Out of line (a tail call from `free`); leaves the window `free` entered.
+///
+/// # Safety
+/// `page` is owned by `heap`, the calling thread's, inside the window `free` entered.
 #[cold]
 #[inline(never)]
 unsafe fn page_emptied_and_leave(heap: *mut heap::Heap, page: *mut crate::span::page::Page) {

@@ -159,6 +159,7 @@ pub unsafe fn remote_free_is_valid(page: *mut Page, owner: usize, block: *mut u8
 }
 
 /// Validate a pointer given to `malloc_usable_size`/`realloc` in check mode.
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))] // the C ABI's
 ///
 /// # Safety
 /// `page` must be the descriptor `ptr` maps to.

@@ -147,7 +147,8 @@ impl Heap {
         self.handshake.leave();
     }
 
-    /// The heap that embeds registry link `link`.
+    /// The heap that embeds registry link `link` (registered with a pointer derived from
+    /// the heap's own, so it may be offset back to it).
     pub fn from_link(link: *mut registry::Link) -> *mut Heap {
         link.wrapping_byte_sub(core::mem::offset_of!(Heap, link)) as *mut Heap
     }
@@ -242,7 +243,7 @@ fn new_heap() -> *mut Heap {
         let check = crate::options::get().check;
         (*heap).owner_word = heap as usize | if check { CHECK_TAG } else { 0 };
         (*heap).handshake.state.store(NONE, Ordering::Release);
-        registry::register(&mut (*heap).link);
+        registry::register(core::ptr::addr_of_mut!((*heap).link));
     }
     COUNTERS.threads.fetch_add(1, Ordering::Relaxed);
     COUNTERS.threads_created.fetch_add(1, Ordering::Relaxed);
@@ -250,6 +251,9 @@ fn new_heap() -> *mut Heap {
 }
 
 /// pthread key destructor: the thread is exiting.
+///
+/// # Safety
+/// Called by the thread-key destructor with the exiting thread's heap (or null).
 unsafe extern "C" fn thread_exit(value: *mut core::ffi::c_void) {
     let heap = value as *mut Heap;
     if heap.is_null() || heap == empty_heap() {
@@ -276,7 +280,7 @@ unsafe fn heap_done(heap: *mut Heap) {
     // SAFETY: per the contract we have exclusive use of the heap and own its pages.
     unsafe {
         abandon_all(heap, os::now_ms());
-        registry::retire(&mut (*heap).link);
+        registry::retire(core::ptr::addr_of_mut!((*heap).link));
     }
     COUNTERS.threads.fetch_sub(1, Ordering::Relaxed);
 }

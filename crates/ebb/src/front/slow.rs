@@ -236,6 +236,10 @@ pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
     }
 }
 
+/// `free_slow` past its bookkeeping: free `block` by the page's owner word.
+///
+/// # Safety
+/// As `free_slow`; `heap` is the calling thread's heap (or the empty heap).
 unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
     // SAFETY: page is a valid descriptor; ownership decides who touches what.
     unsafe {
@@ -297,6 +301,9 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
 }
 
 /// Put a page we just claimed back into our queue for its class (not as current).
+///
+/// # Safety
+/// `heap` is the calling thread's heap and has just claimed `page` from `ABANDONED`.
 unsafe fn reclaim(heap: *mut Heap, page: *mut Page) {
     // SAFETY: we own the page.
     unsafe {
@@ -329,6 +336,9 @@ pub unsafe fn page_emptied(page: *mut Page) {
 
 /// A page of ours became unused: keep it if it is the only page of its class (so a
 /// thread that allocates and frees one block does not churn spans), else free it.
+///
+/// # Safety
+/// `heap` is the calling thread's heap and owns `page`, which is unused and not current.
 unsafe fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: we own the page and the heap.
     unsafe {

@@ -84,6 +84,9 @@ pub fn init(hooks: &'static Hooks) {
 /// Take every lock before `fork`, so the child does not inherit one mid-update. No
 /// code path holds two of them at once, so the order is free; this is the one place
 /// that takes them all.
+///
+/// # Safety
+/// Only as the `pthread_atfork` prepare handler.
 unsafe extern "C" fn fork_prepare() {
     registry::lock_for_fork();
     abandon::lock_for_fork();
@@ -91,6 +94,10 @@ unsafe extern "C" fn fork_prepare() {
     arena::lock_for_fork();
 }
 
+/// After `fork`, in the parent: release what `fork_prepare` took.
+///
+/// # Safety
+/// Only as the `pthread_atfork` parent handler.
 unsafe extern "C" fn fork_parent() {
     // SAFETY: fork_prepare took the locks in this thread.
     unsafe {
@@ -101,6 +108,11 @@ unsafe extern "C" fn fork_parent() {
     }
 }
 
+/// After `fork`, in the child: every lock is free, the purger gone, other threads'
+/// heaps abandoned.
+///
+/// # Safety
+/// Only as the `pthread_atfork` child handler.
 unsafe extern "C" fn fork_child() {
     // SAFETY: the only thread of the child is the one that took the locks.
     unsafe {

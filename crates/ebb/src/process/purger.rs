@@ -68,7 +68,9 @@ pub fn after_slow_path() {
     // With a running purger, slow paths leave due purges to it (unless the delay is 0,
     // which asks for purging at once).
     let inline = options.purge_delay_ms == 0 || PURGER.load(Ordering::Relaxed) != RUNNING;
-    if inline && NEXT_PURGE.load(Ordering::Relaxed) <= os::now_ms() {
+    let next_purge = NEXT_PURGE.load(Ordering::Relaxed);
+    // No clock read while nothing is scheduled (every malloc slow path comes here).
+    if inline && next_purge != u64::MAX && next_purge <= os::now_ms() {
         purge(os::now_ms(), false);
     }
     if options.background

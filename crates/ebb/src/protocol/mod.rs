@@ -21,7 +21,7 @@
 //!   `ABANDONED`, then a SeqCst load of the list): the list is not empty → notify.
 //!
 //! With both sides SeqCst, at least one sees the other, so a push that saw the page
-//! owned is seen by the owner's re-check. Every collector empties the list
+//! owned is seen by the owner's re-check. Every drainer empties the list
 //! ([`take_list`]) before it lets go, and every push onto an empty list of an abandoned
 //! page notifies ([`signal`] / [`take_signal`]), so no remote free is left without a
 //! pending notification. Ownership of an abandoned page is taken with [`claim`].

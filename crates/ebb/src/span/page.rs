@@ -210,6 +210,14 @@ impl Page {
         self.used.store(word + 1, Ordering::Relaxed);
     }
 
+    /// Blocks on the remote-free list right now (the length in its head word): freed by
+    /// other threads, still counted in `used` until the owner takes them in. Any thread
+    /// may read it (stats).
+    #[inline]
+    pub fn remote_frees_pending(&self) -> u32 {
+        (self.thread_free.load(Ordering::Relaxed) as usize >> THREAD_FREE_COUNT_SHIFT) as u32
+    }
+
     /// True while the page is its heap's current page (the `CURRENT` flag).
     #[inline]
     pub fn is_current(&self) -> bool {
