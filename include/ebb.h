@@ -58,6 +58,11 @@ typedef struct ebb_stats_s {
 
 /* Fill *out with a snapshot (cheap enough for a monitoring loop). 0 on success. */
 int ebb_stats(ebb_stats_t *out);
+/* Write a snapshot as one NUL-terminated JSON object into buf (at most len bytes,
+ * truncated if longer; buf may be NULL when len is 0). Returns the length the whole
+ * text needs without the NUL, like snprintf: if the result is >= len, call again with
+ * a buffer of result + 1 bytes. The format of EBB_SHOW_STATS=json and EBB_STATS_FILE. */
+size_t ebb_stats_json(char *buf, size_t len);
 /* Print statistics to stderr (what EBB_SHOW_STATS=1 prints at exit). */
 void ebb_stats_print(void);
 /* Collect now: fold in frees from other threads, free empty pages and purge memory

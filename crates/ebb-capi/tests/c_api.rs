@@ -382,6 +382,58 @@ fn show_stats_prints_at_exit() {
     );
 }
 
+/// `EBB_SHOW_STATS=json` prints one JSON line; `EBB_STATS_FILE` writes one file per
+/// process (`%p`), forked children included.
+#[test]
+fn stats_as_json_at_exit_and_in_files() {
+    let exe = program("fork.c");
+    let dir = std::env::temp_dir().join(format!("ebb-stats-file-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pattern = dir.join("stats.%p.json");
+    let run = run(
+        &exe,
+        &[],
+        true,
+        &[
+            ("EBB_SHOW_STATS", "json"),
+            ("EBB_STATS_FILE", pattern.to_str().unwrap()),
+        ],
+    );
+    run.assert_success().assert_ebb(true);
+    let json_lines = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("{\"ebb_stats_version\":1,") && l.ends_with("]}"))
+        .count();
+    assert!(json_lines >= 1, "no JSON report: {}", run.describe());
+    assert!(!run.stderr.contains("ebb stats:"), "{}", run.describe());
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!files.is_empty(), "no stats file in {}", dir.display());
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let name = f.file_name().unwrap().to_str().unwrap();
+        let pid = name.trim_start_matches("stats.").trim_end_matches(".json");
+        assert!(
+            text.starts_with("{\"ebb_stats_version\":1,")
+                && text.contains(&format!("\"pid\":{pid},"))
+                && text.ends_with("]}\n"),
+            "{name}: {text}"
+        );
+    }
+    // Every process that exits through exit() writes its own file: the parent, and
+    // the children unless they leave with _exit.
+    assert_eq!(
+        files.len(),
+        json_lines,
+        "files {files:?} vs {json_lines} JSON lines"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A program that allocates a few KiB stays under 3 MB of RSS with ebb (issue 5's
 /// target; mimalloc v3 starts at 5-6 MB here).
 #[test]

@@ -201,6 +201,9 @@ fn process_init() {
     if crate::options::get().show_stats {
         crate::stats::register_exit_report();
     }
+    if os::getenv(b"EBB_STATS_FILE\0").is_some() {
+        os::at_exit(crate::stats_json::write_stats_file_at_exit);
+    }
 }
 
 /// The calling thread's heap, made on first use. Null if the OS refused memory.

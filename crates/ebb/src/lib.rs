@@ -93,6 +93,7 @@ mod purge;
 mod segment;
 mod size_class;
 mod stats;
+mod stats_json;
 mod steal;
 mod sync;
 mod tls;
@@ -201,6 +202,15 @@ pub fn stats() -> Stats {
 /// Print statistics to stderr (what `EBB_SHOW_STATS=1` prints at exit).
 pub fn print_stats() {
     stats::print();
+}
+
+/// A statistics snapshot as one JSON object (the format of `EBB_SHOW_STATS=json` and
+/// `EBB_STATS_FILE`). Without the `std` feature, use [`Stats::write_json`].
+#[cfg(feature = "std")]
+pub fn stats_json() -> std::string::String {
+    let mut text = std::string::String::new();
+    let _ = stats::snapshot().write_json(&mut text);
+    text
 }
 
 /// Collect now: fold in frees from other threads, free the calling thread's empty

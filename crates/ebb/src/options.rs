@@ -7,7 +7,8 @@
 //! |---|---|---|
 //! | `EBB_PURGE_DELAY` | 500 | ms a free span stays committed before it goes back to the OS (0: at once) |
 //! | `EBB_BACKGROUND` | 1 | purge from a background thread, so idle processes give memory back (0: only inside allocator calls) |
-//! | `EBB_SHOW_STATS` | 0 | print statistics to stderr at exit |
+//! | `EBB_SHOW_STATS` | 0 | print statistics to stderr at exit (`json`: as one JSON line) |
+//! | `EBB_STATS_FILE` | unset | write statistics as JSON to this file at exit (`%p`: the process id); read at exit, not kept here |
 //! | `EBB_SHOW_ERRORS` | 1 | report invalid and double frees on stderr |
 //! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower) |
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
@@ -26,6 +27,8 @@ pub struct Options {
     pub purge_delay_ms: u64,
     pub background: bool,
     pub show_stats: bool,
+    /// With `show_stats`: print the exit report as one JSON line (`EBB_SHOW_STATS=json`).
+    pub stats_json: bool,
     pub show_errors: bool,
     pub check: bool,
     pub abort_on_error: bool,
@@ -36,6 +39,7 @@ impl Options {
         purge_delay_ms: DEFAULT_PURGE_DELAY_MS,
         background: true,
         show_stats: false,
+        stats_json: false,
         show_errors: true,
         check: false,
         abort_on_error: false,
@@ -50,8 +54,13 @@ impl Options {
         if let Some(v) = lookup(b"EBB_BACKGROUND\0").and_then(parse_bool) {
             o.background = v;
         }
-        if let Some(v) = lookup(b"EBB_SHOW_STATS\0").and_then(parse_bool) {
-            o.show_stats = v;
+        if let Some(text) = lookup(b"EBB_SHOW_STATS\0") {
+            if trim(text).eq_ignore_ascii_case(b"json") {
+                o.show_stats = true;
+                o.stats_json = true;
+            } else if let Some(v) = parse_bool(text) {
+                o.show_stats = v;
+            }
         }
         if let Some(v) = lookup(b"EBB_SHOW_ERRORS\0").and_then(parse_bool) {
             o.show_errors = v;
@@ -176,6 +185,20 @@ mod tests {
         assert_eq!(parse_bool(b"Yes"), Some(true));
         assert_eq!(parse_bool(b"off"), Some(false));
         assert_eq!(parse_bool(b"maybe"), None);
+    }
+
+    #[test]
+    fn show_stats_json() {
+        let o = Options::from_lookup(|name| match name {
+            b"EBB_SHOW_STATS\0" => Some(b" JSON "),
+            _ => None,
+        });
+        assert!(o.show_stats && o.stats_json);
+        let o = Options::from_lookup(|name| match name {
+            b"EBB_SHOW_STATS\0" => Some(b"1"),
+            _ => None,
+        });
+        assert!(o.show_stats && !o.stats_json);
     }
 
     #[test]

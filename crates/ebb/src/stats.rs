@@ -225,7 +225,7 @@ impl StderrWriter {
     pub const fn new() -> Self {
         Self::to_fd(2)
     }
-    const fn to_fd(fd: i32) -> Self {
+    pub const fn to_fd(fd: i32) -> Self {
         Self {
             buf: [0; 512],
             len: 0,
@@ -400,11 +400,17 @@ pub fn print() {
     let _ = snapshot().write_to(&mut w);
 }
 
-/// `atexit` handler for `EBB_SHOW_STATS=1`.
+/// `atexit` handler for `EBB_SHOW_STATS=1` (text) or `=json` (one JSON line).
 pub extern "C" fn print_at_exit() {
     let fd = EXIT_REPORT_FD.load(Ordering::Relaxed);
     let mut w = StderrWriter::to_fd(if fd >= 0 { fd } else { 2 });
-    let _ = snapshot().write_to(&mut w);
+    let s = snapshot();
+    if crate::options::get().stats_json {
+        let _ = s.write_json(&mut w);
+        let _ = w.write_char('\n');
+    } else {
+        let _ = s.write_to(&mut w);
+    }
 }
 
 #[cfg(feature = "std")]

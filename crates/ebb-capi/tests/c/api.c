@@ -71,6 +71,7 @@ static struct {
     int (*option_set)(const char *, int64_t);
     const char *(*version)(void);
     void (*stats_print)(void);
+    size_t (*stats_json)(char *, size_t);
 } ebb;
 static bool have_ebb;
 
@@ -81,10 +82,11 @@ static void find_ebb(void) {
     *(void **)&ebb.option_set = dlsym(RTLD_DEFAULT, "ebb_option_set");
     *(void **)&ebb.version = dlsym(RTLD_DEFAULT, "ebb_version");
     *(void **)&ebb.stats_print = dlsym(RTLD_DEFAULT, "ebb_stats_print");
+    *(void **)&ebb.stats_json = dlsym(RTLD_DEFAULT, "ebb_stats_json");
     have_ebb = ebb.stats != NULL;
     if (have_ebb) {
         CHECK(ebb.collect && ebb.option_get && ebb.option_set && ebb.version &&
-                  ebb.stats_print,
+                  ebb.stats_print && ebb.stats_json,
               "ebb_stats found but not the other ebb_* functions");
         /* Proof that malloc itself is ebb's: a live 4 MiB block shows in its stats. */
         ebb_stats_t before, during;
@@ -869,6 +871,27 @@ static void t_ebb(void) {
     CHECK(v != NULL && v[0] != 0 && sscanf(v, "%d.%d.%d", &a, &b, &c) == 3, "ebb_version() = %s",
           v ? v : "(null)");
     ok("ebb: ebb_version() = %s", v);
+
+    /* ebb_stats_json: snprintf-like length, NUL-terminated truncation. (The malloc of
+     * the buffer changes the figures, so the second text may be a little longer.) */
+    size_t need = ebb.stats_json(NULL, 0);
+    CHECK(need > 100, "ebb_stats_json(NULL, 0) = %zu", need);
+    char *text = malloc(need + 256);
+    CHECK(text != NULL, "malloc");
+    size_t got = ebb.stats_json(text, need + 256);
+    CHECK(got + 1 < need + 256 && strlen(text) == got && text[0] == '{' && text[got - 1] == '}',
+          "ebb_stats_json: %zu bytes, strlen %zu: %s", got, strlen(text), text);
+    CHECK(strstr(text, "\"allocated\":") && strstr(text, "\"purger_cpu_ns\":"),
+          "ebb_stats_json fields: %s", text);
+    char small[16];
+    memset(small, 'x', sizeof small);
+    size_t trunc = ebb.stats_json(small, sizeof small);
+    CHECK(trunc > sizeof small && small[sizeof small - 1] == 0 &&
+              strlen(small) == sizeof small - 1,
+          "ebb_stats_json truncation: returned %zu, strlen %zu", trunc, strlen(small));
+    free(text);
+    ok("ebb: ebb_stats_json writes one JSON object, truncates with a NUL, returns the length "
+       "needed");
 
     int64_t delay = ebb.option_get("purge_delay");
     CHECK(delay >= 0, "ebb_option_get(purge_delay) = %lld", (long long)delay);

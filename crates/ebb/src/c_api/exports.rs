@@ -68,6 +68,25 @@ pub unsafe extern "C" fn ebb_stats(out: *mut CStats) -> c_int {
     0
 }
 
+/// Write a statistics snapshot as one NUL-terminated JSON object into `buf` (at most
+/// `len` bytes, truncated if longer) and return the length the whole text needs, not
+/// counting the NUL, as `snprintf` does: call again with a bigger buffer if the result
+/// is `>= len`. `buf` may be null when `len` is 0.
+#[no_mangle]
+pub unsafe extern "C" fn ebb_stats_json(buf: *mut c_char, len: usize) -> usize {
+    use core::fmt::Write;
+    let out: &mut [u8] = if buf.is_null() || len == 0 {
+        &mut []
+    } else {
+        // SAFETY: the caller passes `len` writable bytes at `buf`.
+        unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) }
+    };
+    let mut w = crate::stats_json::SliceWriter::new(out);
+    let _ = stats::snapshot().write_json(&mut w);
+    let _ = w.write_str("");
+    w.needed()
+}
+
 /// Print statistics to stderr.
 #[no_mangle]
 pub extern "C" fn ebb_stats_print() {

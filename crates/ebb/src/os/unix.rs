@@ -309,6 +309,33 @@ pub fn write_fd(fd: c_int, mut bytes: &[u8]) {
     }
 }
 
+/// The calling process's id.
+pub fn process_id() -> u64 {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() as u64 }
+}
+
+/// Create (or truncate) the file at `path` (NUL-terminated) for writing, mode 0644,
+/// close-on-exec. `None` if it cannot be opened (errno is preserved).
+pub fn create_file(path: &[u8]) -> Option<c_int> {
+    debug_assert_eq!(path.last(), Some(&0));
+    // SAFETY: `path` is NUL-terminated and outlives the call.
+    let fd = preserving_errno(|| unsafe {
+        libc::open(
+            path.as_ptr() as *const c_char,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644 as libc::c_uint,
+        )
+    });
+    (fd >= 0).then_some(fd)
+}
+
+/// Close `fd` (errno is preserved).
+pub fn close_fd(fd: c_int) {
+    // SAFETY: closing a descriptor this module opened has no memory effects.
+    preserving_errno(|| unsafe { libc::close(fd) });
+}
+
 /// A close-on-exec duplicate of fd 2, placed high (from 512 down to 3) so it does not
 /// take the low numbers programs expect to get next. -1 if fd 2 is not open.
 pub fn dup_stderr_cloexec() -> c_int {
