@@ -9,6 +9,10 @@
 #   SCALE=0.5 ROUNDS=5 PROGRAMS=perl,lua ALLOCATORS=ebb,mimalloc3 scripts/real-programs.sh
 #   DOC=1 scripts/real-programs.sh        also rewrite the results in docs/REAL-PROGRAMS.md
 #                                         and docs/real-programs.svg
+#   PROFILE=1 scripts/real-programs.sh    instead: cachegrind (ebb, mimalloc 3) and callgrind
+#                                         (ebb's slow-path call counts) of the perl hash-key
+#                                         program, PROFILE_N keys (default 100000), into
+#                                         $WORK/profile.md (about 20 min on a busy machine)
 #
 # Needs: gcc, jq, python3, sqlite3, perl, lua5.4 and the Debian allocators
 #   apt-get install -y jq sqlite3 lua5.4 libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
@@ -55,6 +59,12 @@ for variant in ebb jemalloc mimalloc system; do
     cp "$BENCH/rust-tool/target/release/ast-churn" "$WORK/bin/ast-churn-$variant.tmp"
     mv "$WORK/bin/ast-churn-$variant.tmp" "$WORK/bin/ast-churn-$variant"
 done
+
+if [ "${PROFILE:-0}" = 1 ]; then
+    command -v valgrind >/dev/null || { echo "error: PROFILE=1 needs valgrind" >&2; exit 1; }
+    exec python3 "$BENCH/profile.py" --work "$WORK" --out "$WORK/profile.md" \
+        --program "${PROFILE_PROGRAM:-perl}" --n "${PROFILE_N:-100000}"
+fi
 
 echo "== inputs at SCALE=$SCALE in $WORK" >&2
 python3 "$BENCH/gen_inputs.py" "$WORK" "$SCALE"
