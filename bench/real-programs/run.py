@@ -31,6 +31,11 @@ MEASURE = None  # the measure program (measure.c), from --bin
 # name -> (library to LD_PRELOAD or None, variant of the Rust tool to run).
 # The Rust tool has its own builds for the allocators with a Rust crate; the others
 # preload into its system-allocator build, like the C programs.
+DEFAULT_ALLOCATORS = ["ebb", "glibc", "jemalloc", "tcmalloc", "mimalloc2", "mimalloc3"]
+# Variants run only when named in --allocators, with extra environment variables: mimalloc 3
+# without transparent huge pages (it madvises its arenas MADV_HUGEPAGE; the option makes
+# it call prctl(PR_SET_THP_DISABLE) instead), to tell its huge pages from the rest.
+EXTRA_ENV = {"mimalloc3-nothp": {"MIMALLOC_ALLOW_THP": "0"}}
 ALLOCATORS = {
     "ebb": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "glibc": (None, "system"),
@@ -38,6 +43,7 @@ ALLOCATORS = {
     "tcmalloc": (os.path.join(LIBDIR, "libtcmalloc_minimal.so.4"), "system"),
     "mimalloc2": (os.path.join(LIBDIR, "libmimalloc.so.2"), "system"),
     "mimalloc3": (os.path.join(ROOT, "target/mimalloc3/libmimalloc3.so"), "mimalloc"),
+    "mimalloc3-nothp": (os.path.join(ROOT, "target/mimalloc3/libmimalloc3.so"), "mimalloc"),
 }
 
 
@@ -111,7 +117,7 @@ def find_keys(data):
 def run_one(prog, alloc, work, timeout):
     preload, variant = ALLOCATORS[alloc]
     argv = [a.replace("{variant}", variant) for a in prog["argv"]]
-    child_env = {}
+    child_env = dict(EXTRA_ENV.get(alloc, {}))
     if preload:
         child_env["LD_PRELOAD"] = preload
     stats_dir = os.path.join(work, "out", "stats")
@@ -181,7 +187,7 @@ def main():
     MEASURE = os.path.join(args.bin, "measure")
     table = programs(args.work, args.scale, args.bin)
     names = [p for p in (args.programs.split(",") if args.programs else table)]
-    allocs = [a for a in (args.allocators.split(",") if args.allocators else ALLOCATORS)]
+    allocs = args.allocators.split(",") if args.allocators else DEFAULT_ALLOCATORS
     for a in allocs:
         lib = ALLOCATORS[a][0]
         if lib and not os.path.exists(lib):
