@@ -4,7 +4,7 @@
 # tcmalloc, mimalloc 2 and mimalloc 3, interleaved, with wall time, whole-process CPU,
 # peak RSS and a hash of each program's output.
 #
-#   scripts/real-programs.sh              full run: SCALE=1 ROUNDS=3 (about 15-20 min)
+#   scripts/real-programs.sh              full run: SCALE=1 ROUNDS=3 (15 min of CPU; 15-20 min idle)
 #   SMOKE=1 scripts/real-programs.sh      tiny inputs, one round (about a minute)
 #   SCALE=0.5 ROUNDS=5 PROGRAMS=perl,lua ALLOCATORS=ebb,mimalloc3 scripts/real-programs.sh
 #   DOC=1 scripts/real-programs.sh        also rewrite the results in docs/REAL-PROGRAMS.md

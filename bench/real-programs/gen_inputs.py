@@ -8,8 +8,8 @@ cores); everything grows linearly with it. Inputs that already exist at the same
 are kept (DIR/inputs.scale records it). Only the standard library is used, with a
 seeded generator of its own, so the same SCALE gives byte-identical files everywhere.
 
-- records.json  a JSON array of event records (about 60 MB at SCALE 1), for jq and CPython
-- big.c         a C translation unit of many functions (about 330 KB at SCALE 1: gcc -O2 spends seconds on it), for gcc
+- records.json  a JSON array of event records (about 57 MB at SCALE 1), for jq and CPython
+- big.c         a C translation unit of many functions (about 340 KB at SCALE 1: gcc -O2 spends seconds on it), for gcc
 - the rust tool's source tree is written by `ast-churn gen` (see rust-tool/)
 """
 import json

@@ -63,12 +63,20 @@ impl Rng {
 // ---- the generator ----------------------------------------------------------------------
 
 const NAMES: &[&str] = &[
-    "acc", "value", "count", "items", "node", "state", "buffer", "index", "key", "entry",
-    "total", "left", "right", "depth", "width", "offset", "limit", "cursor", "span", "token",
+    "acc", "value", "count", "items", "node", "state", "buffer", "index", "key", "entry", "total",
+    "left", "right", "depth", "width", "offset", "limit", "cursor", "span", "token",
 ];
 const TYPES: &[&str] = &[
-    "u64", "i32", "usize", "String", "Vec<u8>", "Option<u32>", "Box<str>", "HashMap<String, u64>",
-    "Vec<(u32, String)>", "Result<u64, String>",
+    "u64",
+    "i32",
+    "usize",
+    "String",
+    "Vec<u8>",
+    "Option<u32>",
+    "Box<str>",
+    "HashMap<String, u64>",
+    "Vec<(u32, String)>",
+    "Result<u64, String>",
 ];
 
 fn name(rng: &mut Rng) -> &'static str {
@@ -76,7 +84,11 @@ fn name(rng: &mut Rng) -> &'static str {
 }
 
 fn expr(rng: &mut Rng, depth: u32, out: &mut String) {
-    let choice = if depth == 0 { rng.below(3) } else { rng.below(10) };
+    let choice = if depth == 0 {
+        rng.below(3)
+    } else {
+        rng.below(10)
+    };
     match choice {
         0 => write!(out, "{}", rng.below(100_000)).unwrap(),
         1 => out.push_str(name(rng)),
@@ -131,7 +143,13 @@ fn expr(rng: &mut Rng, depth: u32, out: &mut String) {
 }
 
 fn function(rng: &mut Rng, ident: &str, out: &mut String) {
-    write!(out, "    pub fn {ident}(&self, {}: &[u64], {}: u64) -> u64 {{\n", name(rng), name(rng)).unwrap();
+    writeln!(
+        out,
+        "    pub fn {ident}(&self, {}: &[u64], {}: u64) -> u64 {{",
+        name(rng),
+        name(rng)
+    )
+    .unwrap();
     for _ in 0..2 + rng.below(6) {
         write!(out, "        let mut {} = ", name(rng)).unwrap();
         expr(rng, 3, out);
@@ -150,12 +168,20 @@ fn source_file(index: u64) -> String {
     let mut rng = Rng(index.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 0x5eed);
     let target = 8 * 1024 + rng.below(16 * 1024) as usize;
     let mut out = String::with_capacity(target + 4096);
-    writeln!(out, "//! Generated module {index}.\nuse std::collections::HashMap;\n").unwrap();
+    writeln!(
+        out,
+        "//! Generated module {index}.\nuse std::collections::HashMap;\n"
+    )
+    .unwrap();
     let mut item = 0;
     while out.len() < target {
         match rng.below(4) {
             0 | 1 => {
-                writeln!(out, "#[derive(Debug, Clone, PartialEq)]\npub struct S{index}x{item} {{").unwrap();
+                writeln!(
+                    out,
+                    "#[derive(Debug, Clone, PartialEq)]\npub struct S{index}x{item} {{"
+                )
+                .unwrap();
                 for f in 0..1 + rng.below(6) {
                     let ty = TYPES[rng.below(TYPES.len() as u64) as usize];
                     writeln!(out, "    pub {}_{f}: {ty},", name(&mut rng)).unwrap();
@@ -178,7 +204,11 @@ fn source_file(index: u64) -> String {
                 out.push_str("}\n\n");
             }
             _ => {
-                writeln!(out, "pub struct F{index}x{item};\n\nimpl F{index}x{item} {{").unwrap();
+                writeln!(
+                    out,
+                    "pub struct F{index}x{item};\n\nimpl F{index}x{item} {{"
+                )
+                .unwrap();
                 function(&mut rng, "run", &mut out);
                 out.push_str("}\n\n");
             }
@@ -191,7 +221,8 @@ fn source_file(index: u64) -> String {
 fn generate(dir: &Path, files: u64) {
     std::fs::create_dir_all(dir).expect("create the input directory");
     (0..files).into_par_iter().for_each(|i| {
-        std::fs::write(dir.join(format!("m{i:06}.rs")), source_file(i)).expect("write a source file");
+        std::fs::write(dir.join(format!("m{i:06}.rs")), source_file(i))
+            .expect("write a source file");
     });
 }
 
@@ -302,11 +333,15 @@ fn run(dir: &Path, rounds: u32) {
             chosen[i] = true;
         }
         let start = Instant::now();
-        trees.par_iter_mut().zip(&sources).zip(&chosen).for_each(|((tree, src), &pick)| {
-            if pick {
-                *tree = parse(src);
-            }
-        });
+        trees
+            .par_iter_mut()
+            .zip(&sources)
+            .zip(&chosen)
+            .for_each(|((tree, src), &pick)| {
+                if pick {
+                    *tree = parse(src);
+                }
+            });
         metric(&format!("reparse{round}_s"), start.elapsed().as_secs_f64());
     }
 
@@ -340,17 +375,24 @@ fn run(dir: &Path, rounds: u32) {
     });
     std::thread::sleep(Duration::from_secs(2));
     metric("rss_after_drop_mib", rss_kib() as f64 / 1024.0);
-    println!("kept {} trees of {} bytes", kept_trees.len(), sources.iter().map(String::len).sum::<usize>());
+    println!(
+        "kept {} trees of {} bytes",
+        kept_trees.len(),
+        sources.iter().map(String::len).sum::<usize>()
+    );
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("gen") if args.len() == 4 => {
-            generate(Path::new(&args[2]), args[3].parse().expect("FILES is a number"))
-        }
+        Some("gen") if args.len() == 4 => generate(
+            Path::new(&args[2]),
+            args[3].parse().expect("FILES is a number"),
+        ),
         Some("run") if args.len() >= 3 => {
-            let rounds = args.get(3).map_or(3, |r| r.parse().expect("ROUNDS is a number"));
+            let rounds = args
+                .get(3)
+                .map_or(3, |r| r.parse().expect("ROUNDS is a number"));
             run(Path::new(&args[2]), rounds)
         }
         _ => {
