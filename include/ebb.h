@@ -71,7 +71,8 @@ void ebb_collect(bool force);
 /* Options by name, with or without the EBB_ prefix, any case: "purge_delay" (ms),
  * "background", "show_stats", "show_errors", "check", "abort_on_error" (0/1).
  * ebb_option_get returns -1 for an unknown name; ebb_option_set returns 0 on success,
- * -1 for an unknown name or a negative value. */
+ * -1 for an unknown name or a negative value. "check" is fixed when the process starts
+ * (EBB_CHECK): setting it to another value returns -1. */
 int64_t ebb_option_get(const char *name);
 int ebb_option_set(const char *name, int64_t value);
 /* The library version, e.g. "0.1.0". */

@@ -434,6 +434,47 @@ fn stats_as_json_at_exit_and_in_files() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The figure `"name":N` of a stats JSON object.
+fn json_figure(json: &str, name: &str) -> u64 {
+    let key = format!("\"{name}\":");
+    let at = json
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {json}"))
+        + key.len();
+    json[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("bad {name} in {json}"))
+}
+
+/// A thread alone in its process takes its own abandoned pages back when it frees into
+/// them, instead of pushing each free for the background collector (issue 20: a third
+/// of perl's frees were such pushes).
+#[test]
+fn single_thread_frees_into_its_old_pages_stay_local() {
+    let dir = std::env::temp_dir().join(format!("ebb-solo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("stats.json");
+    let run = run(
+        &program("solo.c"),
+        &[],
+        true,
+        &[("EBB_STATS_FILE", file.to_str().unwrap())],
+    );
+    run.assert_success().assert_stdout_has("done");
+    let json = std::fs::read_to_string(&file).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let abandoned = json_figure(&json, "abandon_events");
+    let reclaimed = json_figure(&json, "reclaim_events");
+    let collected = json_figure(&json, "collect_events");
+    assert!(abandoned >= 100, "too few pages abandoned to tell: {json}");
+    assert!(
+        reclaimed * 10 >= abandoned * 9 && collected * 10 <= abandoned,
+        "{abandoned} pages abandoned, {reclaimed} taken back, {collected} collected: {json}"
+    );
+}
+
 /// A program that allocates a few KiB stays under 3 MB of RSS with ebb (issue 5's
 /// target; mimalloc v3 starts at 5-6 MB here).
 #[test]
@@ -524,6 +565,11 @@ fn check_mode_reports_invalid_frees_and_continues() {
         ("interior", "pointer not allocated by ebb"),
         ("double", "double free"),
         ("double_large", "double free"),
+        ("double_owned_elsewhere", "double free"),
+        (
+            "never_allocated",
+            "double free (the block is not allocated)",
+        ),
     ] {
         let (run, ptr) = check_scenario(scenario, &check);
         assert_continued(&run);

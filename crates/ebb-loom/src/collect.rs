@@ -1,12 +1,14 @@
 //! Model of remote frees into abandoned pages, their notification and collection, and
 //! the claiming of abandoned pages.
 //!
-//! Production: `crates/ebb/src/page.rs` (`Page::free_remote`, `collect`,
-//! `collect_thread_free`, `free_local`, the owner markers), `crates/ebb/src/heap.rs`
-//! (`free_slow_inner`, `free_to_other`, `reclaim`, `find_page`) and
-//! `crates/ebb/src/arena.rs` (`abandon`, `release_abandoned`, `notify`,
-//! `collect_pending`, `collect_page`, `claim_for_collect`, `finish_collect`,
-//! `free_span`, `take_page`).
+//! Production: the steps in `crates/ebb/src/protocol/` (called here, compiled with
+//! loom's atomics: `push_remote`, `must_notify_after_push`, `publish_abandoned`,
+//! `claim`, `take_list`, `signal`, `take_signal`, `take_signalled`, `release_free`),
+//! and the glue modelled by hand from `span/page.rs` (`free_remote`,
+//! `take_remote_frees`, `gather_frees`, `free_local`), `front/slow.rs`
+//! (`free_slow_inner`, `reclaim`, `take_page`, `find_page`) and `handoff/`
+//! (`abandon`, `publish`, `claim_listed`, `unlist`, `notify`, `drain_notified`,
+//! `drain_page`, `finish_drain`, `free_remote`).
 //!
 //! # The model
 //! One page `P` of three blocks `B0..B2`, fully carved, with its real fields: `owner`,
@@ -17,11 +19,11 @@
 //! `R` (P's owner, later its former owner) and `H` (another heap needing a page of P's
 //! class) are owner words. Three scenarios:
 //!
-//! * [`Scenario::AbandonVsRemoteFree`]: `R` abandons P (`arena::abandon`) while another
+//! * [`Scenario::AbandonVsRemoteFree`]: `R` abandons P (`abandon::abandon`) while another
 //!   thread frees `B0` into it (`free_to_other`) and a collector runs `collect_pending`.
 //! * [`Scenario::CollectVsRemoteFree`]: P is abandoned and listed (`B2` on `local_free`)
 //!   with `B0` on `thread_free` and a notification pending; a collector runs
-//!   `collect_pending` (claim, collect, list or free the page, `release_abandoned` and
+//!   `drain_notified` (claim, take the frees in, list or free the page, `publish_abandoned` and
 //!   its re-check) while another thread frees `B1`, the last block in use (so whoever
 //!   collects last frees the span).
 //! * [`Scenario::ClaimVsCollectVsReclaim`]: the same starting state; heap `H`
@@ -42,8 +44,9 @@
 //!   with nothing in use; `listed` matches the list.
 //!
 //! # The Dekker pair, and where production's ordering was weaker than it said
-//! (Fixed: `Page::free_remote` now pushes with SeqCst; what follows is the finding.)
-//! `release_abandoned` does `owner.store(ABANDONED, SeqCst); thread_free.load(SeqCst)`;
+//! (Fixed: `protocol::push_remote` pushes with SeqCst; what follows is the finding, in
+//! the names of the time.) `release_abandoned` does
+//! `owner.store(ABANDONED, SeqCst); thread_free.load(SeqCst)`;
 //! `free_to_other` does `thread_free` push, then `owner.load(SeqCst)`. The comment there
 //! says "with SeqCst on both, at least one side sees the other". But the push
 //! (`Page::free_remote`) is a `compare_exchange_weak` with **AcqRel**, not SeqCst, and an
@@ -56,22 +59,19 @@
 //! one; the fix costs nothing on either (`Ordering::SeqCst` as the success ordering of the
 //! push, or a `fence(SeqCst)` before the owner load).
 //!
-//! loom models the SC order only for fences, so the model writes both sides as
-//! "access; `fence(SeqCst)`; load" — the protocol as intended. `Variant::freer_fence =
-//! false` is the literal production ordering on the freer side, and loom strands a block
-//! with it (test `remote_free_without_sc_push_strands_a_block`).
+//! loom models the SC order only for fences, so the protocol code has both sides as
+//! "access; `shim::dekker_fence()`; load" (a SeqCst fence under loom, nothing in
+//! production). `Fault::WeakRemotePush` injects the old ordering on the freer side
+//! (AcqRel push, no fence), and loom strands a block with it (test
+//! `remote_free_without_sc_push_strands_a_block`).
 
+use crate::protocol::{self, ABANDONED, DRAINING, FREE};
 use crate::{get, set, Coverage};
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use std::sync::atomic::{AtomicU8 as GhostU8, AtomicUsize as GhostUsize, Ordering as G};
-
-// Owner words (`page.rs`).
-const FREE: usize = 0;
-const ABANDONED: usize = 1;
-const COLLECTING: usize = 2;
 /// P's owner, later its former owner (`last_owner`).
 const HEAP_R: usize = 0x1000;
 /// Another heap that needs a page of P's class.
@@ -89,9 +89,14 @@ fn bit(block: usize) -> u8 {
     1 << block
 }
 
+/// Block `block` as a head word of `thread_free` (a pointer value never dereferenced).
+fn block_ptr(block: usize) -> *mut u8 {
+    (block + 1) as *mut u8
+}
+
 // Branches counted in `Coverage`.
 const FREER_NOTIFIED: &str = "freer: pushed onto an empty list of an abandoned page, notified";
-const RECHECK_NOTIFIED: &str = "release_abandoned: re-check found remote frees, notified";
+const RECHECK_NOTIFIED: &str = "publish_abandoned: re-check found remote frees, notified";
 const COLLECTED: &str = "collector: claimed P and collected";
 const CLAIM_LOST: &str = "collector: notified, but P was not abandoned";
 const COLLECTOR_FREED: &str = "collector: P became unused, span freed";
@@ -109,25 +114,6 @@ const FREED: usize = 1;
 /// A collector: `COLLECTOR + n` for the n-th collecting party.
 const COLLECTOR: usize = 0x100;
 
-/// Which version of the protocol to model.
-#[derive(Clone, Copy, Debug)]
-pub struct Variant {
-    /// A `fence(SeqCst)` between the freer's push and its owner load: the SC ordering the
-    /// Dekker pair needs (see the module doc; production's push is SeqCst now). `false`
-    /// is the old AcqRel push followed by a SeqCst load.
-    pub freer_fence: bool,
-    /// `release_abandoned`'s re-check of `thread_free` after publishing ABANDONED.
-    pub release_recheck: bool,
-}
-
-impl Variant {
-    /// The protocol as intended (production plus the SC push; see the module doc).
-    pub const INTENDED: Variant = Variant {
-        freer_fence: true,
-        release_recheck: true,
-    };
-}
-
 /// Which threads run (see the module doc).
 #[derive(Clone, Copy, Debug)]
 pub enum Scenario {
@@ -139,8 +125,8 @@ pub enum Scenario {
 struct Page {
     owner: AtomicUsize,
     last_owner: AtomicUsize,
-    /// `Page::thread_free`: head block (+1), or NIL.
-    thread_free: AtomicUsize,
+    /// `Page::thread_free`: head block (+1, as a pointer value), or null.
+    thread_free: AtomicPtr<u8>,
     /// `Block::next` of each block: the first word of the block's memory.
     link: [UnsafeCell<usize>; NBLOCKS],
     /// `free`, `local_free` (block sets), `used`, `listed`: the holder's only.
@@ -151,13 +137,12 @@ struct Page {
 }
 
 struct World {
-    variant: Variant,
     /// Which branches this execution took (outside loom, shared by all executions).
     coverage: std::sync::Arc<Coverage>,
     page: Page,
     /// The arena lock, guarding `abandoned[class]` (true: P is in it).
     arena: Mutex<bool>,
-    /// P's bit in its segment's `collect_mask`, and `arena::COLLECT_PENDING`.
+    /// P's bit in its segment's `drain_mask`, and `drain::DRAIN_PENDING`.
     collect_mask: AtomicU64,
     collect_pending: AtomicBool,
     /// Ghost: who holds P's private state (a heap's owner word, `COLLECTOR + n`,
@@ -169,14 +154,13 @@ struct World {
 }
 
 impl World {
-    fn new(variant: Variant, scenario: Scenario, coverage: &std::sync::Arc<Coverage>) -> World {
+    fn new(scenario: Scenario, coverage: &std::sync::Arc<Coverage>) -> World {
         let world = World {
-            variant,
             coverage: coverage.clone(),
             page: Page {
                 owner: AtomicUsize::new(FREE),
                 last_owner: AtomicUsize::new(0),
-                thread_free: AtomicUsize::new(NIL),
+                thread_free: AtomicPtr::new(std::ptr::null_mut()),
                 link: [(); NBLOCKS].map(|_| UnsafeCell::new(NIL)),
                 free: UnsafeCell::new(0),
                 local_free: UnsafeCell::new(0),
@@ -208,7 +192,7 @@ impl World {
                 set(&p.listed, true);
                 *world.arena.lock().unwrap() = true;
                 set(&p.link[B0], NIL);
-                p.thread_free.store(B0 + 1, Ordering::Relaxed);
+                p.thread_free.store(block_ptr(B0), Ordering::Relaxed);
                 world.remote_freed.store(bit(B0), G::SeqCst);
                 world.collect_mask.store(1, Ordering::Relaxed);
                 world.collect_pending.store(true, Ordering::Relaxed);
@@ -237,34 +221,23 @@ impl World {
 
     // ---- page.rs -----------------------------------------------------------------
 
-    /// `Page::free_remote`: one CAS push; returns the head seen before (NIL: empty).
+    /// `Page::free_remote`: `protocol::push_remote`, whose link step writes the
+    /// block's link word. Returns the head seen before (NIL: empty).
     fn free_remote(&self, block: usize) -> usize {
         let p = &self.page;
-        let mut head = p.thread_free.load(Ordering::Relaxed);
-        loop {
-            set(&p.link[block], head); // `(*block).next = head`
-            match p.thread_free.compare_exchange_weak(
-                head,
-                block + 1,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(current) => head = current,
-            }
-        }
+        let head = protocol::push_remote(&p.thread_free, |head| {
+            set(&p.link[block], head as usize); // `(*block).next = head`
+            block_ptr(block)
+        });
         let before = self.remote_freed.fetch_or(bit(block), G::SeqCst);
         assert_eq!(before & bit(block), 0, "block freed twice");
-        head
+        head as usize
     }
 
-    /// `Page::collect_thread_free`, by P's holder.
-    fn collect_thread_free(&self) {
+    /// `Page::take_remote_frees` (`protocol::take_list`), by P's holder.
+    fn take_remote_frees(&self) {
         let p = &self.page;
-        if p.thread_free.load(Ordering::Relaxed) == NIL {
-            return;
-        }
-        let mut head = p.thread_free.swap(NIL, Ordering::Acquire);
+        let mut head = protocol::take_list(&p.thread_free) as usize;
         let mut count = 0;
         while head != NIL {
             let block = head - 1;
@@ -287,9 +260,9 @@ impl World {
         set(&p.used, used - count);
     }
 
-    /// `Page::collect`, by P's holder.
-    fn collect(&self) {
-        self.collect_thread_free();
+    /// `Page::gather_frees`, by P's holder.
+    fn gather_frees(&self) {
+        self.take_remote_frees();
         let p = &self.page;
         if get(&p.free) == 0 && get(&p.local_free) != 0 {
             set(&p.free, get(&p.local_free));
@@ -302,43 +275,39 @@ impl World {
         get(&self.page.free) != 0 || get(&self.page.local_free) != 0
     }
 
-    // ---- arena.rs ----------------------------------------------------------------
+    // ---- handoff/ ------------------------------------------------------------------
 
-    /// `arena::notify` (`purge::wake_for_collect` is the final pass).
+    /// `drain::notify` (`protocol::signal`; `deadline::wake_for_drain` is the final pass).
     fn notify(&self) {
-        self.collect_mask.fetch_or(1, Ordering::Release);
-        self.collect_pending.store(true, Ordering::SeqCst);
+        protocol::signal(&self.collect_mask, 1, &self.collect_pending);
     }
 
-    /// `arena::release_abandoned`, by P's holder `who`.
-    fn release_abandoned(&self, who: usize) {
+    /// `abandon::publish` (`protocol::publish_abandoned`), by P's holder `who`.
+    fn publish(&self, who: usize) {
         self.release(who, NOBODY);
-        self.page.owner.store(ABANDONED, Ordering::SeqCst);
-        if self.variant.release_recheck {
-            // SeqCst store, then SeqCst load of another location (module doc).
-            fence(Ordering::SeqCst);
-            if self.page.thread_free.load(Ordering::SeqCst) != NIL {
-                self.coverage.hit(RECHECK_NOTIFIED);
-                self.notify();
-            }
+        if protocol::publish_abandoned(&self.page.owner, &self.page.thread_free) {
+            self.coverage.hit(RECHECK_NOTIFIED);
+            self.notify();
         }
     }
 
-    /// `arena::free_span`, by P's holder `who` (P is unused).
+    /// `abandon::unlist` then `arena::free_span` (`protocol::release_free`), by P's
+    /// holder `who` (P is unused).
     fn free_span(&self, who: usize) {
         let mut listed_in_arena = self.arena.lock().unwrap();
         if get(&self.page.listed) {
             *listed_in_arena = false;
             set(&self.page.listed, false);
         }
+        drop(listed_in_arena);
         // `free_slices_locked`
         self.release(who, FREED);
-        self.page.owner.store(FREE, Ordering::Release);
+        protocol::release_free(&self.page.owner);
     }
 
-    /// `arena::abandon(page, heap)` by its owner `heap` (P is in no heap queue).
+    /// `abandon::abandon(page, heap)` by its owner `heap` (P is in no heap queue).
     fn abandon(&self, heap: usize) {
-        self.collect();
+        self.gather_frees();
         if get(&self.page.used) == 0 {
             self.free_span(heap);
             return;
@@ -349,35 +318,29 @@ impl World {
             set(&self.page.listed, true);
         }
         self.page.last_owner.store(heap, Ordering::Relaxed);
-        self.release_abandoned(heap);
+        self.publish(heap);
     }
 
-    /// `arena::collect_pending`, then `collect_page` (`claim_for_collect`,
-    /// `collect_thread_free`, `finish_collect`) for P's bit, as collector `who`.
+    /// `drain::drain_notified` (`protocol::take_signal`, `take_signalled`), then
+    /// `drain_page` (`claim_for_drain`, `take_remote_frees`, `finish_drain`) for P's bit,
+    /// as drainer `who`.
     fn collect_pending(&self, who: usize) {
-        if !self.collect_pending.load(Ordering::Relaxed)
-            || !self.collect_pending.swap(false, Ordering::Acquire)
-        {
+        if !protocol::take_signal(&self.collect_pending) {
             return;
         }
-        let bits = self.collect_mask.swap(0, Ordering::Acquire);
+        let bits = protocol::take_signalled(&self.collect_mask);
         if bits & 1 == 0 {
             return;
         }
-        // `collect_page` → `claim_for_collect`
-        if self
-            .page
-            .owner
-            .compare_exchange(ABANDONED, COLLECTING, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        // `drain_page` → `claim_for_drain`
+        if !protocol::claim(&self.page.owner, ABANDONED, DRAINING) {
             self.coverage.hit(CLAIM_LOST);
             return;
         }
         self.claim(who);
         self.coverage.hit(COLLECTED);
-        self.collect_thread_free();
-        // `finish_collect`
+        self.take_remote_frees();
+        // `finish_drain`
         if get(&self.page.used) == 0 {
             self.coverage.hit(COLLECTOR_FREED);
             self.free_span(who);
@@ -389,21 +352,17 @@ impl World {
             *listed_in_arena = true;
             set(&self.page.listed, true);
         }
-        self.release_abandoned(who);
+        self.publish(who);
     }
 
-    /// `arena::take_page`'s claim of a listed abandoned page (under the arena lock), then
-    /// `find_page`'s `collect` of the claimed page, by `heap`. (`take_page` starts with a
-    /// `collect_pending`; the scenario's collector thread plays that part.)
+    /// `slow::take_page`'s claim of a listed abandoned page (`abandon::claim_listed`,
+    /// under the list lock), then `find_page`'s `gather_frees` of the claimed page, by
+    /// `heap`. (`take_page` starts with a `drain_notified`; the scenario's drainer thread
+    /// plays that part.)
     fn take_page(&self, heap: usize) -> bool {
         let claimed = {
             let mut listed_in_arena = self.arena.lock().unwrap();
-            let claimed = *listed_in_arena
-                && self
-                    .page
-                    .owner
-                    .compare_exchange(ABANDONED, heap, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok();
+            let claimed = *listed_in_arena && protocol::claim(&self.page.owner, ABANDONED, heap);
             if claimed {
                 self.coverage.hit(H_CLAIMED);
                 self.claim(heap);
@@ -415,26 +374,24 @@ impl World {
             claimed
         };
         if claimed {
-            self.collect();
+            self.gather_frees();
         }
         claimed
     }
 
-    // ---- heap.rs -----------------------------------------------------------------
+    // ---- front/slow.rs, handoff/drain.rs --------------------------------------------
 
-    /// `heap::free_to_other`.
+    /// `drain::free_remote` (`Page::free_remote`, then
+    /// `protocol::must_notify_after_push`).
     fn free_to_other(&self, block: usize) {
         let old_head = self.free_remote(block);
-        if self.variant.freer_fence {
-            fence(Ordering::SeqCst);
-        }
-        if old_head == NIL && self.page.owner.load(Ordering::SeqCst) == ABANDONED {
+        if protocol::must_notify_after_push(&self.page.owner, old_head == NIL) {
             self.coverage.hit(FREER_NOTIFIED);
             self.notify();
         }
     }
 
-    /// `heap::free_slow_inner` for a block of P freed by `heap`, P's former owner (the
+    /// `slow::free_slow_inner` for a block of P freed by `heap`, P's former owner (the
     /// STOLEN wait and check mode are not modelled).
     fn free_slow(&self, heap: usize, block: usize) {
         let owner = self.page.owner.load(Ordering::Acquire);
@@ -444,16 +401,12 @@ impl World {
         }
         if owner == ABANDONED
             && self.page.last_owner.load(Ordering::Relaxed) == heap
-            && self
-                .page
-                .owner
-                .compare_exchange(ABANDONED, heap, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+            && protocol::claim(&self.page.owner, ABANDONED, heap)
         {
             self.claim(heap);
             self.coverage.hit(R_RECLAIMED);
-            // `reclaim`: unlink from the abandoned list if listed (`listed` is read
-            // without the lock first), then `queue_push_back` (heap-private).
+            // `reclaim`: `abandon::unlist` (`listed` is read without the lock first),
+            // then `queue_push_back` (heap-private).
             if get(&self.page.listed) {
                 let mut listed_in_arena = self.arena.lock().unwrap();
                 if get(&self.page.listed) {
@@ -484,7 +437,7 @@ impl World {
     fn check_final(&self, in_use: u8) {
         let p = &self.page;
         let owner = p.owner.load(Ordering::Acquire);
-        if owner == ABANDONED && p.thread_free.load(Ordering::Relaxed) != NIL {
+        if owner == ABANDONED && !p.thread_free.load(Ordering::Relaxed).is_null() {
             assert!(
                 self.collect_mask.load(Ordering::Relaxed) & 1 != 0
                     && self.collect_pending.load(Ordering::Relaxed),
@@ -494,17 +447,17 @@ impl World {
         match owner {
             ABANDONED => {
                 // The purger (woken by `notify`), or any `take_page`.
-                if p.thread_free.load(Ordering::Relaxed) != NIL {
+                if !p.thread_free.load(Ordering::Relaxed).is_null() {
                     self.coverage.hit(FINAL_PURGER);
                 }
                 self.collect_pending(COLLECTOR + 9);
             }
             HEAP_R | HEAP_H => {
                 // The owning heap's next `find_page` (or `abandon`) collects.
-                if p.thread_free.load(Ordering::Relaxed) != NIL {
+                if !p.thread_free.load(Ordering::Relaxed).is_null() {
                     self.coverage.hit(FINAL_OWNER);
                 }
-                self.collect();
+                self.gather_frees();
             }
             FREE => {}
             other => panic!("P left with owner word {other:#x}"),
@@ -515,7 +468,7 @@ impl World {
             self.remote_freed.load(G::SeqCst),
             "a remote free was never collected"
         );
-        assert_eq!(p.thread_free.load(Ordering::Relaxed), NIL);
+        assert!(p.thread_free.load(Ordering::Relaxed).is_null());
         let listed_in_arena = *self.arena.lock().unwrap();
         assert_eq!(
             get(&p.listed),
@@ -553,9 +506,10 @@ impl World {
     }
 }
 
-/// Run one scenario of the model.
-pub fn model(variant: Variant, scenario: Scenario, coverage: &std::sync::Arc<Coverage>) {
-    let world = Arc::new(World::new(variant, scenario, coverage));
+/// Run one scenario of the model (with the faults `protocol::shim::with_faults` put in
+/// force around it, if any).
+pub fn model(scenario: Scenario, coverage: &std::sync::Arc<Coverage>) {
+    let world = Arc::new(World::new(scenario, coverage));
     let spawn = |f: fn(&World)| {
         let world = world.clone();
         thread::spawn(move || f(&world))
@@ -596,6 +550,7 @@ pub fn model(variant: Variant, scenario: Scenario, coverage: &std::sync::Arc<Cov
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::shim::{with_faults, Fault};
     use crate::{check, expect_failure};
 
     const STRANDED: &str = "remote free stranded";
@@ -603,13 +558,16 @@ mod tests {
     fn run(preemptions: Option<usize>, scenario: Scenario, expected: &[&str]) {
         let coverage = Coverage::new();
         let c = coverage.clone();
-        check(preemptions, move || model(Variant::INTENDED, scenario, &c));
+        check(preemptions, move || model(scenario, &c));
         coverage.assert_reached(expected);
     }
 
-    fn broken(variant: Variant, scenario: Scenario) -> impl Fn() + Sync + Send + 'static {
+    /// The model with `fault` injected into the production protocol code; it must fail.
+    fn expect_stranded(preemptions: Option<usize>, fault: Fault, scenario: Scenario) {
         let coverage = Coverage::new();
-        move || model(variant, scenario, &coverage)
+        with_faults(&[fault], || {
+            expect_failure(preemptions, &[STRANDED], move || model(scenario, &coverage))
+        });
     }
 
     /// Preemption bound 4: about 30k executions (every interleaving would be millions).
@@ -662,41 +620,35 @@ mod tests {
         );
     }
 
-    /// `arena::abandon` without `release_abandoned`'s re-check: a free pushed after the
-    /// abandoner's `collect` sees R as owner and does not notify; nobody ever looks.
+    /// `abandon::abandon` without `publish_abandoned`'s re-check: a free pushed after
+    /// the abandoner's `gather_frees` sees R as owner and does not notify; nobody ever
+    /// looks.
     #[test]
     fn abandon_without_recheck_strands_a_block() {
-        let variant = Variant {
-            release_recheck: false,
-            ..Variant::INTENDED
-        };
-        let model = broken(variant, Scenario::AbandonVsRemoteFree);
-        expect_failure(Some(4), &[STRANDED], model);
+        expect_stranded(
+            Some(4),
+            Fault::SkipPublishRecheck,
+            Scenario::AbandonVsRemoteFree,
+        );
     }
 
-    /// `finish_collect` without the re-check: a free pushed onto the list the collector
-    /// just emptied sees COLLECTING and does not notify.
+    /// `finish_drain` without the re-check: a free pushed onto the list the drainer
+    /// just emptied sees DRAINING and does not notify.
     #[test]
-    fn finish_collect_without_recheck_strands_a_block() {
-        let variant = Variant {
-            release_recheck: false,
-            ..Variant::INTENDED
-        };
-        let model = broken(variant, Scenario::CollectVsRemoteFree);
-        expect_failure(None, &[STRANDED], model);
+    fn finish_drain_without_recheck_strands_a_block() {
+        expect_stranded(
+            None,
+            Fault::SkipPublishRecheck,
+            Scenario::CollectVsRemoteFree,
+        );
     }
 
-    /// Negative control: the old production ordering on the freer's side (AcqRel push, then the SeqCst
-    /// owner load, with nothing ordering the two): the store-buffering outcome strands a
-    /// block. See the module doc: the C++20/Rust model allows this too; x86 and AArch64
-    /// do not produce it.
+    /// Negative control: the old production ordering on the freer's side (AcqRel push,
+    /// then the SeqCst owner load, with nothing ordering the two): the store-buffering
+    /// outcome strands a block. See the module doc: the C++20/Rust model allows this
+    /// too; x86 and AArch64 do not produce it.
     #[test]
     fn remote_free_without_sc_push_strands_a_block() {
-        let variant = Variant {
-            freer_fence: false,
-            ..Variant::INTENDED
-        };
-        let model = broken(variant, Scenario::CollectVsRemoteFree);
-        expect_failure(None, &[STRANDED], model);
+        expect_stranded(None, Fault::WeakRemotePush, Scenario::CollectVsRemoteFree);
     }
 }

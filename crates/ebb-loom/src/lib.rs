@@ -6,19 +6,34 @@
 //! programs — *models* — of the two places where ebb hands a page's private state from
 //! one thread to another without a lock:
 //!
-//! * [`steal`]: the idle-heap takeover (`crates/ebb/src/steal.rs`, `try_steal`) against
-//!   the owner's fast and slow paths (`alloc.rs` `malloc_in`, `malloc_local_or_slow`,
-//!   `free`; `heap.rs` `Heap::enter`/`Heap::leave`, `slow_path_enter`, `malloc_slow`,
-//!   `find_page`, `free_slow_inner`, `reclaim`, `abandon_all`).
-//! * [`collect`]: remote frees into abandoned pages and their collection (`page.rs`
-//!   `free_remote`, `collect_thread_free`; `heap.rs` `free_to_other`, `free_slow_inner`,
-//!   `reclaim`; `arena.rs` `abandon`, `release_abandoned`, `notify`, `collect_pending`,
-//!   `collect_page`, `claim_for_collect`, `finish_collect`, `free_span`, `take_page`).
+//! * [`steal`]: the idle-heap takeover (`protocol::Handshake`, run by
+//!   `front/takeover.rs`) against the owner's fast and slow paths (`front/alloc.rs`,
+//!   `front/slow.rs`).
+//! * [`collect`]: remote frees into abandoned pages and their draining
+//!   (`handoff/abandon.rs`, `handoff/drain.rs`, `span/page.rs` `free_remote`,
+//!   `take_remote_frees`).
+//!
+//! **The protocol steps are production's own code.** `crates/ebb/src/protocol/` (the
+//! steps: `push_remote`, `must_notify_after_push`, `publish_abandoned`, `claim`,
+//! `take_list`, `signal`, `take_signal`, `take_signalled`, `release_free`, `Handshake`
+//! with `enter`, `leave`, `wait_while_stealing`, `try_steal`, `mark_stolen`,
+//! `unmark_stolen`) is compiled into this crate as [`protocol`], with `cfg(loom)` set
+//! by `build.rs`, so its atomics are loom's: every ordering and re-check the models
+//! check is the one production runs. The models supply what production keeps in
+//! other layers — the page's private lists, the heap's queue and table, the abandoned
+//! list — as loom cells, and call the protocol functions where production does.
 //!
 //! Each model is run as it is meant to work (it must pass, and must reach every branch
 //! of the protocol: see [`Coverage`]) and with one step of the protocol removed (a
 //! *negative control*: it must fail, for the expected reason, or the model proves
 //! nothing).
+//!
+//! ## Negative controls
+//! Each removes one step of production's protocol through the test-only switch
+//! `protocol::shim::with_faults` (`Fault::SkipPublishRecheck`, `WeakRemotePush`,
+//! `NoOwnerBarrier`, `SkipStep2Check`, `SkipStep4Check`): the step that checks the
+//! fault runs without its ordering or re-check, and the model must fail. Outside loom
+//! the switch is the constant `false`.
 //!
 //! ## Findings (see the modules for the interleavings; both fixed in production since,
 //! the tests named below stay as negative controls)
@@ -37,23 +52,24 @@
 //!   threads that the protocol does not order. The free lists are block *sets* (bit
 //!   masks) except `thread_free`, which is the real CAS-pushed LIFO through block link
 //!   words, because its publication of the links is part of what is checked.
-//! * Atomics keep the orderings of the production code, with the exceptions below.
+//! * The atomics are production's, in production's code (`protocol`).
 //! * Ghost state (plain `std` atomics, invisible to loom) records who holds a page's
 //!   private state and which blocks were collected; the models assert on it
 //!   (mutual exclusion, one owner at a time, every remote free collected once).
 //!
 //! ## What is abstracted away
 //! * `membarrier()` (an asymmetric barrier: every running thread of the process passes a
-//!   full barrier before it returns) cannot be expressed in loom. It is modelled the
-//!   standard way: the stealer's `membarrier` is `fence(SeqCst)`, and the owner's
-//!   `Heap::enter` is a SeqCst store of `in_op` followed by `fence(SeqCst)` (see
-//!   [`steal`] for why this is the symmetric equivalent).
+//!   full barrier before it returns) cannot be expressed in loom. The shim models it
+//!   the standard way: the stealer's `membarrier` (`shim::stealer_barrier`) is
+//!   `fence(SeqCst)`, and the owner's compiler fence after its `in_op` store
+//!   (`shim::owner_barrier`) is `fence(SeqCst)` too (see [`steal`] for why this is the
+//!   symmetric equivalent).
 //! * SeqCst *accesses*: loom implements the single total order only for SeqCst fences,
 //!   not for SeqCst loads and stores, so a Dekker pair written with SeqCst accesses
 //!   alone fails under loom even where C++20/Rust guarantee it. Where production relies
-//!   on "SeqCst store, then SeqCst load of another location", the model puts a
-//!   `fence(SeqCst)` between them (equivalent for that pattern). See [`collect`] for the
-//!   one place where production's ordering is *weaker* than that (the remote-free push).
+//!   on "SeqCst store (or RMW), then SeqCst load of another location", the protocol
+//!   calls `shim::dekker_fence()` between them: nothing in production, `fence(SeqCst)`
+//!   under loom (equivalent for that pattern).
 //! * Two threads spinning on `yield_now` at once make loom explore unfair schedules
 //!   forever, so no model has two (see [`steal::Owner::Idle`]).
 //! * `os::yield_now` (and the futex waits of the purger) become `loom::thread::yield_now`;
@@ -63,11 +79,18 @@
 //!   carving (`extend`; pages are fully carved) and the statistics counters are left out.
 //!
 //! ## Keep in step with the production code
-//! The models mirror the production functions named above **by hand**, step by step
-//! (every step cites the function it mirrors). A change to any of them — an ordering, a
-//! re-check, the order of two stores — must be made in the model too, and the models
-//! re-run: `cargo test --release -p ebb-loom`. Larger explorations:
+//! A change to an ordering or a re-check in `crates/ebb/src/protocol/` is checked by
+//! the models as it stands. What the models still write by hand is the glue between
+//! the steps (which step production calls when, the private lists, queues, tables and
+//! the abandoned list), each citing the function it stands for: a change to *that*
+//! (say, `front/slow.rs` calling the steps in another order) must be made in the model
+//! too. Run: `cargo test --release -p ebb-loom`. Larger explorations:
 //! `LOOM_MAX_PREEMPTIONS=4 cargo test --release -p ebb-loom` (slow).
+
+/// ebb's protocol steps, compiled here with `cfg(loom)` (its shim then uses loom's
+/// atomics and barriers): the models call the production code itself.
+#[path = "../../ebb/src/protocol/mod.rs"]
+pub mod protocol;
 
 pub mod collect;
 pub mod steal;

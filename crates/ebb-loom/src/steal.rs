@@ -1,14 +1,15 @@
 //! Model of the idle-heap takeover ("steal") handshake.
 //!
-//! Production: `crates/ebb/src/steal.rs` (`try_steal` and the protocol at the top of
-//! that file), the owner side in `crates/ebb/src/heap.rs` (`Heap::enter`, `Heap::leave`,
-//! `slow_path_enter`, `malloc_slow`, `find_page`, `free_slow_inner`, `reclaim`,
-//! `abandon_all`) and the fast paths in `crates/ebb/src/alloc.rs` (`malloc_in`,
-//! `malloc_local_or_slow`, `free`).
+//! Production: `protocol::Handshake` (`enter`, `leave`, `wait_while_stealing`,
+//! `try_steal`, with `mark_stolen`/`unmark_stolen`), called here as production's own
+//! code; the glue modelled by hand from `front/takeover.rs` (`try_take_over`'s marks,
+//! undo and take-over), `front/slow.rs` (`slow_path_enter`, `malloc_slow`,
+//! `find_page`, `free_slow_inner`, `reclaim`), `front/heap.rs` (`abandon_all`) and the
+//! fast paths in `front/alloc.rs` (`malloc_in`, `malloc_local_or_slow`, `free`).
 //!
 //! # The model
 //! One heap `O` with one page `P` of one class, both with their real fields:
-//! `in_op`, `steal_state`, the table entry of the class (`direct`/`current`, an
+//! `in_op` and the steal state (production's `Handshake`), the table entry of the class (`current`, an
 //! atomic holding `P` or the empty page) and the queue (owner-private, an
 //! `UnsafeCell`); `P.owner`, `P.last_owner` (atomics) and `P.free`, `P.local_free`,
 //! `P.used` (`UnsafeCell`s). `P` has three blocks: `B0` on `free`, `B1` and `B2` handed out
@@ -24,7 +25,7 @@
 //! * The stealer thread runs `try_steal` once (steps 1–5).
 //! * Optionally a third thread frees `B2` meanwhile (`free_slow_inner` of another heap:
 //!   it waits while P is STOLEN, then `free_to_other`), with `P.thread_free` and the
-//!   notification; the stealer's `Page::collect` and `release_abandoned` take part.
+//!   notification; the stealer's `Page::gather_frees` and `publish_abandoned` take part.
 //!   (Only with an idle owner: see [`Owner::Idle`].)
 //!
 //! # Properties checked
@@ -64,25 +65,18 @@
 //! barrier gives on real hardware), and the kernel's side (that `membarrier` reaches
 //! every thread, including ones not running) is taken on trust.
 
+use crate::protocol::{self, Handshake, ABANDONED, NONE, STOLEN};
 use crate::{get, set, Coverage};
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use std::sync::atomic::{AtomicBool as GhostBool, AtomicU8 as GhostU8, Ordering as G};
 
-// Owner words (`page.rs`).
-const FREE: usize = 0;
-const ABANDONED: usize = 1;
-const STOLEN: usize = 5;
 /// The owner heap's address (`Heap::owner_word`; any value above `MARKER_LIMIT`).
 const HEAP_O: usize = 0x1000;
 
-// `steal_state` (`steal.rs`).
-const NONE: u32 = 0;
-const STEALING: u32 = 1;
-
-// Table entries (`Heap::direct` / `Heap::current` for P's class).
+// Table entries (`Heap::current` for P's class).
 const EMPTY_PAGE: usize = 0;
 const PAGE_P: usize = 1;
 
@@ -91,7 +85,7 @@ const B0: u8 = 1;
 const B1: u8 = 2;
 const B2: u8 = 4;
 const ALL: u8 = B0 | B1 | B2;
-/// A block of a fresh page that `arena::take_page` carved (not P's).
+/// A block of a fresh page that `slow::take_page` carved (not P's).
 const FRESH: u8 = 0x80;
 
 // Branches counted in `Coverage`.
@@ -105,37 +99,12 @@ const FREE_UNDONE: &str = "owner: free slow path after an undone steal";
 const FREE_RECLAIMED: &str = "owner: free took P back (reclaim)";
 const REMOTE_WAITED: &str = "remote: free found STOLEN and waited";
 const REMOTE_NOTIFIED: &str = "remote: free into abandoned P notified";
-const RECHECK_NOTIFIED: &str = "release_abandoned: re-check notified";
+const RECHECK_NOTIFIED: &str = "publish_abandoned: re-check notified";
 
 // Ghost: who holds P's private state.
 const HOLDER_OWNER: u8 = 1;
 const HOLDER_STEALER: u8 = 2;
 const HOLDER_NOBODY: u8 = 3;
-
-/// Which version of the protocol to model.
-#[derive(Clone, Copy, Debug)]
-pub struct Variant {
-    /// `Heap::enter` followed by the owner's share of `membarrier` (see the module doc).
-    /// Without it, the owner's `in_op` store is a relaxed store and nothing orders it
-    /// before the owner's later loads.
-    pub owner_fence: bool,
-    /// Step 2's `in_op` check.
-    pub step2_check: bool,
-    /// Step 4's `in_op` re-check (and the undo).
-    pub step4_check: bool,
-    /// `arena::release_abandoned`'s re-check of `thread_free` after publishing ABANDONED.
-    pub release_recheck: bool,
-}
-
-impl Variant {
-    /// The protocol as production runs it.
-    pub const PRODUCTION: Variant = Variant {
-        owner_fence: true,
-        step2_check: true,
-        step4_check: true,
-        release_recheck: true,
-    };
-}
 
 struct Page {
     /// `Page::free`, `Page::local_free`, `Page::used`: owner only.
@@ -146,15 +115,15 @@ struct Page {
     free_is_zero: UnsafeCell<bool>,
     owner: AtomicUsize,
     last_owner: AtomicUsize,
-    /// `Page::thread_free` as a block set (its CAS push and link words are checked in
-    /// `collect.rs`).
-    thread_free: AtomicU8,
+    /// `Page::thread_free` as a block set in a pointer value (never dereferenced; its
+    /// LIFO and link words are checked in `collect.rs`).
+    thread_free: AtomicPtr<u8>,
 }
 
 struct Heap {
-    in_op: AtomicU32,
-    steal_state: AtomicU32,
-    /// `direct[..]`/`current[class]` for P's class.
+    /// `Heap::handshake`: `in_op` and the steal state, run by production's code.
+    handshake: Handshake,
+    /// `current[class]` for P's class.
     table: AtomicUsize,
     /// `queues[class]`: P is its only possible member. Owner only (and the stealer past
     /// step 2, which reads it, and past step 4, which empties it).
@@ -162,10 +131,9 @@ struct Heap {
 }
 
 struct World {
-    variant: Variant,
     /// Which branches this execution took (outside loom, shared by all executions).
     coverage: std::sync::Arc<Coverage>,
-    /// `arena::notify` (P's `collect_mask` bit and `COLLECT_PENDING`, as one flag).
+    /// `drain::notify` (P's `drain_mask` bit and `DRAIN_PENDING`, as one flag).
     notified: AtomicBool,
     heap: Heap,
     page: Page,
@@ -174,6 +142,8 @@ struct World {
     /// Ghost: an owner call is between reading P from the table (or P's owner word) and
     /// its last access to P's lists.
     owner_using_p: GhostBool,
+    /// Ghost: the stealer is between its step 3 and the end of `try_steal`.
+    stealing: GhostBool,
 }
 
 fn lowest(set: u8) -> u8 {
@@ -181,14 +151,15 @@ fn lowest(set: u8) -> u8 {
 }
 
 impl World {
-    fn new(variant: Variant, coverage: &std::sync::Arc<Coverage>) -> World {
+    fn new(coverage: &std::sync::Arc<Coverage>) -> World {
         World {
-            variant,
             coverage: coverage.clone(),
             notified: AtomicBool::new(false),
             heap: Heap {
-                in_op: AtomicU32::new(0),
-                steal_state: AtomicU32::new(NONE),
+                handshake: Handshake {
+                    in_op: AtomicU32::new(0),
+                    state: AtomicU32::new(NONE),
+                },
                 table: AtomicUsize::new(PAGE_P),
                 queue_has_p: UnsafeCell::new(true),
             },
@@ -199,10 +170,11 @@ impl World {
                 free_is_zero: UnsafeCell::new(false),
                 owner: AtomicUsize::new(HEAP_O),
                 last_owner: AtomicUsize::new(0),
-                thread_free: AtomicU8::new(0),
+                thread_free: AtomicPtr::new(std::ptr::null_mut()),
             },
             holder: GhostU8::new(HOLDER_OWNER),
             owner_using_p: GhostBool::new(false),
+            stealing: GhostBool::new(false),
         }
     }
 
@@ -223,33 +195,28 @@ impl World {
 
     // ---- owner side ----------------------------------------------------------------
 
-    /// `Heap::enter`: `in_op += 1` (owner-only, so a load and a store), then the owner's
-    /// share of the stealer's `membarrier` (module doc).
+    /// `Heap::enter` → `Handshake::enter`: `in_op += 1`, then the owner's share of the
+    /// stealer's `membarrier` (`shim::owner_barrier`; module doc).
     fn enter(&self) {
-        let in_op = self.heap.in_op.load(Ordering::Relaxed);
-        if self.variant.owner_fence {
-            self.heap.in_op.store(in_op + 1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-        } else {
-            self.heap.in_op.store(in_op + 1, Ordering::Relaxed);
-        }
+        self.heap.handshake.enter();
     }
 
-    /// `Heap::leave`: `in_op -= 1`, a release store.
+    /// `Heap::leave` → `Handshake::leave`.
     fn leave(&self) {
-        let in_op = self.heap.in_op.load(Ordering::Relaxed);
-        self.heap.in_op.store(in_op - 1, Ordering::Release);
+        self.heap.handshake.leave();
     }
 
-    /// `steal::wait_while_stealing`.
+    /// `Handshake::wait_while_stealing`. (Coverage: whether a steal was past its step 2
+    /// when the owner got here, from ghost state, so that counting adds no step to the
+    /// interleavings loom explores.)
     fn wait_while_stealing(&self) {
-        while self.heap.steal_state.load(Ordering::Acquire) == STEALING {
+        if self.stealing.load(G::SeqCst) {
             self.coverage.hit(WAITED);
-            thread::yield_now();
         }
+        self.heap.handshake.wait_while_stealing();
     }
 
-    /// `heap::slow_path_enter` (the activity count is left out).
+    /// `slow::slow_path_enter` (the activity count is left out).
     fn slow_path_enter(&self) {
         self.enter();
         self.wait_while_stealing();
@@ -297,13 +264,13 @@ impl World {
         block
     }
 
-    /// `heap::malloc_slow` → `find_page` (→ `arena::abandon` / `arena::take_page`).
+    /// `slow::malloc_slow` → `find_page` (→ `abandon::abandon` / `slow::take_page`).
     fn malloc_slow(&self) -> u8 {
         self.slow_path_enter();
         let block = if get(&self.heap.queue_has_p) {
             self.owner_begins_using_p();
             let p = &self.page;
-            self.collect_p();
+            self.gather_frees();
             let free = get(&p.free);
             if free != 0 {
                 let block = lowest(free);
@@ -312,7 +279,7 @@ impl World {
                 self.owner_ends_using_p();
                 block
             } else {
-                // Full (fully carved): `queue_remove` + `arena::abandon`. (Production
+                // Full (fully carved): `queue_remove` + `abandon::abandon`. (Production
                 // keeps the last few full pages of a class instead, see
                 // `FULL_PAGE_SLICES_KEPT`: P then stays queued and owned while the
                 // table names a fresh page, a state of P the `FastPaths` program
@@ -324,22 +291,23 @@ impl World {
                 self.page.last_owner.store(HEAP_O, Ordering::Relaxed);
                 self.owner_ends_using_p();
                 self.holder.store(HOLDER_NOBODY, G::SeqCst);
-                self.release_abandoned();
-                FRESH // `arena::take_page`: a fresh span
+                self.publish();
+                FRESH // `slow::take_page`: a fresh span
             }
         } else {
-            FRESH // `arena::take_page`
+            FRESH // `slow::take_page`
         };
         self.leave();
         block
     }
 
-    /// `Page::collect` on P by whoever holds it: `collect_thread_free` (remote frees to
-    /// `local_free`), then take `local_free` as the free list if `free` is empty.
-    fn collect_p(&self) {
+    /// `Page::gather_frees` on P by whoever holds it: `take_remote_frees`
+    /// (`protocol::take_list`; remote frees to `local_free`), then take `local_free` as
+    /// the free list if `free` is empty.
+    fn gather_frees(&self) {
         let p = &self.page;
-        if p.thread_free.load(Ordering::Relaxed) != 0 {
-            let remote = p.thread_free.swap(0, Ordering::Acquire);
+        let remote = protocol::take_list(&p.thread_free) as usize as u8;
+        if remote != 0 {
             let local = get(&p.local_free);
             assert_eq!((local | get(&p.free)) & remote, 0, "block collected twice");
             set(&p.local_free, local | remote);
@@ -355,24 +323,18 @@ impl World {
         }
     }
 
-    /// `arena::release_abandoned` by P's holder: publish ABANDONED, re-check for remote
-    /// frees (SeqCst store, then SeqCst load: a fence between them in loom; see
-    /// `collect.rs`).
-    fn release_abandoned(&self) {
-        self.page.owner.store(ABANDONED, Ordering::SeqCst);
-        if !self.variant.release_recheck {
-            return;
-        }
-        fence(Ordering::SeqCst);
-        if self.page.thread_free.load(Ordering::SeqCst) != 0 {
+    /// `abandon::publish` by P's holder: `protocol::publish_abandoned` (publish
+    /// ABANDONED, re-check for remote frees), notify if it says so.
+    fn publish(&self) {
+        if protocol::publish_abandoned(&self.page.owner, &self.page.thread_free) {
             self.coverage.hit(RECHECK_NOTIFIED);
             self.notified.store(true, Ordering::SeqCst);
         }
     }
 
     /// `alloc::free` of a block of P by another thread (whose heap is not O):
-    /// `free_slow_inner`, with its wait while P is STOLEN, then `free_to_other` (with
-    /// the SC ordering between push and owner load; see `collect.rs`).
+    /// `free_slow_inner`, with its wait while P is STOLEN, then `drain::free_remote`
+    /// (`protocol::push_remote`, `must_notify_after_push`).
     fn remote_free(&self, block: u8) {
         let p = &self.page;
         let mut owner = p.owner.load(Ordering::Acquire);
@@ -382,16 +344,11 @@ impl World {
             owner = p.owner.load(Ordering::Acquire);
         }
         assert!(owner == HEAP_O || owner == ABANDONED, "owner word {owner}");
-        // `free_to_other` → `Page::free_remote`: one CAS push.
-        let mut head = p.thread_free.load(Ordering::Relaxed);
-        while let Err(current) =
-            p.thread_free
-                .compare_exchange(head, head | block, Ordering::AcqRel, Ordering::Relaxed)
-        {
-            head = current;
-        }
-        fence(Ordering::SeqCst);
-        if head == 0 && p.owner.load(Ordering::SeqCst) == ABANDONED {
+        // `drain::free_remote` → `Page::free_remote`: one CAS push.
+        let head = protocol::push_remote(&p.thread_free, |head| {
+            (head as usize | block as usize) as *mut u8
+        });
+        if protocol::must_notify_after_push(&p.owner, head.is_null()) {
             self.coverage.hit(REMOTE_NOTIFIED);
             self.notified.store(true, Ordering::SeqCst);
         }
@@ -409,7 +366,7 @@ impl World {
         assert_ne!(used, 0);
     }
 
-    /// `alloc::free` → `free_slow_and_leave` → `heap::free_slow` → `free_slow_inner`.
+    /// `alloc::free` → `free_slow_and_leave` → `slow::free_slow` → `free_slow_inner`.
     fn free(&self, block: u8) {
         self.enter();
         if self.page.owner.load(Ordering::Relaxed) == HEAP_O {
@@ -436,11 +393,7 @@ impl World {
             self.free_local(block);
             self.owner_ends_using_p();
         } else if owner == ABANDONED && self.page.last_owner.load(Ordering::Relaxed) == HEAP_O {
-            let claimed = self
-                .page
-                .owner
-                .compare_exchange(ABANDONED, HEAP_O, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok();
+            let claimed = protocol::claim(&self.page.owner, ABANDONED, HEAP_O);
             assert!(claimed, "nobody else claims P in this model");
             self.coverage.hit(FREE_RECLAIMED);
             assert_eq!(
@@ -464,77 +417,75 @@ impl World {
 
     // ---- stealer side ----------------------------------------------------------------
 
-    /// `steal::try_steal`.
+    /// `takeover::try_take_over`: `Handshake::try_steal` (production's steps 1, 2, 4
+    /// and the state changes) with this heap's marks, undo and take-over as its steps 3,
+    /// 4's undo and 5.
     fn try_steal(&self) -> bool {
         let h = &self.heap;
-        // 1.
-        if h.steal_state
-            .compare_exchange(NONE, STEALING, Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
-        {
-            return false;
-        }
-        // 2. `os::membarrier()`, then read in_op.
-        fence(Ordering::SeqCst);
-        if self.variant.step2_check && h.in_op.load(Ordering::SeqCst) != 0 {
-            self.coverage.hit(GAVE_UP_STEP2);
-            h.steal_state.store(NONE, Ordering::Release);
-            return false;
-        }
+        let marked = GhostBool::new(false);
+        let queued_at_mark = GhostBool::new(false);
         // 3. Mark every queued page STOLEN; `clear_tables`.
-        let queued = get(&h.queue_has_p);
-        if queued {
-            self.page.owner.store(STOLEN, Ordering::SeqCst);
-        }
-        h.table.store(EMPTY_PAGE, Ordering::Relaxed);
-        // 4. `os::membarrier()`, then read in_op again; undo if busy.
-        fence(Ordering::SeqCst);
-        if self.variant.step4_check && h.in_op.load(Ordering::SeqCst) != 0 {
-            self.coverage.hit(UNDONE_STEP4);
+        let mark = || {
+            marked.store(true, G::SeqCst);
+            self.stealing.store(true, G::SeqCst);
+            let queued = get(&h.queue_has_p);
+            queued_at_mark.store(queued, G::SeqCst);
             if queued {
-                self.page.owner.store(HEAP_O, Ordering::SeqCst);
+                protocol::mark_stolen(&self.page.owner);
             }
-            // `refresh_current`
+            h.table.store(EMPTY_PAGE, Ordering::Relaxed);
+        };
+        // 4's undo: the owner words back, `refresh_current`.
+        let undo = || {
+            self.coverage.hit(UNDONE_STEP4);
+            let queued = queued_at_mark.load(G::SeqCst);
+            if queued {
+                protocol::unmark_stolen(&self.page.owner, HEAP_O);
+            }
             h.table
                 .store(if queued { PAGE_P } else { EMPTY_PAGE }, Ordering::Relaxed);
-            h.steal_state.store(NONE, Ordering::Release);
-            return false;
-        }
+        };
         // 5. `heap::abandon_all`: `clear_tables`, then per queued page `queue_remove` and
-        // `arena::abandon`.
-        h.table.store(EMPTY_PAGE, Ordering::Relaxed);
-        if get(&h.queue_has_p) {
-            assert!(
-                !self.owner_using_p.load(G::SeqCst),
-                "mutual exclusion: the stealer abandons P while an owner call uses it"
-            );
-            assert_eq!(
-                self.holder.swap(HOLDER_STEALER, G::SeqCst),
-                HOLDER_OWNER,
-                "the stealer takes P while someone else holds it"
-            );
-            self.coverage.hit(TOOK_P);
-            // `queue_remove`, with its `refresh_current`
-            set(&h.queue_has_p, false);
+        // `abandon::abandon`.
+        let take = || {
             h.table.store(EMPTY_PAGE, Ordering::Relaxed);
-            // `arena::abandon` → `Page::collect`
-            self.collect_p();
-            let p = &self.page;
-            if get(&p.used) == 0 {
-                // `free_span` (cannot happen here: the owner holds a block of P).
-                self.holder.store(HOLDER_NOBODY, G::SeqCst);
-                p.owner.store(FREE, Ordering::Release);
+            if get(&h.queue_has_p) {
+                assert!(
+                    !self.owner_using_p.load(G::SeqCst),
+                    "mutual exclusion: the stealer abandons P while an owner call uses it"
+                );
+                assert_eq!(
+                    self.holder.swap(HOLDER_STEALER, G::SeqCst),
+                    HOLDER_OWNER,
+                    "the stealer takes P while someone else holds it"
+                );
+                self.coverage.hit(TOOK_P);
+                // `queue_remove`, with its `refresh_current`
+                set(&h.queue_has_p, false);
+                h.table.store(EMPTY_PAGE, Ordering::Relaxed);
+                // `abandon::abandon` → `Page::gather_frees`
+                self.gather_frees();
+                let p = &self.page;
+                if get(&p.used) == 0 {
+                    // `free_span` (cannot happen here: the owner holds a block of P).
+                    self.holder.store(HOLDER_NOBODY, G::SeqCst);
+                    protocol::release_free(&p.owner);
+                } else {
+                    // has_room → listed (the abandoned list is not modelled)
+                    p.last_owner.store(HEAP_O, Ordering::Relaxed);
+                    self.holder.store(HOLDER_NOBODY, G::SeqCst);
+                    self.publish();
+                }
             } else {
-                // has_room → listed (the arena list is not modelled)
-                p.last_owner.store(HEAP_O, Ordering::Relaxed);
-                self.holder.store(HOLDER_NOBODY, G::SeqCst);
-                self.release_abandoned();
+                self.coverage.hit(TOOK_NOTHING);
             }
-        } else {
-            self.coverage.hit(TOOK_NOTHING);
+        };
+        let took = h.handshake.try_steal(mark, undo, take);
+        self.stealing.store(false, G::SeqCst);
+        if !took && !marked.load(G::SeqCst) {
+            self.coverage.hit(GAVE_UP_STEP2);
         }
-        h.steal_state.store(NONE, Ordering::Release);
-        true
+        took
     }
 
     // ---- final checks ----------------------------------------------------------------
@@ -544,7 +495,7 @@ impl World {
     fn check_final(&self, held: u8) {
         let p = &self.page;
         let (free, local, used) = (get(&p.free), get(&p.local_free), get(&p.used));
-        let remote = p.thread_free.load(Ordering::Relaxed);
+        let remote = p.thread_free.load(Ordering::Relaxed) as usize as u8;
         let held_p = held & ALL;
         if p.owner.load(Ordering::Relaxed) == ABANDONED && remote != 0 {
             assert!(
@@ -569,8 +520,8 @@ impl World {
         let table = self.heap.table.load(Ordering::Relaxed);
         let owner = p.owner.load(Ordering::Relaxed);
         assert_eq!(table, if queued { PAGE_P } else { EMPTY_PAGE });
-        assert_eq!(self.heap.in_op.load(Ordering::Relaxed), 0);
-        assert_eq!(self.heap.steal_state.load(Ordering::Relaxed), NONE);
+        assert_eq!(self.heap.handshake.in_op.load(Ordering::Relaxed), 0);
+        assert_eq!(self.heap.handshake.state.load(Ordering::Relaxed), NONE);
         if queued {
             assert_eq!(owner, HEAP_O, "a queued page not owned by its heap");
             assert_eq!(self.holder.load(G::SeqCst), HOLDER_OWNER);
@@ -599,8 +550,10 @@ pub enum Owner {
 
 /// The steal model: the owner's calls against one `try_steal`; with `remote`, a third
 /// thread frees `B2` (handed to it by the owner earlier) meanwhile.
-pub fn model(variant: Variant, owner: Owner, remote: bool, coverage: &std::sync::Arc<Coverage>) {
-    let world = Arc::new(World::new(variant, coverage));
+/// Faults (negative controls) are put in force around it with
+/// `protocol::shim::with_faults`.
+pub fn model(owner: Owner, remote: bool, coverage: &std::sync::Arc<Coverage>) {
+    let world = Arc::new(World::new(coverage));
     let stealer = {
         let world = world.clone();
         thread::spawn(move || world.try_steal())
@@ -649,7 +602,7 @@ pub fn model(variant: Variant, owner: Owner, remote: bool, coverage: &std::sync:
 /// the page is no longer ours). `inside_window == false` is the old code, kept as a
 /// negative control.
 pub fn alloc_zeroed_model(inside_window: bool, coverage: &std::sync::Arc<Coverage>) {
-    let world = Arc::new(World::new(Variant::PRODUCTION, coverage));
+    let world = Arc::new(World::new(coverage));
     // P: B0 on free (carved from zeroed memory), B1 on local_free, B2 out.
     set(&world.page.local_free, B1);
     set(&world.page.used, 1);

@@ -1,6 +1,7 @@
 //! The tests of `steal.rs`: the models run by loom, and their negative controls.
 
 use super::*;
+use crate::protocol::shim::{with_faults, Fault};
 use crate::{check, expect_failure, RACE};
 
 /// Every interleaving (the full owner program: about 240k executions, ~10 s).
@@ -11,9 +12,7 @@ const MUTEX: &str = "mutual exclusion";
 fn steal_handshake() {
     let coverage = Coverage::new();
     let c = coverage.clone();
-    check(ALL, move || {
-        model(Variant::PRODUCTION, Owner::FourCalls, false, &c)
-    });
+    check(ALL, move || model(Owner::FourCalls, false, &c));
     coverage.assert_reached(&[
         GAVE_UP_STEP2,
         UNDONE_STEP4,
@@ -30,9 +29,7 @@ fn steal_handshake() {
 fn steal_handshake_fast_paths() {
     let coverage = Coverage::new();
     let c = coverage.clone();
-    check(ALL, move || {
-        model(Variant::PRODUCTION, Owner::FastPaths, false, &c)
-    });
+    check(ALL, move || model(Owner::FastPaths, false, &c));
     coverage.assert_reached(&[
         GAVE_UP_STEP2,
         UNDONE_STEP4,
@@ -45,46 +42,42 @@ fn steal_handshake_fast_paths() {
 
 /// Another thread frees a block of an idle owner's P during the steal: it waits
 /// while P is STOLEN, and its push races with step 5's collect and
-/// `release_abandoned`'s re-check.
+/// `publish_abandoned`'s re-check.
 #[test]
 fn steal_vs_remote_free() {
     let coverage = Coverage::new();
     let c = coverage.clone();
-    check(ALL, move || {
-        model(Variant::PRODUCTION, Owner::Idle, true, &c)
-    });
+    check(ALL, move || model(Owner::Idle, true, &c));
     coverage.assert_reached(&[TOOK_P, REMOTE_WAITED, REMOTE_NOTIFIED, RECHECK_NOTIFIED]);
 }
 
-/// The same without `release_abandoned`'s re-check: a free pushed after step 5's
+/// The same without `publish_abandoned`'s re-check: a free pushed after step 5's
 /// collect reads STOLEN (then, its push done, the owner word before ABANDONED), and
 /// nobody notifies.
 #[test]
 fn steal_vs_remote_free_without_recheck_is_caught() {
-    let variant = Variant {
-        release_recheck: false,
-        ..Variant::PRODUCTION
-    };
     let coverage = Coverage::new();
-    expect_failure(ALL, &["remote free stranded"], move || {
-        model(variant, Owner::Idle, true, &coverage)
+    with_faults(&[Fault::SkipPublishRecheck], || {
+        expect_failure(ALL, &["remote free stranded"], move || {
+            model(Owner::Idle, true, &coverage)
+        })
     });
 }
 
-fn broken(variant: Variant, owner: Owner) -> impl Fn() + Sync + Send + 'static {
+/// The model of `owner`'s program with `fault` injected into production's handshake:
+/// it must fail with one of `expected`.
+fn expect_caught(fault: Fault, owner: Owner, expected: &[&str]) {
     let coverage = Coverage::new();
-    move || model(variant, owner, false, &coverage)
+    with_faults(&[fault], || {
+        expect_failure(ALL, expected, move || model(owner, false, &coverage))
+    });
 }
 
 /// Without step 4, an owner fast path that read P from the table before the marks
 /// pops from P while (or after) the stealer abandons it.
 #[test]
 fn steal_without_step4_recheck_is_caught() {
-    let variant = Variant {
-        step4_check: false,
-        ..Variant::PRODUCTION
-    };
-    expect_failure(ALL, &[MUTEX, RACE], broken(variant, Owner::FastPaths));
+    expect_caught(Fault::SkipStep4Check, Owner::FastPaths, &[MUTEX, RACE]);
 }
 
 /// Without the owner's fence (membarrier's effect), the fast path's `in_op` store and
@@ -92,33 +85,21 @@ fn steal_without_step4_recheck_is_caught() {
 /// `in_op` load: both read old values.
 #[test]
 fn steal_without_owner_fence_is_caught() {
-    let variant = Variant {
-        owner_fence: false,
-        ..Variant::PRODUCTION
-    };
-    expect_failure(ALL, &[MUTEX, RACE], broken(variant, Owner::FastPaths));
+    expect_caught(Fault::NoOwnerBarrier, Owner::FastPaths, &[MUTEX, RACE]);
 }
 
 /// The same on the slow path: `wait_while_stealing` misses STEALING while the stealer
 /// misses `in_op`, and both touch the heap's queue.
 #[test]
 fn steal_without_owner_fence_slow_path_is_caught() {
-    let variant = Variant {
-        owner_fence: false,
-        ..Variant::PRODUCTION
-    };
-    expect_failure(ALL, &[MUTEX, RACE], broken(variant, Owner::FourCalls));
+    expect_caught(Fault::NoOwnerBarrier, Owner::FourCalls, &[MUTEX, RACE]);
 }
 
 /// Without step 2, a slow path that passed `wait_while_stealing` before step 1 edits
 /// the queue while step 3 reads it.
 #[test]
 fn steal_without_step2_check_is_caught() {
-    let variant = Variant {
-        step2_check: false,
-        ..Variant::PRODUCTION
-    };
-    expect_failure(ALL, &[RACE, MUTEX], broken(variant, Owner::FourCalls));
+    expect_caught(Fault::SkipStep2Check, Owner::FourCalls, &[RACE, MUTEX]);
 }
 
 /// Negative control: the old `alloc::alloc_zeroed` (flag read after `leave`, a bug

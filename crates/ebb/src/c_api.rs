@@ -12,7 +12,9 @@
 //! `memalign` rounds a non-power-of-two alignment up; `aligned_alloc` rejects one with
 //! `EINVAL`.
 
-use crate::{alloc, arena, check, heap, options, os, segment, stats};
+use crate::front::{alloc, check};
+use crate::span::segment;
+use crate::{counters, diag, options, os, stats};
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::null_mut;
 
@@ -166,6 +168,10 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
 }
 
 /// True if `ptr` is in ebb memory (and, in check mode, a live block); else reports it.
+///
+/// # Safety
+/// `ptr` is any address (the segment map decides whether it is ebb's) and, if ebb's,
+/// a pointer the caller got from it.
 unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
     let seg = segment::segment_of(ptr);
     if seg.is_null() {
@@ -185,32 +191,20 @@ unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
 }
 
 fn report(ptr: *mut u8, function: &str, what: &str) {
-    crate::stats::COUNTERS
-        .invalid_frees
-        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-    let options = options::get();
-    if options.show_errors {
-        use core::fmt::Write;
-        let mut w = stats::StderrWriter::new();
-        let _ = writeln!(w, "ebb: {}({:p}): {}", function, ptr, what);
-    }
-    if options.abort_on_error {
-        os::abort();
-    }
+    diag::report_invalid(function, ptr, what);
 }
 
 fn errno() -> c_int {
-    // SAFETY: __errno_location returns the calling thread's errno slot.
-    unsafe { *libc::__errno_location() }
+    os::errno()
 }
 
 /// `malloc_trim`: return every free page to the OS now. 1 if memory was released.
 pub fn malloc_trim(_pad: usize) -> c_int {
-    let before = stats::COUNTERS
+    let before = counters::COUNTERS
         .purged
         .load(core::sync::atomic::Ordering::Relaxed);
     crate::collect(true);
-    (stats::COUNTERS
+    (counters::COUNTERS
         .purged
         .load(core::sync::atomic::Ordering::Relaxed)
         != before) as c_int
@@ -251,7 +245,7 @@ pub struct Mallinfo {
 pub fn mallinfo2() -> Mallinfo2 {
     let s = stats::snapshot();
     let huge_live = (s.huge_allocs.saturating_sub(
-        stats::COUNTERS
+        counters::COUNTERS
             .huge_frees
             .load(core::sync::atomic::Ordering::Relaxed),
     )) as usize;
@@ -363,8 +357,8 @@ pub unsafe fn option_set(name: *const c_char, value: i64) -> c_int {
         Some(OptionName::Background) => o.background = value != 0,
         Some(OptionName::ShowStats) => o.show_stats = value != 0,
         Some(OptionName::ShowErrors) => o.show_errors = value != 0,
-        // Check mode applies to heaps made after the change.
-        Some(OptionName::Check) => o.check = value != 0,
+        // Check mode is fixed when the process starts (see check.rs).
+        Some(OptionName::Check) => return if (value != 0) == o.check { 0 } else { -1 },
         Some(OptionName::AbortOnError) => o.abort_on_error = value != 0,
         None => return -1,
     }
@@ -381,6 +375,10 @@ enum OptionName {
     AbortOnError,
 }
 
+/// The option a C string names (`EBB_` prefix optional, any case).
+///
+/// # Safety
+/// `name` must be null or a NUL-terminated string.
 unsafe fn option_name(name: *const c_char) -> Option<OptionName> {
     if name.is_null() {
         return None;
@@ -404,13 +402,6 @@ unsafe fn option_name(name: *const c_char) -> Option<OptionName> {
         b"abort_on_error" => Some(OptionName::AbortOnError),
         _ => None,
     }
-}
-
-/// Collect and purge now (`force`: all free memory, regardless of the delay).
-pub fn collect(force: bool) {
-    arena::collect_pending();
-    heap::collect_own(force);
-    arena::purge(os::now_ms(), force);
 }
 
 pub const VERSION: &[u8] = concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes();

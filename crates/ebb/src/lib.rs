@@ -15,7 +15,7 @@
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
-#![allow(clippy::missing_safety_doc)]
+#![deny(clippy::missing_safety_doc)]
 
 #[cfg(any(feature = "std", test))]
 extern crate std;
@@ -31,12 +31,12 @@ extern crate std;
 macro_rules! debug_assert {
     ($cond:expr $(,)?) => {
         if cfg!(debug_assertions) && !$cond {
-            $crate::assertion_failed(format_args!("{}", stringify!($cond)), file!(), line!())
+            $crate::diag::assertion_failed(format_args!("{}", stringify!($cond)), file!(), line!())
         }
     };
     ($cond:expr, $($arg:tt)+) => {
         if cfg!(debug_assertions) && !$cond {
-            $crate::assertion_failed(format_args!($($arg)+), file!(), line!())
+            $crate::diag::assertion_failed(format_args!($($arg)+), file!(), line!())
         }
     };
 }
@@ -49,7 +49,7 @@ macro_rules! debug_assert_eq {
             match (&$left, &$right) {
                 (left, right) => {
                     if !(*left == *right) {
-                        $crate::assertion_failed(
+                        $crate::diag::assertion_failed(
                             format_args!(
                                 "{} == {} (left: {:?}, right: {:?})",
                                 stringify!($left),
@@ -67,41 +67,32 @@ macro_rules! debug_assert_eq {
     };
 }
 
-/// Report a failed internal assertion without allocating, then abort.
-#[cold]
-#[inline(never)]
-fn assertion_failed(what: core::fmt::Arguments, file: &str, line: u32) -> ! {
-    use core::fmt::Write;
-    let mut w = stats::StderrWriter::new();
-    let _ = writeln!(w, "ebb: internal assertion failed at {file}:{line}: {what}");
-    w.flush();
-    os::abort()
-}
-
-mod alloc;
-mod arena;
-mod bitmap;
-#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
+// The layers, each using only the ones below it (see ARCHITECTURE.md):
+//   front -> process -> handoff -> span -> protocol, sync -> os
+// beside them diag, counters, options, size_class (used by all), stats (reads span),
+// c_api (the C ABI over front).
+#[cfg(feature = "c-api")]
 pub mod c_api;
-mod check;
-mod heap;
-mod huge;
+mod counters;
+mod diag;
+mod front;
+mod handoff;
 mod options;
 mod os;
-mod page;
-mod purge;
-mod segment;
+mod process;
+mod protocol;
 mod size_class;
+mod span;
 mod stats;
 mod stats_json;
-mod steal;
 mod sync;
-mod tls;
+
+use front::alloc;
 
 use core::alloc::{GlobalAlloc, Layout};
 
-#[doc(hidden)] // for tests: see `heap::find_page`
-pub use heap::FULL_PAGE_SLICES_KEPT;
+#[doc(hidden)] // for tests: see `front::slow::find_page`
+pub use front::slow::FULL_PAGE_SLICES_KEPT;
 pub use options::Options;
 pub use size_class::{CLASS_COUNT, LARGE_MAX, MEDIUM_MAX};
 pub use stats::{ClassStats, Stats};
@@ -191,7 +182,7 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 
 /// True if `ptr` lies in memory ebb manages (a segment or a huge mapping).
 pub fn owns(ptr: *const u8) -> bool {
-    !segment::segment_of(ptr).is_null()
+    !span::segment::segment_of(ptr).is_null()
 }
 
 /// A snapshot of the allocator's statistics (cheap: a walk over page descriptors).
@@ -213,10 +204,13 @@ pub fn stats_json() -> std::string::String {
     text
 }
 
-/// Collect now: fold in frees from other threads, free the calling thread's empty
-/// pages, and purge free memory whose delay has passed (all free memory if `force`).
+/// Collect now: take in frees from other threads into abandoned pages, free the
+/// calling thread's empty pages, and purge free memory whose delay has passed (all
+/// free memory if `force`).
 pub fn collect(force: bool) {
-    c_api::collect(force);
+    handoff::drain::drain_notified();
+    front::slow::release_unused_pages(force);
+    process::purger::purge(os::now_ms(), force);
 }
 
 /// The options in force (read from `EBB_*` environment variables at first use).
@@ -224,14 +218,15 @@ pub fn options() -> Options {
     *options::get()
 }
 
-/// Replace the options at run time (for example the purge delay).
+/// Replace the options at run time (for example the purge delay). `check` keeps the
+/// value the process started with (`EBB_CHECK`).
 pub fn set_options(options: Options) {
     options::set(options);
 }
 
 /// True if the background purger thread is running.
 pub fn background_purger_running() -> bool {
-    purge::purger_running()
+    span::deadline::purger_running()
 }
 
 #[cfg(test)]
@@ -250,7 +245,7 @@ mod assertion_tests {
     #[test]
     fn failed_assertion_reports_and_aborts() {
         if std::env::var_os(CHILD).is_some() {
-            super::assertion_failed(format_args!("value {} too big", 42), "here.rs", 7);
+            super::diag::assertion_failed(format_args!("value {} too big", 42), "here.rs", 7);
         }
         let exe = std::env::current_exe().unwrap();
         let out = Command::new(exe)

@@ -10,7 +10,7 @@
 //! | `EBB_SHOW_STATS` | 0 | print statistics to stderr at exit (`json`: as one JSON line) |
 //! | `EBB_STATS_FILE` | unset | write statistics as JSON to this file at exit (`%p`: the process id); read at exit, not kept here |
 //! | `EBB_SHOW_ERRORS` | 1 | report invalid and double frees on stderr |
-//! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower) |
+//! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower; fixed at start) |
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
 
 use crate::os;
@@ -162,9 +162,11 @@ fn load() {
     }
 }
 
-/// Replace the options at run time (the C API's `ebb_option_set`, and tests).
-pub fn set(options: Options) {
-    get();
+/// Replace the options at run time (the C API's `ebb_option_set`, and tests). `check`
+/// keeps the value the process started with: check mode records every allocation
+/// (`check.rs`), so it cannot start or stop halfway.
+pub fn set(mut options: Options) {
+    options.check = get().check;
     // SAFETY: a plain store of Copy fields; concurrent readers see the old or new value
     // of each field, both valid.
     unsafe { core::ptr::write_volatile(OPTIONS.0.get(), options) };

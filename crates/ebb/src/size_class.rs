@@ -12,10 +12,9 @@
 
 /// Smallest block: one pointer, enough to thread the free list through.
 pub const MIN_BLOCK: usize = 8;
-/// Requests up to this size index the heap's direct page table by `(size + 7) / 8`.
+/// Requests up to this size find their class in the heap's per-size tables
+/// (`Heap::small_class`, built by [`small_classes`]), indexed by the size itself.
 pub const SMALL_MAX: usize = 1024;
-/// Entries of the direct table (`0..=SMALL_MAX / 8`).
-pub const DIRECT_COUNT: usize = SMALL_MAX / 8 + 1;
 /// Requests in `(SMALL_MAX, MID_MAX]` find their class in [`MID_CLASS`], one entry per
 /// 128 bytes: no class boundary in that range falls between two multiples of 128.
 pub const MID_MAX: usize = 64 * 1024;
@@ -72,14 +71,19 @@ pub const fn class_size(class: usize) -> usize {
 #[inline]
 pub const fn page_slices(class: usize) -> usize {
     let size = class_size(class);
-    if size <= 8 * 1024 {
+    if size <= SMALL_PAGE_BLOCK_MAX {
         1
-    } else if size <= 64 * 1024 {
+    } else if size <= MEDIUM_PAGE_BLOCK_MAX {
         8
     } else {
         64
     }
 }
+
+/// The largest block of a 1-slice (64 KiB) page: 8 blocks fit.
+pub const SMALL_PAGE_BLOCK_MAX: usize = 8 * 1024;
+/// The largest block of an 8-slice (512 KiB) page; bigger ones get 64 slices (4 MiB).
+pub const MEDIUM_PAGE_BLOCK_MAX: usize = 64 * 1024;
 
 /// The class for `size` bytes aligned to `align` (a power of two, at most one slice),
 /// whose blocks all start on an `align` boundary because the block size is a multiple
@@ -98,20 +102,6 @@ pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
     }
     Some(class)
 }
-
-/// Build the direct table entry -> class map at compile time.
-const fn direct_classes() -> [u8; DIRECT_COUNT] {
-    let mut table = [0u8; DIRECT_COUNT];
-    let mut i = 0;
-    while i < DIRECT_COUNT {
-        table[i] = class_of(i * 8) as u8;
-        i += 1;
-    }
-    table
-}
-
-/// `DIRECT_CLASS[(size + 7) / 8]` is the class of a request of `size <= SMALL_MAX`.
-pub static DIRECT_CLASS: [u8; DIRECT_COUNT] = direct_classes();
 
 const fn mid_classes() -> [u8; MID_COUNT] {
     let mut table = [0u8; MID_COUNT];
@@ -137,20 +127,6 @@ pub const fn c_class_of(size: usize) -> usize {
         class_of((size + 15) & !15)
     }
 }
-
-const fn direct_c_classes() -> [u8; DIRECT_COUNT] {
-    let mut table = [0u8; DIRECT_COUNT];
-    let mut i = 0;
-    while i < DIRECT_COUNT {
-        // Entry i serves sizes 8(i-1)+1 ..= 8i; they all round to the same 16-multiple.
-        table[i] = c_class_of(i * 8) as u8;
-        i += 1;
-    }
-    table
-}
-
-/// `DIRECT_C_CLASS[(size + 7) / 8]` is `c_class_of(size)` for `size <= SMALL_MAX`.
-pub static DIRECT_C_CLASS: [u8; DIRECT_COUNT] = direct_c_classes();
 
 /// Entries of the per-size class tables (`0..=SMALL_MAX`).
 pub const SMALL_COUNT: usize = SMALL_MAX + 1;
@@ -223,29 +199,6 @@ mod tests {
             if size > 64 {
                 // waste strictly below 1/8 of the request
                 assert!((s - size) * 8 < size, "size {size} -> {s}");
-            }
-        }
-    }
-
-    #[test]
-    fn direct_table_matches() {
-        for size in 0..=SMALL_MAX {
-            assert_eq!(
-                DIRECT_CLASS[size.div_ceil(8)] as usize,
-                class_of(size),
-                "{size}"
-            );
-        }
-    }
-
-    #[test]
-    fn c_direct_table_matches_and_is_sixteen_aligned() {
-        for size in 0..=SMALL_MAX {
-            let c = DIRECT_C_CLASS[size.div_ceil(8)] as usize;
-            assert_eq!(c, c_class_of(size), "{size}");
-            assert!(class_size(c) >= size);
-            if size > 8 {
-                assert_eq!(class_size(c) % 16, 0, "{size}");
             }
         }
     }

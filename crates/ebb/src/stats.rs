@@ -3,67 +3,14 @@
 //! anyway, and summing it over the (few thousand) descriptors is cheap enough for a
 //! monitoring loop.
 
-use crate::arena;
-use crate::page::{FREE, HUGE, LARGE, MARKER_LIMIT};
-use crate::segment::{HEADER_BYTES, HEADER_SLICES, SLICES_PER_SEGMENT};
+use crate::counters::COUNTERS;
+use crate::diag::StderrWriter;
 use crate::size_class::{class_size, CLASS_COUNT};
+use crate::span::arena;
+use crate::span::page::{FREE, HUGE, LARGE, MARKER_LIMIT};
+use crate::span::segment::{HEADER_BYTES, HEADER_SLICES, SLICES_PER_SEGMENT};
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU64, Ordering};
-
-/// Process-wide counters (relaxed; updated on slow paths only).
-pub struct Counters {
-    pub reserved: AtomicU64,
-    pub committed: AtomicU64,
-    pub purged: AtomicU64,
-    pub purge_calls: AtomicU64,
-    pub segments: AtomicU64,
-    pub threads: AtomicU64,
-    pub threads_created: AtomicU64,
-    pub pages_abandoned: AtomicU64,
-    pub pages_reclaimed: AtomicU64,
-    pub pages_collected: AtomicU64,
-    pub large_allocs: AtomicU64,
-    pub large_frees: AtomicU64,
-    pub huge_allocs: AtomicU64,
-    pub huge_frees: AtomicU64,
-    pub huge_bytes: AtomicU64,
-    pub huge_used: AtomicU64,
-    /// Bytes of freed huge mappings kept for reuse (`huge.rs`).
-    pub huge_cached: AtomicU64,
-    pub purger_wakeups: AtomicU64,
-    /// The purger thread's own CPU time (ns), as of its last pass.
-    pub purger_cpu_ns: AtomicU64,
-    pub invalid_frees: AtomicU64,
-    pub steals: AtomicU64,
-    pub steal_attempts: AtomicU64,
-    pub sweeps: AtomicU64,
-}
-
-pub static COUNTERS: Counters = Counters {
-    reserved: AtomicU64::new(0),
-    committed: AtomicU64::new(0),
-    purged: AtomicU64::new(0),
-    purge_calls: AtomicU64::new(0),
-    segments: AtomicU64::new(0),
-    threads: AtomicU64::new(0),
-    threads_created: AtomicU64::new(0),
-    pages_abandoned: AtomicU64::new(0),
-    pages_reclaimed: AtomicU64::new(0),
-    pages_collected: AtomicU64::new(0),
-    large_allocs: AtomicU64::new(0),
-    large_frees: AtomicU64::new(0),
-    huge_allocs: AtomicU64::new(0),
-    huge_bytes: AtomicU64::new(0),
-    huge_used: AtomicU64::new(0),
-    huge_cached: AtomicU64::new(0),
-    huge_frees: AtomicU64::new(0),
-    purger_wakeups: AtomicU64::new(0),
-    purger_cpu_ns: AtomicU64::new(0),
-    invalid_frees: AtomicU64::new(0),
-    steals: AtomicU64::new(0),
-    steal_attempts: AtomicU64::new(0),
-    sweeps: AtomicU64::new(0),
-};
+use core::sync::atomic::Ordering;
 
 /// Per size class figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,8 +29,9 @@ pub struct ClassStats {
 #[derive(Clone, Copy, Debug)]
 pub struct Stats {
     /// Bytes in live blocks, counted at block size (what programs hold, after
-    /// rounding to size classes). Blocks freed by another thread count until their page
-    /// is collected.
+    /// rounding to size classes). Blocks freed by other threads are not counted, though
+    /// their pages have not taken them in yet (reading stats changes nothing): the length
+    /// of each page's remote-free list is read from its head word.
     pub allocated: u64,
     /// Bytes of small and medium blocks in use (part of `allocated`).
     pub allocated_small: u64,
@@ -109,7 +57,8 @@ pub struct Stats {
     pub pages: u64,
     /// Pages nobody owns right now.
     pub pages_abandoned: u64,
-    /// Pages abandoned, claimed back, and collected (cumulative).
+    /// Pages abandoned, claimed back, and drained (`collect_events`: a drainer took an
+    /// abandoned page's remote frees in; cumulative).
     pub abandon_events: u64,
     pub reclaim_events: u64,
     pub collect_events: u64,
@@ -139,10 +88,13 @@ pub struct Stats {
 }
 
 /// Take a snapshot. Costs a walk over every page descriptor (512 per 32 MiB segment).
+///
+/// Reading never changes allocator state: no page is drained, claimed or freed. A
+/// block another thread freed stays in its page's `used` until the page's owner (or,
+/// for an abandoned page, a drainer) takes the remote free in, so live blocks are
+/// `used` minus the length of the page's remote-free list (read from its head word, a
+/// snapshot that may be a few blocks off while a page changes hands).
 pub fn snapshot() -> Stats {
-    // Fold in pending remote frees into abandoned pages first, so they do not count as
-    // live (frees into pages a live thread owns still do, until it collects them).
-    arena::collect_pending();
     let c = &COUNTERS;
     let mut s = Stats {
         allocated: 0,
@@ -197,7 +149,9 @@ pub fn snapshot() -> Stats {
                         continue;
                     }
                     let class = &mut s.classes[page.class as usize % CLASS_COUNT];
-                    let used = page.used() as u64;
+                    // Blocks freed by other threads and not yet taken in still count in
+                    // `used`; their number rides in the list's head word.
+                    let used = page.used().saturating_sub(page.remote_frees_pending()) as u64;
                     class.pages += 1;
                     class.live_blocks += used;
                     class.capacity_blocks += page.reserved as u64;
@@ -214,30 +168,6 @@ pub fn snapshot() -> Stats {
     s
 }
 
-/// Writes into a fixed buffer, flushing to stderr when full (no allocation).
-pub struct StderrWriter {
-    buf: [u8; 512],
-    len: usize,
-    fd: i32,
-}
-
-impl StderrWriter {
-    pub const fn new() -> Self {
-        Self::to_fd(2)
-    }
-    pub const fn to_fd(fd: i32) -> Self {
-        Self {
-            buf: [0; 512],
-            len: 0,
-            fd,
-        }
-    }
-    pub fn flush(&mut self) {
-        crate::os::write_fd(self.fd, &self.buf[..self.len]);
-        self.len = 0;
-    }
-}
-
 /// Where the exit report goes: a duplicate of the stderr the process started with,
 /// taken when the report is registered, because programs such as coreutils close fd 2
 /// in their own `atexit` handler, which runs before ours. -1: fd 2 itself.
@@ -247,25 +177,6 @@ static EXIT_REPORT_FD: core::sync::atomic::AtomicI32 = core::sync::atomic::Atomi
 pub fn register_exit_report() {
     EXIT_REPORT_FD.store(crate::os::dup_stderr_cloexec(), Ordering::Relaxed);
     crate::os::at_exit(print_at_exit);
-}
-
-impl Write for StderrWriter {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        for &b in s.as_bytes() {
-            if self.len == self.buf.len() {
-                self.flush();
-            }
-            self.buf[self.len] = b;
-            self.len += 1;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for StderrWriter {
-    fn drop(&mut self) {
-        self.flush();
-    }
 }
 
 struct Bytes(u64);

@@ -4,7 +4,8 @@
 //! snapshot can be written from an `atexit` handler of a program whose heap is ebb.
 //! Field names are those of [`Stats`](crate::Stats); byte counts are bytes.
 
-use crate::stats::{snapshot, Stats, StderrWriter};
+use crate::diag::StderrWriter;
+use crate::stats::{snapshot, Stats};
 use core::fmt::{self, Write};
 
 /// The JSON format's version: bumped when a field changes meaning or goes away
@@ -65,12 +66,14 @@ impl Stats {
 }
 
 /// Writes into a caller's buffer, always NUL-terminating what fits, and counts the
-/// bytes the whole text needs (as `snprintf` does).
+/// bytes the whole text needs (as `snprintf` does). For `ebb_stats_json`.
+#[cfg(any(feature = "c-api", test))]
 pub struct SliceWriter<'a> {
     buf: &'a mut [u8],
     needed: usize,
 }
 
+#[cfg(any(feature = "c-api", test))]
 impl<'a> SliceWriter<'a> {
     pub fn new(buf: &'a mut [u8]) -> Self {
         if let Some(first) = buf.first_mut() {
@@ -85,6 +88,7 @@ impl<'a> SliceWriter<'a> {
     }
 }
 
+#[cfg(any(feature = "c-api", test))]
 impl Write for SliceWriter<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         for &b in s.as_bytes() {

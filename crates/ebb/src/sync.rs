@@ -12,6 +12,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
 const CONTENDED: u32 = 2;
+/// Tries of a contended lock before it sleeps on the futex.
+const SPINS_BEFORE_SLEEP: u32 = 100;
 
 /// A mutual-exclusion lock guarding a `T`.
 pub struct Mutex<T> {
@@ -47,7 +49,7 @@ impl<T> Mutex<T> {
     #[cold]
     fn lock_contended(&self) {
         // Spin briefly: critical sections are short.
-        for _ in 0..100 {
+        for _ in 0..SPINS_BEFORE_SLEEP {
             core::hint::spin_loop();
             if self.state.load(Ordering::Relaxed) == UNLOCKED
                 && self
@@ -59,7 +61,7 @@ impl<T> Mutex<T> {
             }
         }
         while self.state.swap(CONTENDED, Ordering::Acquire) != UNLOCKED {
-            os::futex_wait(&self.state, CONTENDED, None);
+            os::wait(&self.state, CONTENDED, None);
         }
     }
 
@@ -69,7 +71,7 @@ impl<T> Mutex<T> {
     /// The caller must hold the lock, acquired with [`Mutex::lock_raw`].
     pub unsafe fn unlock_raw(&self) {
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
-            os::futex_wake(&self.state, 1);
+            os::wake(&self.state, 1);
         }
     }
 

@@ -8,6 +8,8 @@
  *   double       free of the same small block twice
  *   double_large free of the same 1 MiB block twice
  *   double_huge  free of the same 40 MiB block twice
+ *   double_owned_elsewhere  free twice of a block whose page another (live) thread owns
+ *   never_allocated  free of a block start in a live page that was never handed out
  *   realloc_foreign  realloc of the address of a global
  * Prints "start", then "ptr=<the bad pointer>" before the bad call (for a double free:
  * before the first free), then (if the process goes on)
@@ -15,6 +17,7 @@
  * "continued"; exits 0. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +46,27 @@ static uint64_t invalid_frees(void) {
     ebb_stats_t s;
     stats(&s);
     return s.invalid_frees;
+}
+
+/* A thread that allocates a block and stays alive (owning the block's page) until told
+ * to finish. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static void *shared_block;
+static int finish;
+
+static void *owner_thread(void *arg) {
+    (void)arg;
+    void *keep = malloc(96); /* keeps the page in use after the block goes */
+    pthread_mutex_lock(&lock);
+    shared_block = malloc(96);
+    memset(shared_block, 4, 96);
+    pthread_cond_broadcast(&cond);
+    while (!finish)
+        pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+    free(keep);
+    return NULL;
 }
 
 static void announce(void *p) {
@@ -100,6 +124,32 @@ int main(int argc, char **argv) {
         announce(p);
         free(p);
         free(p);
+    } else if (strcmp(what, "double_owned_elsewhere") == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, owner_thread, NULL);
+        pthread_mutex_lock(&lock);
+        while (shared_block == NULL)
+            pthread_cond_wait(&cond, &lock);
+        pthread_mutex_unlock(&lock);
+        void *p = opaque_ptr(shared_block);
+        announce(p);
+        free(p);
+        free(p);
+        pthread_mutex_lock(&lock);
+        finish = 1;
+        pthread_cond_broadcast(&cond);
+        pthread_mutex_unlock(&lock);
+        pthread_join(t, NULL);
+    } else if (strcmp(what, "never_allocated") == 0) {
+        /* Two blocks of one class from a fresh page are neighbours; the block after the
+         * second was carved or is about to be, but never handed out. */
+        char *a = malloc(4000);
+        char *b = malloc(4000);
+        void *p = opaque_ptr(b + (b - a));
+        announce(p);
+        free(p);
+        free(a);
+        free(b);
     } else if (strcmp(what, "realloc_foreign") == 0) {
         void *p = opaque_ptr(global_buffer);
         announce(p);

@@ -4,13 +4,18 @@
 // Bodies name `super::` explicitly: the standard names defined here would otherwise
 // shadow the implementations they forward to.
 use super::{
-    c_char, c_int, c_stats, c_void, collect, option_get, option_set, stats, CStats, Mallinfo,
-    Mallinfo2, VERSION,
+    c_char, c_int, c_stats, c_void, option_get, option_set, stats, CStats, Mallinfo, Mallinfo2,
+    VERSION,
 };
 
 macro_rules! export {
     ($( fn $ebb:ident / [$($std:ident),*] $params:tt $_args:tt -> $ret:ty = $body:expr; )*) => {
         $(
+            /// The C function of the same standard name, with glibc's semantics.
+            ///
+            /// # Safety
+            /// The C contract of the standard function (pointers from this allocator,
+            /// valid out-pointers).
             #[no_mangle]
             pub unsafe extern "C-unwind" fn $ebb $params -> $ret {
                 // SAFETY: the caller upholds the C contract of this function.
@@ -18,6 +23,10 @@ macro_rules! export {
                 unsafe { $body }
             }
             $(
+                /// The standard C function, with glibc's semantics.
+                ///
+                /// # Safety
+                /// Its C contract, as for the `ebb_` name.
                 #[cfg(feature = "override")]
                 #[no_mangle]
                 pub unsafe extern "C-unwind" fn $std $params -> $ret {
@@ -58,6 +67,9 @@ export! {
 }
 
 /// Fill `*out` with a statistics snapshot. Returns 0, or -1 if `out` is null.
+///
+/// # Safety
+/// `out` must be null or valid for writing an `ebb_stats_t`.
 #[no_mangle]
 pub unsafe extern "C" fn ebb_stats(out: *mut CStats) -> c_int {
     if out.is_null() {
@@ -96,10 +108,13 @@ pub extern "C" fn ebb_stats_print() {
 /// Collect and purge now; with `force`, return all free memory regardless of the delay.
 #[no_mangle]
 pub extern "C" fn ebb_collect(force: bool) {
-    collect(force);
+    crate::collect(force);
 }
 
 /// Read an option by name (`"purge_delay"` or `"EBB_PURGE_DELAY"`); -1 if unknown.
+///
+/// # Safety
+/// `name` must be null or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ebb_option_get(name: *const c_char) -> i64 {
     // SAFETY: the caller passes a NUL-terminated name.
@@ -107,6 +122,9 @@ pub unsafe extern "C" fn ebb_option_get(name: *const c_char) -> i64 {
 }
 
 /// Set an option by name. 0 on success, -1 if unknown or out of range.
+///
+/// # Safety
+/// `name` must be null or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ebb_option_set(name: *const c_char, value: i64) -> c_int {
     // SAFETY: the caller passes a NUL-terminated name.

@@ -1,12 +1,128 @@
-//! The OS layer: every system call the allocator makes goes through this module, so a
-//! port to another OS replaces `unix.rs` (and `tls.rs`) and nothing else.
+//! The OS contract: every primitive the allocator needs from the platform, and the one
+//! place that implements them. Nothing else in the crate makes a system call or reads
+//! `errno`; a port provides another implementation module with the same items (the
+//! signature checks at the end of this file name each one) and selects it below.
+//! `docs/PORTING.md` says what a macOS or Windows port must provide.
 //!
-//! Memory model: address space is *reserved* with `reserve_aligned` (read/write,
-//! `MAP_NORESERVE`, so the kernel commits a page only when it is first touched), and
-//! *decommitted* with `decommit` (`MADV_DONTNEED`: the pages leave RSS at once and read
-//! back as zero). Nothing here allocates.
+//! Nothing here may allocate through a global allocator, and every function except
+//! [`set_errno`] leaves the caller's `errno` as it found it (system calls that fail as
+//! a matter of course must not leak an error into a program whose `malloc` succeeded).
+//!
+//! # Capabilities (constants of the implementation)
+//! - [`ADDRESS_BITS`]: user addresses the kernel hands out are below `2^ADDRESS_BITS`
+//!   (x86-64: 47, arm64: 48). Sizes the segment map (`span::segment`) and bounds the
+//!   address bits the remote-free list head may use for its length tag.
+//! - [`DECOMMIT_ZEROES`]: memory [`decommit`] returned reads as zero afterwards, so a
+//!   span made only of never-touched or decommitted slices is known zero and
+//!   `alloc_zeroed` skips its memset (and zeroes a reused huge block by decommitting
+//!   it). False: the arena treats no span as zero (it cannot tell never-touched
+//!   slices from decommitted ones), and `alloc_zeroed` writes zeros.
+//! - [`HAS_REMAP`]: [`remap`] can grow a mapping in place or move its pages without a
+//!   copy. False: `remap` always returns null and huge `realloc` copies.
+//! - [`HAS_MEMBARRIER`]: [`membarrier`] exists (a full barrier on every running thread
+//!   of the process). False: idle heaps are never taken over (their pages wait for
+//!   their thread's next allocator call or its exit).
+//!
+//! # Primitives
+//! Memory:
+//! - `reserve_aligned(size, align) -> *mut u8`: `size` (a multiple of [`page_size`])
+//!   bytes of read/write address space at a multiple of `align` (a power of two, at
+//!   least the page size), reading as zero, committed lazily on first touch. Null on
+//!   failure. Pre: none. Post: the range belongs to the caller until [`release`].
+//! - `release(ptr, size)`: give a reservation (or a page-aligned tail of one) back.
+//!   Pre: nobody uses the range.
+//! - `decommit(ptr, size) -> bool`: the range's physical memory goes back to the OS at
+//!   once, it stays reserved and usable (touching it commits it again); true if done.
+//!   Pre: page aligned, reserved, holding no live data. Post: reads as zero if
+//!   [`DECOMMIT_ZEROES`].
+//! - `remap(old, old_size, new_size, dest) -> *mut u8`: resize a reservation in place
+//!   (`dest` null) or move its pages to the reservation at `dest`; null if it cannot.
+//!   Pre: `old` reserved with `old_size`; `dest` null or an unused reservation of
+//!   `new_size` bytes. Post: on success the contents are at the returned address.
+//! - `page_size() -> usize`.
+//! - `valgrind_mark_defined(ptr, size)`: tell a memory checker the range is defined
+//!   (a no-op natively).
+//!
+//! Time: `now_ms() -> u64` (monotonic, may be a few ms coarse, no system call
+//! preferred: it runs on slow paths), `thread_cpu_time_ns() -> u64` (the calling
+//! thread's CPU time; the purger's accounting only).
+//!
+//! Waiting: `wait(word, expected, timeout_ms)`: sleep while `*word == expected`, at
+//! most `timeout_ms`; may return spuriously. `wake(word, count)`: wake up to `count`
+//! waiters of `word`. (Linux: futex. The lock in `sync.rs` and the purger's sleep are
+//! built on these two only.) `yield_now()`: let another thread run.
+//!
+//! Cross-thread barrier: `membarrier_register() -> bool`, `membarrier() -> bool` (see
+//! [`HAS_MEMBARRIER`]).
+//!
+//! Threads and process: `spawn_detached(entry, stack_bytes) -> bool` (a detached
+//! thread; it may call malloc), `process_thread_count() -> Option<u64>` (live threads
+//! of the process; None if unknown: the purger then never ends itself),
+//! `thread_key_create(dtor) -> Option<u32>` / `thread_key_set` / `thread_key_get` (a
+//! per-thread value whose destructor runs at thread exit, where the thread may still
+//! allocate), `at_fork(prepare, parent, child)`, `at_exit(f)`, `abort() -> !`.
+//!
+//! Environment and output: `getenv(name) -> Option<&'static [u8]>` (without
+//! allocating; `name` NUL-terminated), `write_fd(fd, bytes)`, `dup_stderr_cloexec()`,
+//! `create_file(path) -> Option<c_int>` (create or truncate for writing; `path`
+//! NUL-terminated) and `close_fd(fd)` (the `EBB_STATS_FILE` report), `process_id()`.
+//!
+//! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
+//! `preserving_errno(f)`.
+//!
+//! Thread-local storage is not part of this contract: `front::tls` reaches the heap
+//! pointer with initial-exec TLS on x86-64 Linux and through the thread key elsewhere.
 
-#[cfg(unix)]
-mod unix;
-#[cfg(unix)]
-pub use unix::*;
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::*;
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "ebb has no implementation of its OS contract (crates/ebb/src/os/mod.rs) for this \
+     target; see docs/PORTING.md"
+);
+
+// The contract, checked: each item the implementation must provide, with its type.
+#[cfg(target_os = "linux")]
+mod contract {
+    use super::*;
+    use core::ffi::{c_int, c_void};
+    use core::sync::atomic::AtomicU32;
+
+    const _: usize = ADDRESS_BITS;
+    const _: bool = DECOMMIT_ZEROES;
+    const _: bool = HAS_REMAP;
+    const _: bool = HAS_MEMBARRIER;
+    const _: () = assert!(ADDRESS_BITS >= 39 && ADDRESS_BITS <= 48);
+    const _: fn(usize, usize) -> *mut u8 = reserve_aligned;
+    const _: unsafe fn(*mut u8, usize) = release;
+    const _: unsafe fn(*mut u8, usize) -> bool = decommit;
+    const _: unsafe fn(*mut u8, usize, usize, *mut u8) -> *mut u8 = remap;
+    const _: fn() -> usize = page_size;
+    const _: fn(*mut u8, usize) = valgrind_mark_defined;
+    const _: fn() -> u64 = now_ms;
+    const _: fn() -> u64 = thread_cpu_time_ns;
+    const _: fn(&AtomicU32, u32, Option<u64>) = wait;
+    const _: fn(&AtomicU32, u32) = wake;
+    const _: fn() = yield_now;
+    const _: fn() -> bool = membarrier_register;
+    const _: fn() -> bool = membarrier;
+    const _: fn(extern "C" fn(*mut c_void) -> *mut c_void, usize) -> bool = spawn_detached;
+    const _: fn() -> Option<u64> = process_thread_count;
+    const _: fn(unsafe extern "C" fn(*mut c_void)) -> Option<u32> = thread_key_create;
+    const _: fn(u32, *mut c_void) = thread_key_set;
+    const _: fn(u32) -> *mut c_void = thread_key_get;
+    const _: fn(unsafe extern "C" fn(), unsafe extern "C" fn(), unsafe extern "C" fn()) = at_fork;
+    const _: fn(extern "C" fn()) = at_exit;
+    const _: fn() -> ! = abort;
+    const _: fn(&[u8]) -> Option<&'static [u8]> = getenv;
+    const _: fn(c_int, &[u8]) = write_fd;
+    const _: fn() -> c_int = dup_stderr_cloexec;
+    const _: fn(&[u8]) -> Option<c_int> = create_file;
+    const _: fn(c_int) = close_fd;
+    const _: fn() -> u64 = process_id;
+    const _: fn() -> c_int = errno;
+    const _: fn(c_int) = set_errno;
+}

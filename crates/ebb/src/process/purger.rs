@@ -6,13 +6,13 @@
 //! - any allocator slow path that notices the earliest deadline has passed
 //!   ([`after_slow_path`]), and
 //! - a background thread, started lazily the first time there is something to purge or
-//!   collect. It sleeps on a futex until the next deadline, and *indefinitely* while
+//!   drain. It sleeps on a futex until the next deadline, and *indefinitely* while
 //!   there is nothing to do, so a clean heap costs no wake-ups. Freeing a span (or a
 //!   notification of remote frees into an abandoned page) wakes it only if it is
 //!   sleeping indefinitely or past the new deadline.
 //!
 //! The purger also takes over the pages of threads that have been idle for the purge
-//! delay (`steal.rs`), so memory stranded in a sleeping thread's heap is collected and
+//! delay (`front::takeover`), so memory stranded in a sleeping thread's heap is taken and
 //! purged too. It wakes for that only while some heap owns pages and has not been taken
 //! over yet: when every thread is idle and every free span purged, it sleeps without a
 //! timeout.
@@ -26,63 +26,39 @@
 //! `EBB_BACKGROUND=0` disables the thread (and with it the takeover of idle heaps).
 //! After `fork` the child has no purger; it starts one again lazily.
 
-use crate::arena::{self, COLLECT_PENDING, NEXT_PURGE};
+use crate::counters::COUNTERS;
+use crate::handoff::abandon;
+use crate::handoff::drain::{self, DRAIN_PENDING};
 use crate::os;
-use crate::stats::COUNTERS;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use crate::span::deadline::{
+    FAILED, NEXT_PURGE, NEXT_STEAL, NOT_STARTED, PURGER, PURGER_WAKES_AT, RUNNING, STARTING, WAKE,
+    WANTED,
+};
+use crate::span::{decommit, huge};
+use core::sync::atomic::Ordering;
 
-const NOT_STARTED: u8 = 0;
-const STARTING: u8 = 1;
-const RUNNING: u8 = 2;
-const FAILED: u8 = 3;
-static PURGER: AtomicU8 = AtomicU8::new(NOT_STARTED);
-/// Futex word: bumped by every wake-up request.
-static WAKE: AtomicU32 = AtomicU32::new(0);
-/// When the purger will next wake by itself (`u64::MAX`: never, it sleeps until woken).
-static PURGER_WAKES_AT: AtomicU64 = AtomicU64::new(u64::MAX);
-/// Something was scheduled, so the purger should exist.
-static WANTED: AtomicU8 = AtomicU8::new(0);
-/// How long the purger lets remote frees into abandoned pages gather before it collects
+/// How long the purger lets remote frees into abandoned pages gather before it drains
 /// again (ms; at most a quarter of the purge delay).
-const COLLECT_BATCH_MS: u64 = 10;
-/// Earliest time a heap may have become idle enough to take over (`u64::MAX`: none).
-static NEXT_STEAL: AtomicU64 = AtomicU64::new(u64::MAX);
+const DRAIN_BATCH_MS: u64 = 10;
+/// The backoff of the purger's check whether it is alone in the process (ms).
+const ALONE_CHECK_FIRST_MS: u64 = 10;
+const ALONE_CHECK_MAX_MS: u64 = 10_000;
+/// Stack of the purger thread.
+const PURGER_STACK_BYTES: usize = 256 * 1024;
 
-/// A heap got its first page: it may go idle holding pages, so the purger must look at
-/// it after the delay (woken if it sleeps without a timeout).
-pub fn heap_became_active() {
-    let due = os::now_ms() + crate::options::get().purge_delay_ms;
-    NEXT_STEAL.fetch_min(due, Ordering::SeqCst);
-    WANTED.store(1, Ordering::Relaxed);
-    if PURGER.load(Ordering::Acquire) == RUNNING && due < PURGER_WAKES_AT.load(Ordering::SeqCst) {
-        wake();
-    }
-}
-
-/// A span became free at `now`: its purge is due at `now + delay`.
-pub fn schedule(now: u64) {
+/// Purge what is due (everything if `force`): free slices, the insides of unclaimed
+/// abandoned pages' free blocks, kept huge mappings. Returns the next time something
+/// becomes due, or `u64::MAX`.
+pub fn purge(now: u64, force: bool) -> u64 {
     let delay = crate::options::get().purge_delay_ms;
-    let due = now + delay;
-    NEXT_PURGE.fetch_min(due, Ordering::SeqCst);
-    WANTED.store(1, Ordering::Relaxed);
-    if PURGER.load(Ordering::Acquire) == RUNNING && due < PURGER_WAKES_AT.load(Ordering::SeqCst) {
-        wake();
-    }
-}
-
-/// Remote frees into an abandoned page want collecting.
-pub fn wake_for_collect() {
-    WANTED.store(1, Ordering::Relaxed);
-    if PURGER.load(Ordering::Acquire) == RUNNING
-        && PURGER_WAKES_AT.load(Ordering::SeqCst) == u64::MAX
-    {
-        wake();
-    }
-}
-
-fn wake() {
-    WAKE.fetch_add(1, Ordering::Release);
-    os::futex_wake(&WAKE, 1);
+    // Start from "nothing due"; memory freed while we scan lowers it again (fetch_min),
+    // and what we find still pending is merged in at the end.
+    NEXT_PURGE.store(u64::MAX, Ordering::SeqCst);
+    let mut next_due = decommit::decommit_due(now, delay, force);
+    next_due = next_due.min(abandon::purge_unclaimed_insides(now, delay, force));
+    next_due = next_due.min(huge::purge_cache(now, delay, force));
+    NEXT_PURGE.fetch_min(next_due, Ordering::SeqCst);
+    NEXT_PURGE.load(Ordering::SeqCst)
 }
 
 /// Called at the end of slow paths, with no lock held: purge if something is due, and
@@ -92,8 +68,10 @@ pub fn after_slow_path() {
     // With a running purger, slow paths leave due purges to it (unless the delay is 0,
     // which asks for purging at once).
     let inline = options.purge_delay_ms == 0 || PURGER.load(Ordering::Relaxed) != RUNNING;
-    if inline && NEXT_PURGE.load(Ordering::Relaxed) <= os::now_ms() {
-        arena::purge(os::now_ms(), false);
+    let next_purge = NEXT_PURGE.load(Ordering::Relaxed);
+    // No clock read while nothing is scheduled (every malloc slow path comes here).
+    if inline && next_purge != u64::MAX && next_purge <= os::now_ms() {
+        purge(os::now_ms(), false);
     }
     if options.background
         && WANTED.load(Ordering::Relaxed) != 0
@@ -112,20 +90,12 @@ fn start() {
         return;
     }
     // pthread_create may call malloc; we hold no lock here, so re-entry is fine.
-    let state = if os::spawn_detached(purger_main) {
+    let state = if os::spawn_detached(purger_main, PURGER_STACK_BYTES) {
         RUNNING
     } else {
         FAILED
     };
     PURGER.store(state, Ordering::Release);
-}
-
-/// A thread with a heap exited: if it was the last one, the purger must check whether it
-/// is alone in the process (and then end).
-pub fn heap_thread_exited() {
-    if COUNTERS.threads.load(Ordering::Acquire) == 0 && PURGER.load(Ordering::Acquire) == RUNNING {
-        wake();
-    }
 }
 
 /// True if no thread but the purger is left (and no thread has a heap).
@@ -134,8 +104,8 @@ fn alone_in_process() -> bool {
 }
 
 extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
-    crate::steal::init();
-    let mut exit_check_ms = 10;
+    crate::handoff::steal::init();
+    let mut exit_check_ms = ALONE_CHECK_FIRST_MS;
     loop {
         // Every pass counts, whether a futex wait ended it or a re-check: a pass that
         // does not sleep is a wake-up the program pays for all the same.
@@ -148,23 +118,26 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
                 return core::ptr::null_mut();
             }
         } else {
-            exit_check_ms = 10;
+            exit_check_ms = ALONE_CHECK_FIRST_MS;
         }
         let seen = WAKE.load(Ordering::Acquire);
         let delay = crate::options::get().purge_delay_ms;
         let now = os::now_ms();
-        // Woken early (to collect, mostly), do only what is due: a purge scans every
-        // committed free slice of every segment, and doing it on each collect wake-up
+        // Woken early (to drain, mostly), do only what is due: a purge scans every
+        // committed free slice of every segment, and doing it on each drain wake-up
         // was 14% of a thread-churn workload (mstress).
         if NEXT_STEAL.load(Ordering::SeqCst) <= now {
             NEXT_STEAL.store(u64::MAX, Ordering::SeqCst);
-            let steal_due = crate::steal::steal_idle(now, delay);
+            let steal_due = match super::hooks() {
+                Some(hooks) => (hooks.take_over_idle)(now, delay),
+                None => u64::MAX,
+            };
             NEXT_STEAL.fetch_min(steal_due, Ordering::SeqCst);
         }
-        arena::collect_pending();
+        drain::drain_notified();
         let now = os::now_ms();
         let purge_due = if NEXT_PURGE.load(Ordering::SeqCst) <= now {
-            arena::purge(now, false)
+            purge(now, false)
         } else {
             NEXT_PURGE.load(Ordering::SeqCst)
         };
@@ -173,19 +146,19 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
             now,
             delay,
             purge_due.min(steal_due),
-            COLLECT_PENDING.load(Ordering::Acquire),
+            DRAIN_PENDING.load(Ordering::Acquire),
         );
         PURGER_WAKES_AT.store(wake_at, Ordering::SeqCst);
-        // Re-check after publishing (Dekker with `schedule`, `heap_became_active` and
-        // `wake_for_collect`): a deadline set after our scan either sees our new wake
+        // Re-check after publishing (Dekker with `deadline::schedule_purge`,
+        // `schedule_idle_check` and `wake_for_drain`): a deadline set after our scan either sees our new wake
         // time and wakes us, or we see it here. Only a deadline *earlier than the ones
         // we planned with* counts: comparing with `wake_at` alone, which batching puts
         // up to delay/4 after the deadline, made the purger loop here without sleeping
         // until that deadline passed (issue 20: 6-11% of real programs' CPU).
-        // A collect request wakes only a purger with no wake time; with one it waits.
+        // A drain request wakes only a purger with no wake time; with one it waits.
         if NEXT_PURGE.load(Ordering::SeqCst) < purge_due.min(wake_at)
             || NEXT_STEAL.load(Ordering::SeqCst) < steal_due.min(wake_at)
-            || (wake_at == u64::MAX && COLLECT_PENDING.load(Ordering::SeqCst))
+            || (wake_at == u64::MAX && DRAIN_PENDING.load(Ordering::SeqCst))
         {
             continue;
         }
@@ -197,33 +170,33 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
         if COUNTERS.threads.load(Ordering::Acquire) == 0 {
             // The last thread with a heap is gone: look again soon whether we are alone.
             timeout = Some(timeout.map_or(exit_check_ms, |t| t.min(exit_check_ms)));
-            exit_check_ms = (exit_check_ms * 2).min(10_000);
+            exit_check_ms = (exit_check_ms * 2).min(ALONE_CHECK_MAX_MS);
         }
         COUNTERS
             .purger_cpu_ns
             .store(os::thread_cpu_time_ns(), Ordering::Relaxed);
-        os::futex_wait(&WAKE, seen, timeout);
+        os::wait(&WAKE, seen, timeout);
         PURGER_WAKES_AT.store(0, Ordering::SeqCst);
     }
 }
 
 /// When the purger should wake next, given the earliest deadline `next` it knows of
-/// (`u64::MAX`: none) and whether remote frees into abandoned pages await collection.
+/// (`u64::MAX`: none) and whether remote frees into abandoned pages await draining.
 ///
 /// Never sooner than `delay / 4` after `now` for a deadline (so a stream of frees each
 /// scheduling a purge costs one wake-up per quarter delay, not one per free), and
-/// `COLLECT_BATCH_MS` for collection: under steady cross-thread traffic, collecting at
+/// `DRAIN_BATCH_MS` for draining: under steady cross-thread traffic, draining at
 /// once made the purger a busy thread competing with the program (and slow paths
-/// collect too when they need pages). Always in the future: a wake time at or before
+/// drain too when they need pages). Always in the future: a wake time at or before
 /// `now` would be a loop without a sleep.
-fn next_wake(now: u64, delay: u64, next: u64, collect_pending: bool) -> u64 {
+fn next_wake(now: u64, delay: u64, next: u64, drain_pending: bool) -> u64 {
     let mut wake_at = if next == u64::MAX {
         u64::MAX
     } else {
         next.max(now + (delay / 4).max(1))
     };
-    if collect_pending {
-        wake_at = wake_at.min(now + COLLECT_BATCH_MS.min(delay / 4).max(1));
+    if drain_pending {
+        wake_at = wake_at.min(now + DRAIN_BATCH_MS.min(delay / 4).max(1));
     }
     debug_assert!(wake_at > now);
     wake_at
@@ -235,10 +208,4 @@ pub fn reset_after_fork() {
         PURGER.store(NOT_STARTED, Ordering::Relaxed);
     }
     PURGER_WAKES_AT.store(u64::MAX, Ordering::Relaxed);
-    crate::steal::reset_after_fork();
-}
-
-/// True if the background purger thread is running.
-pub fn purger_running() -> bool {
-    PURGER.load(Ordering::Acquire) == RUNNING
 }

@@ -16,25 +16,14 @@
 //! The word is a heap address while a thread's heap owns the page, or one of the
 //! markers below. Whoever owns the page is the only one that may touch `free`,
 //! `local_free`, `used`, `capacity` and the queue links; ownership of an abandoned
-//! page is taken with a CAS from [`ABANDONED`] and given up with a release store.
+//! page is taken with a CAS from [`ABANDONED`] and given up with a release store (the
+//! steps are in `protocol`, shared with the loom models).
 
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// The span's slices are free in their segment.
-pub const FREE: usize = 0;
-/// Nobody owns the page: its thread exited or it filled up. Any thread may claim it.
-pub const ABANDONED: usize = 1;
-/// A collector (see `arena::collect_page`) briefly owns an abandoned page.
-pub const COLLECTING: usize = 2;
-/// A single-block span for a large block; any thread frees it directly.
-pub const LARGE: usize = 3;
-/// The descriptor of a huge block (its own mapping; see `huge.rs`).
-pub const HUGE: usize = 4;
-/// A stealer is taking the page from its idle owner (see `steal.rs`); frees wait.
-pub const STOLEN: usize = 5;
-/// Owner words below this are markers, not heaps.
-pub const MARKER_LIMIT: usize = 16;
+use crate::protocol;
+pub use crate::protocol::{ABANDONED, DRAINING, FREE, HUGE, LARGE, MARKER_LIMIT, STOLEN};
 
 /// Blocks at least this big have the memory inside them purged when their page is
 /// taken from an idle owner (see `Page::purge_free_blocks`).
@@ -42,7 +31,10 @@ pub const PURGE_INSIDE_MIN: usize = 16 * 1024;
 /// Set in the owner word of pages owned by a heap in check mode (`EBB_CHECK=1`): the
 /// free fast path compares the word with the plain heap address, so every free of a
 /// checked heap takes the slow path, where it is validated. Costs nothing when off.
+/// A tagged heap word stays above `MARKER_LIMIT` and untags to the heap's address:
+/// heaps are page aligned, so their low bits are free (asserted in `front::heap`).
 pub const CHECK_TAG: usize = 1;
+const _: () = assert!(CHECK_TAG < MARKER_LIMIT && CHECK_TAG.is_power_of_two());
 
 /// Set in a page's `used` word while the page is its heap's current page of its class.
 /// The local free fast path decrements the word and leaves only when it reaches zero: a
@@ -52,10 +44,25 @@ pub const CHECK_TAG: usize = 1;
 pub const CURRENT: u32 = 1 << 31;
 
 /// The length of a `thread_free` list sits above this bit of its head word. Block
-/// addresses are below 2^47 (segments are mapped there: `segment::ADDRESS_BITS`), and a
-/// list is at most a page's blocks (8192 at 8 bytes in 64 KiB), far below 2^16.
+/// addresses are below `2^os::ADDRESS_BITS` (segments are mapped there: segment.rs
+/// refuses others), and a list is at most a page's blocks (8192 at 8 bytes in 64 KiB),
+/// far below 2^16.
 pub const THREAD_FREE_COUNT_SHIFT: u32 = 48;
 const THREAD_FREE_ADDR_MASK: usize = (1 << THREAD_FREE_COUNT_SHIFT) - 1;
+const _: () = assert!(crate::os::ADDRESS_BITS <= THREAD_FREE_COUNT_SHIFT as usize);
+// A page's blocks fit the length field (16 bits above the address bits).
+const _: () = {
+    use crate::size_class::{class_size, page_slices, CLASS_COUNT};
+    let mut class = 0;
+    while class < CLASS_COUNT {
+        let blocks = page_slices(class) * crate::span::segment::SLICE_SIZE / class_size(class);
+        assert!(blocks < 0xffff);
+        class += 1;
+    }
+};
+
+/// Bytes of blocks `Page::extend` carves at a time (at least one block).
+pub const CARVE_BYTES: usize = 16 * 1024;
 
 /// A free block: its first word links to the next one.
 #[repr(C)]
@@ -70,7 +77,7 @@ pub struct Block {
 ///   i.e. `used` counts blocks handed out and not yet given back to the owner;
 /// - `capacity <= reserved`, and blocks `capacity..reserved` have never been handed out;
 /// - `free_is_zero` implies every block on `free` is zero except its link word;
-/// - a page is in at most one list (a heap queue or the arena's abandoned list), and
+/// - a page is in at most one list (a heap queue or an abandoned list), and
 ///   `listed` is true exactly when it is in the abandoned list.
 ///
 /// Layout: three cache lines, by who writes them. Line 0 is the owner's (its mallocs and
@@ -102,7 +109,7 @@ pub struct Page {
     pub is_zero: bool,
     /// Every block on `free` is zero apart from its link word.
     pub free_is_zero: bool,
-    /// In the arena's abandoned list (arena lock).
+    /// In the abandoned list of its class (`handoff::abandon::ABANDONED_LISTS`' lock).
     pub listed: bool,
     /// Links in a heap queue or the abandoned list.
     pub next: *mut Page,
@@ -119,7 +126,13 @@ pub struct Page {
     pub block_size: AtomicUsize,
     /// First byte of the page's memory.
     pub start: *mut u8,
-    /// When the slice became free, for the purge delay (ms, `os::now_ms`).
+    /// A time in ms (`os::now_ms`), meaning one of three things by the page's state:
+    /// - owner `FREE` (any slice's descriptor): when the slice became free, for the
+    ///   purge delay of the decommit scan (`span/decommit.rs`);
+    /// - abandoned and `listed`, blocks of at least `PURGE_INSIDE_MIN`: when the page
+    ///   was listed, for the purge of its free blocks' insides
+    ///   (`handoff::abandon::purge_unclaimed_insides`), or `PURGED_INSIDE` once done;
+    /// - otherwise (owned, unlisted, small blocks): unused, stale.
     pub freed_at: AtomicU64,
     // -- line 2: written by other threads' frees
     _line2: [CacheLine; 0],
@@ -197,6 +210,14 @@ impl Page {
         self.used.store(word + 1, Ordering::Relaxed);
     }
 
+    /// Blocks on the remote-free list right now (the length in its head word): freed by
+    /// other threads, still counted in `used` until the owner takes them in. Any thread
+    /// may read it (stats).
+    #[inline]
+    pub fn remote_frees_pending(&self) -> u32 {
+        (self.thread_free.load(Ordering::Relaxed) as usize >> THREAD_FREE_COUNT_SHIFT) as u32
+    }
+
     /// True while the page is its heap's current page (the `CURRENT` flag).
     #[inline]
     pub fn is_current(&self) -> bool {
@@ -229,7 +250,7 @@ impl Page {
         self.prev = null_mut();
     }
 
-    /// True if nothing is handed out (after a collect).
+    /// True if nothing is handed out (after `gather_frees`).
     #[inline]
     pub fn is_unused(&self) -> bool {
         self.used() == 0
@@ -290,10 +311,10 @@ impl Page {
         purged
     }
 
-    /// Take all blocks other threads freed and move the owner's frees to `free`.
-    /// Owner only.
-    pub fn collect(&mut self) {
-        self.collect_thread_free();
+    /// Gather every freed block onto the owner's lists: take the remote frees in, and
+    /// move the owner's frees to `free` if it is empty. Owner only.
+    pub fn gather_frees(&mut self) {
+        self.take_remote_frees();
         if self.free.is_null() && !self.local_free.is_null() {
             self.free = self.local_free;
             self.local_free = null_mut();
@@ -307,11 +328,11 @@ impl Page {
     /// walk reads (and a fold into `local_free` would write) every block, blocks another
     /// core freed a moment ago, one cache miss after another. Only when both `free` and
     /// `local_free` hold blocks is the list walked, to find its tail.
-    pub fn collect_thread_free(&mut self) {
-        if self.thread_free.load(Ordering::Relaxed).is_null() {
+    pub fn take_remote_frees(&mut self) {
+        let head = protocol::take_list(&self.thread_free);
+        if head.is_null() {
             return;
         }
-        let head = self.thread_free.swap(null_mut(), Ordering::Acquire);
         let tag = head as usize & !THREAD_FREE_ADDR_MASK;
         let count = (tag >> THREAD_FREE_COUNT_SHIFT) as u32;
         // Untagged with pointer arithmetic, which keeps the pointer's provenance.
@@ -351,7 +372,7 @@ impl Page {
             return false;
         }
         let size = self.block_size();
-        let count = ((16 * 1024) / size).clamp(1, (self.reserved - self.capacity) as usize);
+        let count = (CARVE_BYTES / size).clamp(1, (self.reserved - self.capacity) as usize);
         // SAFETY: blocks capacity..capacity+count lie inside the page's span, which the
         // owner has exclusive use of; nobody else has seen them yet.
         unsafe {
@@ -402,33 +423,91 @@ impl Page {
     #[inline]
     pub unsafe fn free_remote(&self, block: *mut Block) -> *mut Block {
         debug_assert!(block as usize <= THREAD_FREE_ADDR_MASK);
-        let mut head = self.thread_free.load(Ordering::Relaxed);
-        loop {
+        protocol::push_remote(&self.thread_free, |head| {
             let tag = head as usize & !THREAD_FREE_ADDR_MASK;
             debug_assert!(tag >> THREAD_FREE_COUNT_SHIFT < 0xffff);
             // SAFETY: the block is ours until the CAS publishes it.
             unsafe { (*block).next = head.wrapping_byte_sub(tag) };
-            let new = block.wrapping_byte_add(tag + (1 << THREAD_FREE_COUNT_SHIFT));
-            // SeqCst, not AcqRel: the push is one side of the Dekker pair with
-            // `arena::release_abandoned` (push, then load the owner word), and only SeqCst
-            // operations take part in the single total order that pair relies on (the
-            // loom model `remote_free_without_sc_push_strands_a_block` shows the block
-            // stranded otherwise). Same instruction on x86-64 and AArch64.
-            match self.thread_free.compare_exchange_weak(
-                head,
-                new,
-                Ordering::SeqCst,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return head,
-                Err(current) => head = current,
-            }
-        }
+            block.wrapping_byte_add(tag + (1 << THREAD_FREE_COUNT_SHIFT))
+        })
     }
 
     /// Bytes of the page's memory (its span).
     pub fn span_bytes(&self) -> usize {
-        self.slice_count as usize * crate::segment::SLICE_SIZE
+        self.slice_count as usize * crate::span::segment::SLICE_SIZE
+    }
+}
+
+/// A doubly linked list of pages through `Page::next`/`prev`.
+#[derive(Clone, Copy)]
+pub struct PageList {
+    pub first: *mut Page,
+    pub last: *mut Page,
+}
+
+// SAFETY: the pointers are followed only by whoever holds the list (its lock, or the
+// heap that owns it).
+unsafe impl Send for PageList {}
+
+impl PageList {
+    pub const fn new() -> Self {
+        Self {
+            first: null_mut(),
+            last: null_mut(),
+        }
+    }
+
+    /// # Safety
+    /// `page` must be valid and in no list.
+    pub unsafe fn push_front(&mut self, page: *mut Page) {
+        // SAFETY: per the contract; list members are valid.
+        unsafe {
+            (*page).prev = null_mut();
+            (*page).next = self.first;
+            if self.first.is_null() {
+                self.last = page;
+            } else {
+                (*self.first).prev = page;
+            }
+        }
+        self.first = page;
+    }
+
+    /// # Safety
+    /// `page` must be valid and in no list.
+    pub unsafe fn push_back(&mut self, page: *mut Page) {
+        // SAFETY: per the contract; list members are valid.
+        unsafe {
+            (*page).next = null_mut();
+            (*page).prev = self.last;
+            if self.last.is_null() {
+                self.first = page;
+            } else {
+                (*self.last).next = page;
+            }
+        }
+        self.last = page;
+    }
+
+    /// # Safety
+    /// `page` must be in this list.
+    pub unsafe fn remove(&mut self, page: *mut Page) {
+        // SAFETY: per the contract; list members are valid.
+        unsafe {
+            let (prev, next) = ((*page).prev, (*page).next);
+            if prev.is_null() {
+                self.first = next;
+            } else {
+                (*prev).next = next;
+            }
+            if next.is_null() {
+                self.last = prev;
+            } else {
+                (*next).prev = prev;
+            }
+            (*page).next = null_mut();
+            (*page).prev = null_mut();
+        }
     }
 }
 
@@ -478,7 +557,7 @@ mod tests {
     /// the inside of its free big blocks; live blocks and link words stay.
     #[test]
     fn purge_free_blocks_gives_back_tail_and_free_block_insides() {
-        let len = crate::segment::SLICE_SIZE;
+        let len = crate::span::segment::SLICE_SIZE;
         let block = 16 * 1024;
         let os_page = crate::os::page_size();
         // SAFETY: a private anonymous mapping, unmapped at the end.
@@ -570,7 +649,7 @@ mod tests {
             31,
             "the remote list carries its length"
         );
-        page.collect();
+        page.gather_frees();
         assert_eq!(page.used(), 1);
         assert!(page.thread_free.load(Ordering::Relaxed).is_null());
         // The owner's frees are handed out first, then the remote ones (taken unwalked).
@@ -601,7 +680,7 @@ mod tests {
             page.free_remote(taken[2]);
         }
         let free_before = list_len(page.free);
-        page.collect_thread_free();
+        page.take_remote_frees();
         assert_eq!(page.used(), 3);
         assert_eq!(list_len(page.free), free_before, "free is left alone");
         assert_eq!(
@@ -615,7 +694,7 @@ mod tests {
                 page.free_remote(b);
             }
         }
-        page.collect();
+        page.gather_frees();
         assert!(page.is_unused());
         assert_eq!(list_len(page.free) + list_len(page.local_free), 64);
     }

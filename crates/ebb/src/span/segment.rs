@@ -9,16 +9,17 @@
 //! with the same header so `free` finds both the same way.
 //!
 //! # Pointer to page in O(1)
-//! [`SEGMENT_MAP`] has one entry per 32 MiB window of the 47-bit address space, holding
+//! [`SEGMENT_MAP`] has one entry per 32 MiB window of the user address space
+//! (`os::ADDRESS_BITS`: 47 bits on x86-64, 48 on arm64), holding
 //! the segment's address (0 = not ebb's). From a pointer: the entry gives the segment,
 //! bits 16..25 of the pointer give the slice, and the segment's `span_page[slice]` is
 //! the descriptor of the span holding that slice. No search, no size needed, and a
 //! pointer ebb never handed out in a window ebb does not own is recognised by a zero
 //! entry. (`free` pays for this with two dependent loads.)
 
-use crate::bitmap::Bitmap512;
 use crate::os;
-use crate::page::{Page, FREE};
+use crate::span::bitmap::Bitmap512;
+use crate::span::page::{Page, FREE};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 pub const SLICE_SHIFT: usize = 16;
@@ -26,9 +27,11 @@ pub const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
 pub const SEGMENT_SHIFT: usize = 25;
 pub const SEGMENT_SIZE: usize = 1 << SEGMENT_SHIFT;
 pub const SLICES_PER_SEGMENT: usize = SEGMENT_SIZE / SLICE_SIZE;
-/// User address space covered by the segment map (x86-64 and arm64 4-level paging).
-pub const ADDRESS_BITS: usize = 47;
+/// User address space covered by the segment map: the platform's (see the OS contract).
+pub const ADDRESS_BITS: usize = os::ADDRESS_BITS;
 const MAP_ENTRIES: usize = 1 << (ADDRESS_BITS - SEGMENT_SHIFT);
+/// Words of a segment's `drain_mask` (one bit per slice).
+pub const DRAIN_MASK_WORDS: usize = SLICES_PER_SEGMENT / 64;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u32)]
@@ -39,10 +42,10 @@ pub enum SegmentKind {
 
 /// Header at the start of every segment.
 ///
-/// Invariants: `free_slices` and `committed_slices` are touched only under the arena
-/// lock; the header slices of a normal segment are never free; a set bit in
-/// `collect_mask` means that page may hold remote frees nobody will collect unless a
-/// collector looks.
+/// Invariants: `free_slices`, `committed_slices` and `free_count` are touched only
+/// under the span lock (`span::arena::SPAN_LOCK`); the header slices of a normal
+/// segment are never free; a set bit in `drain_mask` means that page may hold remote
+/// frees nobody will take in unless a drainer looks.
 #[repr(C)]
 pub struct Segment {
     /// One descriptor per slice; only the first slice of a span is used as a page.
@@ -51,10 +54,10 @@ pub struct Segment {
     /// slice, `pages[0]` (the first header slice's, never in use: owner `FREE`), so a
     /// stale pointer finds a free descriptor. A whole pointer per slice, so `free`
     /// reaches the page with one load (an offset would cost an add, an index into
-    /// `pages` a multiply). Written under the arena lock (or before the segment is published).
+    /// `pages` a multiply). Written under the span lock (or before the segment is published).
     pub span_page: [AtomicPtr<Page>; SLICES_PER_SEGMENT],
     pub kind: SegmentKind,
-    /// Number of free slices (arena lock).
+    /// Number of free slices (span lock).
     pub free_count: u32,
     /// Next segment in the arena's list (append-only, so readers need no lock).
     pub next: AtomicPtr<Segment>,
@@ -65,12 +68,16 @@ pub struct Segment {
     pub huge_size: usize,
     /// Huge segments: bytes of the block counted as in use (whole pages of the request).
     pub huge_used: usize,
-    /// Slices free for spans (arena lock).
+    /// Slices free for spans (span lock).
     pub free_slices: Bitmap512,
-    /// Slices whose memory may be resident (arena lock).
+    /// Slices whose memory may be resident (span lock).
     pub committed_slices: Bitmap512,
-    /// Pages of abandoned spans with pending remote frees.
-    pub collect_mask: [AtomicU64; 8],
+    /// Pages of abandoned spans with pending remote frees (`handoff::drain`).
+    pub drain_mask: [AtomicU64; DRAIN_MASK_WORDS],
+    /// Check mode only (`front::check`): one bit per 8-byte granule of the segment, set
+    /// while a small block starting there is allocated. Null until check mode first
+    /// allocates in the segment; a mapping of its own, never released.
+    pub check_bits: AtomicPtr<AtomicU64>,
 }
 
 /// Slices the header of a segment takes (never free).
@@ -81,8 +88,9 @@ const _: () = assert!(HEADER_SLICES == 2 && HEADER_BYTES.is_power_of_two());
 
 /// The segment map: entry `addr >> 25` is the owning segment's address.
 struct SegmentMap([AtomicUsize; MAP_ENTRIES]);
-// 32 MiB of zero-initialised .bss (address space only): just the entries for windows
-// ebb uses are ever touched, so it costs a few KiB of RSS at most. Full addresses
+// 32 MiB (47-bit space) or 64 MiB (48-bit) of zero-initialised .bss, address space
+// only: just the entries for windows ebb uses are ever touched, so it costs a few KiB
+// of RSS at most. Full addresses
 // rather than `address >> 25` in a u32 save `free` a shift.
 static SEGMENT_MAP: SegmentMap = SegmentMap([const { AtomicUsize::new(0) }; MAP_ENTRIES]);
 
@@ -94,7 +102,7 @@ pub fn segment_of(ptr: *const u8) -> *mut Segment {
     unsafe { SEGMENT_MAP.0.get_unchecked(index) }.load(Ordering::Relaxed) as *mut Segment
 }
 
-/// True if `ptr` is inside the 47-bit range the segment map covers.
+/// True if `ptr` is inside the range the segment map covers (`ADDRESS_BITS`).
 #[inline]
 pub fn in_map_range(ptr: *const u8) -> bool {
     (ptr as usize) >> ADDRESS_BITS == 0

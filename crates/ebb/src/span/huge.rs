@@ -8,17 +8,20 @@
 //! ever shares a window with it. Untouched tail pages cost address space, not memory.
 //!
 //! A freed mapping of up to [`CACHE_MAX_MAPPING`] is kept (at most [`CACHE_SLOTS`] of
-//! them, in the arena state, under the arena lock) and handed to the next huge request
+//! them, in [`CACHE`] under its own lock) and handed to the next huge request
 //! that fits it with little to spare, until its purge delay passes and the purger unmaps
 //! it: a program that allocates and frees a 32 MiB buffer in a loop would otherwise pay
 //! `mmap`, `munmap` and the page faults of fresh memory every time. A kept mapping stays
 //! in the segment map with its descriptor `FREE`, so a stale `free` is still reported.
 
-use crate::arena::ARENA;
+use crate::counters::COUNTERS;
 use crate::os;
-use crate::page::{Page, FREE, HUGE};
-use crate::segment::{self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT};
-use crate::stats::COUNTERS;
+use crate::span::deadline;
+use crate::span::page::{Page, FREE, HUGE};
+use crate::span::segment::{
+    self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT,
+};
+use crate::sync::Mutex;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
@@ -80,11 +83,15 @@ impl CachedMapping {
     };
 }
 
+/// The kept mappings. Its lock guards nothing else and is never held with another.
+pub static CACHE: Mutex<[CachedMapping; CACHE_SLOTS]> =
+    Mutex::new([CachedMapping::EMPTY; CACHE_SLOTS]);
+
 /// Take a kept mapping of at least `needed` bytes (and at most a quarter more) whose
 /// base is aligned to `align`. Returns `(base, mapped)`.
 fn take_cached(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
-    let mut arena = ARENA.lock();
-    let slot = arena.huge_cache.iter_mut().find(|c| {
+    let mut cache = CACHE.lock();
+    let slot = cache.iter_mut().find(|c| {
         c.base != 0 && c.mapped >= needed && c.mapped - needed <= needed / 4 && c.base % align == 0
     })?;
     let taken = (slot.base as *mut u8, slot.mapped);
@@ -102,10 +109,9 @@ fn keep(seg: *mut Segment, mapped: usize) -> bool {
     }
     let now = os::now_ms();
     let evicted = {
-        let mut arena = ARENA.lock();
+        let mut cache = CACHE.lock();
         // An empty slot, else the oldest one.
-        let slot = arena
-            .huge_cache
+        let slot = cache
             .iter_mut()
             .min_by_key(|c| if c.base == 0 { 0 } else { c.freed_at + 1 })
             .expect("CACHE_SLOTS > 0");
@@ -123,7 +129,7 @@ fn keep(seg: *mut Segment, mapped: usize) -> bool {
     if evicted.base != 0 {
         release(evicted);
     }
-    crate::purge::schedule(now);
+    deadline::schedule_purge(now);
     true
 }
 
@@ -149,8 +155,8 @@ pub fn purge_cache(now: u64, delay: u64, force: bool) -> u64 {
     let mut due = [CachedMapping::EMPTY; CACHE_SLOTS];
     let mut next_due = u64::MAX;
     {
-        let mut arena = ARENA.lock();
-        for (slot, out) in arena.huge_cache.iter_mut().zip(due.iter_mut()) {
+        let mut cache = CACHE.lock();
+        for (slot, out) in cache.iter_mut().zip(due.iter_mut()) {
             if slot.base == 0 {
                 continue;
             }
@@ -249,7 +255,9 @@ fn segment_of(page: *mut Page) -> *mut Segment {
     seg
 }
 
-/// Free a huge block: keep its mapping for reuse, or unmap it.
+/// Free a huge block: keep its mapping for reuse, or unmap it. (The caller runs
+/// `process::after_slow_path`: without a background purger, that is where an expired
+/// kept mapping goes.)
 ///
 /// # Safety
 /// `page` must be the descriptor of a live huge block nobody uses any more.
@@ -268,8 +276,6 @@ pub unsafe fn free(page: *mut Page) {
         (*page).owner.store(FREE, Ordering::Release);
         if keep(seg, mapped) {
             COUNTERS.huge_frees.fetch_add(1, Ordering::Relaxed);
-            // Without a background purger, this is where an expired mapping goes.
-            crate::purge::after_slow_path();
             return;
         }
         segment::unmap_windows(seg as usize, mapped);
@@ -322,6 +328,9 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
             (*page).block_size.store(needed - offset, Ordering::Relaxed);
             set_used_bytes(seg, new_size);
             return base.add(offset);
+        }
+        if !os::HAS_REMAP {
+            return null_mut(); // the caller copies
         }
         // Grow in place if the address space after us is free, else move the pages.
         let mut new_base = os::remap(base, mapped, needed, null_mut());

@@ -1,8 +1,27 @@
-//! Linux implementation of the OS layer.
+//! Linux implementation of the OS contract (`os/mod.rs`): mmap/munmap/madvise/mremap,
+//! futex, membarrier, the vDSO clocks, pthreads, `/proc/self/stat`, glibc's errno.
 
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+/// User address space: 4-level page tables (47 bits on x86-64; 48 on arm64, where the
+/// kernel's default 48-bit VA can map up to 2^48). 5-level tables (57 bits) hand out
+/// addresses above these only to `mmap` hints above them, which ebb never gives.
+#[cfg(target_arch = "x86_64")]
+pub const ADDRESS_BITS: usize = 47;
+#[cfg(target_arch = "aarch64")]
+pub const ADDRESS_BITS: usize = 48;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("ebb's Linux OS layer knows the address-space size of x86-64 and aarch64 only");
+
+/// `MADV_DONTNEED` on a private anonymous mapping: the pages read back as zero.
+pub const DECOMMIT_ZEROES: bool = true;
+/// `mremap` resizes in place or moves pages without copying.
+pub const HAS_REMAP: bool = true;
+/// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` (Linux 4.14; the purger checks at run
+/// time with `membarrier_register`).
+pub const HAS_MEMBARRIER: bool = true;
 
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
 
@@ -77,7 +96,7 @@ pub unsafe fn decommit(ptr: *mut u8, size: usize) -> bool {
         libc::madvise(ptr as *mut c_void, size, libc::MADV_DONTNEED) == 0
     });
     if ok {
-        // The pages now read as zero; memcheck does not model MADV_DONTNEED and would
+        // The pages now read as zero (DECOMMIT_ZEROES); memcheck does not model MADV_DONTNEED and would
         // otherwise keep the bytes' old (possibly undefined) state.
         valgrind_mark_defined(ptr, size);
     }
@@ -186,7 +205,7 @@ pub fn preserving_errno<T>(f: impl FnOnce() -> T) -> T {
 
 /// Sleep while `*word == expected`, at most `timeout_ms` if given. Spurious returns
 /// are possible; callers re-check their condition.
-pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ms: Option<u64>) {
+pub fn wait(word: &AtomicU32, expected: u32, timeout_ms: Option<u64>) {
     let ts;
     let ts_ptr = match timeout_ms {
         Some(ms) => {
@@ -210,8 +229,8 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ms: Option<u64>) {
     });
 }
 
-/// Wake up to `count` threads sleeping in `futex_wait` on `word`.
-pub fn futex_wake(word: &AtomicU32, count: u32) {
+/// Wake up to `count` threads sleeping in `wait` on `word`.
+pub fn wake(word: &AtomicU32, count: u32) {
     // SAFETY: `word` is a valid, aligned u32.
     preserving_errno(|| unsafe {
         libc::syscall(
@@ -279,7 +298,11 @@ pub fn process_thread_count() -> Option<u64> {
         .split(|&c| c == b' ')
         .filter(|f| !f.is_empty());
     let leader_state = fields.next()?;
-    let count = crate::options::parse_u64(fields.nth(16)?)?;
+    let count = fields.nth(16)?.iter().try_fold(0u64, |n, &c| {
+        c.is_ascii_digit()
+            .then(|| n.checked_mul(10)?.checked_add(u64::from(c - b'0')))
+            .flatten()
+    })?;
     // A main thread that ended with pthread_exit stays a zombie, still counted, until
     // the whole process ends: it is not a live thread.
     Some(if leader_state == b"Z" {
@@ -365,8 +388,12 @@ pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
-/// Start a detached thread running `entry`. Returns false if it could not be made.
-pub fn spawn_detached(entry: extern "C" fn(*mut c_void) -> *mut c_void) -> bool {
+/// Start a detached thread running `entry` with a stack of `stack_bytes`. Returns
+/// false if it could not be made.
+pub fn spawn_detached(
+    entry: extern "C" fn(*mut c_void) -> *mut c_void,
+    stack_bytes: usize,
+) -> bool {
     // SAFETY: attr and thread are valid out-pointers; the attribute object is destroyed
     // after use.
     unsafe {
@@ -375,7 +402,7 @@ pub fn spawn_detached(entry: extern "C" fn(*mut c_void) -> *mut c_void) -> bool 
             return false;
         }
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-        libc::pthread_attr_setstacksize(&mut attr, 256 * 1024);
+        libc::pthread_attr_setstacksize(&mut attr, stack_bytes);
         let mut thread: libc::pthread_t = 0;
         let rc = libc::pthread_create(&mut thread, &attr, entry, null_mut());
         libc::pthread_attr_destroy(&mut attr);
@@ -398,7 +425,6 @@ pub fn thread_key_set(key: u32, value: *mut c_void) {
 }
 
 /// The calling thread's value under `key` (null if none).
-#[allow(dead_code)] // used by the TLS fallback on targets without initial-exec asm
 pub fn thread_key_get(key: u32) -> *mut c_void {
     // SAFETY: `key` came from thread_key_create.
     unsafe { libc::pthread_getspecific(key) }
@@ -420,6 +446,12 @@ pub fn at_fork(
     unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
 }
 
+/// The calling thread's `errno`.
+pub fn errno() -> c_int {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
 /// Set `errno`.
 pub fn set_errno(value: c_int) {
     // SAFETY: __errno_location returns the calling thread's errno slot.
@@ -430,10 +462,4 @@ pub fn set_errno(value: c_int) {
 pub fn abort() -> ! {
     // SAFETY: no preconditions.
     unsafe { libc::abort() }
-}
-
-/// An identifier of the calling thread, unique among live threads.
-pub fn thread_id() -> usize {
-    // SAFETY: no preconditions.
-    unsafe { libc::pthread_self() as usize }
 }

@@ -10,7 +10,7 @@
 //! Thread exit is seen through a pthread key whose destructor abandons the heap.
 //! On other targets the pointer lives in that pthread key (slower, same semantics).
 
-use crate::heap::Heap;
+use crate::front::heap::Heap;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
@@ -24,7 +24,7 @@ mod imp {
         "__ebb_tls_heap:",
         ".quad {empty}",
         ".text",
-        empty = sym crate::heap::EMPTY_HEAP,
+        empty = sym crate::front::heap::EMPTY_HEAP,
     );
 
     /// The calling thread's heap (the empty heap before the first allocation).
@@ -64,12 +64,12 @@ mod imp {
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod imp {
     use super::*;
-    use crate::heap::empty_heap;
+    use crate::front::heap::empty_heap;
 
     /// The calling thread's heap, through the thread-exit key (slower fallback).
     #[inline]
     pub fn heap() -> *mut Heap {
-        let value = crate::os::thread_key_get(crate::heap::thread_key()) as *mut Heap;
+        let value = crate::os::thread_key_get(crate::process::thread_key()) as *mut Heap;
         if value.is_null() {
             empty_heap()
         } else {
@@ -84,7 +84,10 @@ mod imp {
         } else {
             heap
         };
-        crate::os::thread_key_set(crate::heap::thread_key(), value as *mut core::ffi::c_void);
+        crate::os::thread_key_set(
+            crate::process::thread_key(),
+            value as *mut core::ffi::c_void,
+        );
     }
 }
 

@@ -10,15 +10,18 @@
 //!   the count is 0 and the page is not current, see page::CURRENT)
 //!   else -> slow path (remote push, large span, huge mapping, or invalid pointer).
 
-use crate::heap::{self, malloc_slow};
-use crate::page::{Block, CHECK_TAG, HUGE, LARGE, MARKER_LIMIT};
-use crate::segment::{self, SLICE_SIZE};
+use crate::diag::report_invalid_free;
+use crate::front::heap;
+use crate::front::slow::{self, malloc_slow};
+use crate::front::tls;
+use crate::handoff::drain;
+use crate::os;
 use crate::size_class::{
-    class_for_aligned, class_of, class_size, DIRECT_CLASS, DIRECT_C_CLASS, LARGE_MAX, MEDIUM_MAX,
-    MID_CLASS, MID_MAX, SMALL_MAX,
+    class_for_aligned, class_of, class_size, LARGE_MAX, MEDIUM_MAX, MID_CLASS, MID_MAX, SMALL_MAX,
 };
-use crate::stats::COUNTERS;
-use crate::{arena, huge, os, tls};
+use crate::span::page::{Block, ABANDONED, CHECK_TAG, DRAINING, HUGE, LARGE, MARKER_LIMIT};
+use crate::span::segment::{self, SLICE_SIZE};
+use crate::span::{arena, huge};
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
@@ -36,6 +39,7 @@ pub fn malloc(size: usize) -> *mut u8 {
 }
 
 /// `malloc` for C: blocks above 8 bytes are 16-byte aligned, as glibc guarantees.
+#[cfg(feature = "c-api")]
 #[inline(always)]
 pub fn malloc_c(size: usize) -> *mut u8 {
     malloc_in::<true>(size)
@@ -97,7 +101,7 @@ fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut
 #[inline(always)]
 unsafe fn pop_or_slow<const C: bool>(
     size: usize,
-    page: *mut crate::page::Page,
+    page: *mut crate::span::page::Page,
     heap: *mut heap::Heap,
 ) -> *mut u8 {
     // SAFETY: per the contract.
@@ -122,7 +126,7 @@ unsafe fn pop_or_slow<const C: bool>(
 unsafe fn current_page<const C: bool>(
     heap: *mut heap::Heap,
     size: usize,
-) -> *mut crate::page::Page {
+) -> *mut crate::span::page::Page {
     debug_assert!(size <= MEDIUM_MAX);
     // SAFETY: the tables have an entry for every index computed here.
     unsafe {
@@ -153,7 +157,7 @@ unsafe fn current_page<const C: bool>(
 #[inline(never)]
 fn malloc_local_or_slow(
     size: usize,
-    page: *mut crate::page::Page,
+    page: *mut crate::span::page::Page,
     heap: *mut heap::Heap,
     c: bool,
 ) -> *mut u8 {
@@ -179,11 +183,14 @@ fn malloc_local_or_slow(
 #[cold]
 #[inline(never)]
 fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8 {
-    let class = match (size <= SMALL_MAX, c) {
-        (true, false) => DIRECT_CLASS[(size + 7) >> 3] as usize,
-        (true, true) => DIRECT_C_CLASS[(size + 7) >> 3] as usize,
-        (false, false) => class_of(size),
-        (false, true) => class_of((size + 15) & !15),
+    // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the same.
+    let class = unsafe {
+        match (size <= SMALL_MAX, c) {
+            (true, false) => (*heap).small_class[size] as usize,
+            (true, true) => (*heap).small_class_c[size] as usize,
+            (false, false) => class_of(size),
+            (false, true) => class_of((size + 15) & !15),
+        }
     };
     let block = malloc_slow(class);
     // SAFETY: the fast path entered this heap's window.
@@ -315,7 +322,7 @@ fn alloc_zeroed_any(size: usize, align: usize) -> *mut u8 {
                     // zeros (the block starts on a slice boundary, so they are whole).
                     let page_size = os::page_size();
                     let len = size.div_ceil(page_size) * page_size;
-                    if !os::decommit(p, len) {
+                    if !(os::DECOMMIT_ZEROES && os::decommit(p, len)) {
                         core::ptr::write_bytes(p, 0, size);
                     }
                 }
@@ -383,8 +390,15 @@ pub unsafe fn free(ptr: *mut u8) {
 /// cross-thread free) is pushed on its `thread_free` right here, inside the window
 /// `free` entered, without the slow path's bookkeeping for the caller's own heap (which
 /// it does not touch).
+///
+/// # Safety
+/// As `free`, called inside the window `free` entered on `heap`; `page` is `ptr`'s.
 #[inline(never)]
-unsafe fn free_slow_and_leave(ptr: *mut u8, page: *mut crate::page::Page, heap: *mut heap::Heap) {
+unsafe fn free_slow_and_leave(
+    ptr: *mut u8,
+    page: *mut crate::span::page::Page,
+    heap: *mut heap::Heap,
+) {
     // SAFETY: forwarded from `free`; anyone may push on a page's `thread_free`.
     unsafe {
         let owner = (*page).owner.load(Ordering::Acquire);
@@ -393,25 +407,27 @@ unsafe fn free_slow_and_leave(ptr: *mut u8, page: *mut crate::page::Page, heap: 
         let other = if owner >= MARKER_LIMIT {
             owner & !CHECK_TAG != heap as usize
         } else {
-            owner == crate::page::ABANDONED
-                && (*page).last_owner.load(Ordering::Relaxed) != heap as usize
+            owner == ABANDONED && (*page).last_owner.load(Ordering::Relaxed) != heap as usize
         };
         if other && !crate::options::get().check {
-            heap::free_to_other(page, ptr);
+            drain::free_remote(page, ptr);
         } else {
-            heap::free_slow(page, ptr);
+            slow::free_slow(page, ptr);
         }
         (*heap).leave();
     }
 }
 
 /// Out of line (a tail call from `free`); leaves the window `free` entered.
+///
+/// # Safety
+/// `page` is owned by `heap`, the calling thread's, inside the window `free` entered.
 #[cold]
 #[inline(never)]
-unsafe fn page_emptied_and_leave(heap: *mut heap::Heap, page: *mut crate::page::Page) {
+unsafe fn page_emptied_and_leave(heap: *mut heap::Heap, page: *mut crate::span::page::Page) {
     // SAFETY: forwarded from `free`.
     unsafe {
-        heap::page_emptied(page);
+        slow::page_emptied(page);
         (*heap).leave();
     }
 }
@@ -422,21 +438,6 @@ unsafe fn page_emptied_and_leave(heap: *mut heap::Heap, page: *mut crate::page::
 fn free_unknown(ptr: *mut u8) {
     if !ptr.is_null() {
         report_invalid_free(ptr, "pointer not allocated by ebb");
-    }
-}
-
-/// Report an invalid free on stderr (without allocating) and abort if asked to.
-#[cold]
-pub fn report_invalid_free(ptr: *mut u8, what: &str) {
-    COUNTERS.invalid_frees.fetch_add(1, Ordering::Relaxed);
-    let options = crate::options::get();
-    if options.show_errors {
-        use core::fmt::Write;
-        let mut w = crate::stats::StderrWriter::new();
-        let _ = writeln!(w, "ebb: free({:p}): {}", ptr, what);
-    }
-    if options.abort_on_error {
-        os::abort();
     }
 }
 
@@ -480,9 +481,7 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         let page = segment::page_of(seg, ptr);
         let owner = (*page).owner.load(Ordering::Relaxed);
         let usable = (*page).block_size();
-        let holds_blocks = owner >= MARKER_LIMIT
-            || owner == crate::page::ABANDONED
-            || owner == crate::page::COLLECTING;
+        let holds_blocks = owner >= MARKER_LIMIT || owner == ABANDONED || owner == DRAINING;
         // In place whenever the block stays at least half used: shrinking a large or huge
         // block gives its tail back, growing one takes the slices or address space after
         // it when they are free.

@@ -1,0 +1,265 @@
+//! Turning an allocator name (`ebb`, `glibc`, `jemalloc`, `mimalloc`, `tcmalloc`) or a
+//! `.so` path into the library to put in `LD_PRELOAD`, after checking it can be
+//! preloaded.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+
+/// An allocator ready to run a program under.
+#[derive(Clone, Debug)]
+pub struct Allocator {
+    /// What the user called it (`jemalloc`, or the file name of a path).
+    pub name: String,
+    /// The library for `LD_PRELOAD`; None for glibc's own malloc.
+    pub preload: Option<PathBuf>,
+    /// ebb writes its statistics to `EBB_STATS_FILE` at exit.
+    pub is_ebb: bool,
+}
+
+/// The outcome of looking an allocator up.
+pub enum Lookup {
+    Found(Allocator),
+    /// A known allocator whose library is not installed, with the command that installs it.
+    NotInstalled {
+        name: String,
+        install: String,
+    },
+}
+
+/// Debian's libraries of the allocators known by name: (name, file names, package).
+const KNOWN: &[(&str, &[&str], &str)] = &[
+    (
+        "jemalloc",
+        &["libjemalloc.so.2", "libjemalloc.so"],
+        "libjemalloc2",
+    ),
+    (
+        "mimalloc",
+        &["libmimalloc.so.2", "libmimalloc.so"],
+        "libmimalloc2.0",
+    ),
+    (
+        "tcmalloc",
+        &[
+            "libtcmalloc_minimal.so.4",
+            "libtcmalloc.so.4",
+            "libtcmalloc_minimal.so",
+        ],
+        "libtcmalloc-minimal4",
+    ),
+];
+
+pub const NAMES: &str = "ebb, glibc, jemalloc, mimalloc, tcmalloc or a path to a .so";
+
+pub fn lookup(spec: &str) -> Result<Lookup> {
+    let spec = spec.trim();
+    match spec {
+        "" => bail!("empty allocator name: use {NAMES}"),
+        "glibc" | "system" => {
+            return Ok(Lookup::Found(Allocator {
+                name: spec.to_string(),
+                preload: None,
+                is_ebb: false,
+            }))
+        }
+        "ebb" => {
+            let lib = ebb_library()?;
+            check_preloadable(&lib)?;
+            return Ok(Lookup::Found(Allocator {
+                name: "ebb".into(),
+                preload: Some(lib),
+                is_ebb: true,
+            }));
+        }
+        _ => {}
+    }
+    if let Some(&(name, files, package)) = KNOWN.iter().find(|k| k.0 == spec) {
+        return Ok(match find_in_library_dirs(files) {
+            Some(lib) => {
+                check_preloadable(&lib)?;
+                Lookup::Found(Allocator {
+                    name: name.into(),
+                    preload: Some(lib),
+                    is_ebb: false,
+                })
+            }
+            None => Lookup::NotInstalled {
+                name: name.into(),
+                install: format!("sudo apt-get install {package}"),
+            },
+        });
+    }
+    if spec.contains('/') || spec.contains(".so") {
+        let path = Path::new(spec);
+        check_shared_object(path)?;
+        check_preloadable(path)?;
+        let name = path
+            .file_name()
+            .map_or(spec.to_string(), |f| f.to_string_lossy().into_owned());
+        return Ok(Lookup::Found(Allocator {
+            is_ebb: name.starts_with("libebb."),
+            name,
+            preload: Some(path.canonicalize().unwrap_or_else(|_| path.to_path_buf())),
+        }));
+    }
+    bail!("unknown allocator '{spec}': use {NAMES}")
+}
+
+/// The first of `files` in the system's library directories (the multiarch ones first).
+fn find_in_library_dirs(files: &[&str]) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for root in ["/usr/lib", "/lib", "/usr/local/lib"] {
+        if let Ok(entries) = std::fs::read_dir(root) {
+            let mut multiarch: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().ends_with("-linux-gnu"))
+                .collect();
+            // The machine's own architecture first.
+            let arch = std::env::consts::ARCH;
+            multiarch.sort_by_key(|p| !p.to_string_lossy().contains(arch));
+            dirs.extend(multiarch);
+        }
+    }
+    dirs.extend(["/usr/lib64", "/usr/lib", "/lib64", "/usr/local/lib"].map(PathBuf::from));
+    files
+        .iter()
+        .flat_map(|file| dirs.iter().map(move |dir| dir.join(file)))
+        .find(|path| path.is_file())
+}
+
+/// Fails unless `path` is a readable ELF shared object.
+fn check_shared_object(path: &Path) -> Result<()> {
+    let shown = path.display();
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{shown}: no such file"),
+        Err(e) => bail!("cannot read {shown}: {e}"),
+    };
+    // e_type (offset 16, 2 bytes little-endian on the machines LD_PRELOAD serves here)
+    // is 3 (ET_DYN) for shared objects.
+    if bytes.len() < 18 || &bytes[..4] != b"\x7fELF" {
+        bail!("{shown} is not an ELF shared object");
+    }
+    if u16::from_le_bytes([bytes[16], bytes[17]]) != 3 {
+        bail!("{shown} is an ELF file but not a shared object");
+    }
+    Ok(())
+}
+
+/// Runs `/bin/true` with `lib` preloaded: the dynamic loader reports a library it cannot
+/// preload (wrong architecture, missing dependency, no such file) on stderr and goes on.
+fn check_preloadable(lib: &Path) -> Result<()> {
+    let out = Command::new("/bin/true")
+        .env("LD_PRELOAD", lib)
+        .output()
+        .context("cannot run /bin/true to check the library")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if let Some(line) = stderr.lines().find(|l| l.contains("LD_PRELOAD")) {
+        bail!(
+            "{} cannot be preloaded: {}",
+            lib.display(),
+            line.trim_start_matches("ERROR: ").trim()
+        );
+    }
+    if !out.status.success() {
+        bail!(
+            "{} cannot be preloaded: /bin/true failed under it ({})",
+            lib.display(),
+            out.status
+        );
+    }
+    Ok(())
+}
+
+/// The workspace this binary was built from, when its sources are still there.
+pub fn source_workspace() -> Option<PathBuf> {
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    (ws.join("Cargo.toml").is_file() && ws.join("crates/ebb-capi/Cargo.toml").is_file())
+        .then(|| ws.canonicalize().unwrap_or(ws))
+}
+
+/// `libebb.so`: in the cargo target directory this binary runs from (built or rebuilt
+/// there, in release mode, when it is missing or older than the sources), or next to
+/// an installed `ebb`.
+fn ebb_library() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the ebb executable")?;
+    let exe_dir = exe
+        .parent()
+        .context("the ebb executable has no directory")?;
+    let profile = exe_dir.file_name().and_then(|n| n.to_str());
+    let from_cargo = matches!(profile, Some("release" | "debug"));
+    if let (true, Some(ws)) = (from_cargo, source_workspace()) {
+        let target_dir = exe_dir.parent().context("no target directory")?;
+        let lib = target_dir.join("release/libebb.so");
+        if is_stale(&lib, &ws) && std::env::var_os("EBB_CLI_NO_BUILD").is_none() {
+            build_libebb(&ws, target_dir)?;
+        }
+        if lib.is_file() {
+            return Ok(lib);
+        }
+    }
+    let beside = exe_dir.join("libebb.so");
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    bail!(
+        "libebb.so not found next to {}: build it with `cargo build --release -p ebb-capi` \
+         and pass --alloc PATH/libebb.so",
+        exe.display()
+    )
+}
+
+/// True when `lib` is missing or older than a source file of the allocator.
+fn is_stale(lib: &Path, ws: &Path) -> bool {
+    let Ok(built) = lib.metadata().and_then(|m| m.modified()) else {
+        return true;
+    };
+    let sources = [
+        "crates/ebb/src",
+        "crates/ebb/Cargo.toml",
+        "crates/ebb-capi/src",
+        "crates/ebb-capi/Cargo.toml",
+        "Cargo.lock",
+    ];
+    sources
+        .iter()
+        .any(|s| newest_mtime(&ws.join(s)).is_some_and(|t| t > built))
+}
+
+fn newest_mtime(path: &Path) -> Option<SystemTime> {
+    let meta = path.metadata().ok()?;
+    if !meta.is_dir() {
+        return meta.modified().ok();
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .flatten()
+        .filter_map(|e| newest_mtime(&e.path()))
+        .max()
+}
+
+fn build_libebb(ws: &Path, target_dir: &Path) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("ebb: building libebb.so (cargo build --release -p ebb-capi) ...");
+    let status = Command::new(&cargo)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "ebb-capi",
+            "--manifest-path",
+        ])
+        .arg(ws.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target_dir)
+        .status()
+        .with_context(|| format!("cannot run {}", cargo.to_string_lossy()))?;
+    if !status.success() {
+        bail!("building libebb.so failed (cargo build --release -p ebb-capi: {status})");
+    }
+    Ok(())
+}

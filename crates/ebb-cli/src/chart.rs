@@ -1,0 +1,181 @@
+//! The SVG chart (plotters' SVG backend): memory of the process tree over time, one
+//! line per allocator (its median run), above bars of each allocator's ratios to the
+//! first.
+
+use crate::compare::AllocatorSummary;
+use crate::runner::RunResult;
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+
+/// Series colours, by allocator position.
+pub const COLORS: &[RGBColor] = &[
+    RGBColor(0x4c, 0x72, 0xb0),
+    RGBColor(0xdd, 0x84, 0x52),
+    RGBColor(0x55, 0xa8, 0x68),
+    RGBColor(0xc4, 0x4e, 0x52),
+    RGBColor(0x81, 0x72, 0xb3),
+    RGBColor(0x93, 0x78, 0x60),
+    RGBColor(0xda, 0x8b, 0xc3),
+    RGBColor(0x8c, 0x8c, 0x8c),
+];
+
+pub fn color(i: usize) -> RGBColor {
+    COLORS[i % COLORS.len()]
+}
+
+/// Metrics in the bar chart: (key in the summaries, label).
+const BARS: &[(&str, &str)] = &[
+    ("wall_s", "wall time"),
+    ("user_s", "user CPU"),
+    ("sys_s", "sys CPU"),
+    ("peak_rss", "peak RSS"),
+    ("final_rss", "final RSS"),
+];
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Renders the chart; `median_runs[i]` is the charted run of `summaries[i]`.
+pub fn render(
+    title: &str,
+    summaries: &[AllocatorSummary],
+    median_runs: &[&RunResult],
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1000, 760)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let (top, bottom) = root.split_vertically(470);
+        memory_over_time(&top, title, summaries, median_runs)?;
+        ratio_bars(&bottom, summaries)?;
+        root.present().map_err(plot_error)?;
+    }
+    Ok(svg)
+}
+
+fn plot_error<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("cannot draw the chart: {e:?}")
+}
+
+fn memory_over_time(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    title: &str,
+    summaries: &[AllocatorSummary],
+    runs: &[&RunResult],
+) -> Result<()> {
+    let t_max = runs
+        .iter()
+        .flat_map(|r| r.samples.last().map(|s| s.t))
+        .fold(1.0, f64::max);
+    let y_max = runs
+        .iter()
+        .map(|r| r.peak.rss as f64 / MIB)
+        .fold(1.0, f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..t_max, 0.0..y_max)
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since start")
+        .y_desc("RSS of the process tree (MiB)")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(plot_error)?;
+    for (i, (summary, run)) in summaries.iter().zip(runs).enumerate() {
+        let c = color(i);
+        let points = run.samples.iter().map(|s| (s.t, s.rss as f64 / MIB));
+        chart
+            .draw_series(LineSeries::new(points, c.stroke_width(2)))
+            .map_err(plot_error)?
+            .label(summary.allocator.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+        if let Some(idle) = run.idle_start_s {
+            // A short tick on the time axis where this run's idle phase began.
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(idle, 0.0), (idle + t_max * 0.002, y_max * 0.04)],
+                    c.filled(),
+                )))
+                .map_err(plot_error)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(plot_error)?;
+    Ok(())
+}
+
+fn ratio_bars(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    summaries: &[AllocatorSummary],
+) -> Result<()> {
+    let base = summaries.first().map_or("", |s| s.allocator.as_str());
+    let ratio =
+        |s: &AllocatorSummary, key: &str| s.metrics.get(key).and_then(|m| m.ratio).unwrap_or(0.0);
+    let y_max = summaries
+        .iter()
+        .flat_map(|s| BARS.iter().map(move |(k, _)| ratio(s, k)))
+        .fold(1.0, f64::max)
+        * 1.35;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!("median ratio to {base} (lower is better)"),
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(10)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..BARS.len() as f64, 0.0..y_max)
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .disable_x_axis()
+        .y_desc("ratio")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(plot_error)?;
+    let n = summaries.len().max(1) as f64;
+    let width = 0.8 / n;
+    for (m, (key, label)) in BARS.iter().enumerate() {
+        for (i, s) in summaries.iter().enumerate() {
+            let x0 = m as f64 + 0.1 + i as f64 * width;
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x0, 0.0), (x0 + width * 0.9, ratio(s, key))],
+                    color(i).filled(),
+                )))
+                .map_err(plot_error)?;
+            let r = ratio(s, key);
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    format!("{r:.2}"),
+                    (x0, r + y_max * 0.08),
+                    ("sans-serif", 11),
+                )))
+                .map_err(plot_error)?;
+        }
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.to_string(),
+                (m as f64 + 0.35, y_max * 0.97),
+                ("sans-serif", 14),
+            )))
+            .map_err(plot_error)?;
+    }
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, 1.0), (BARS.len() as f64, 1.0)],
+            BLACK.mix(0.5).stroke_width(1),
+        ))
+        .map_err(plot_error)?;
+    Ok(())
+}

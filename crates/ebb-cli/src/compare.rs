@@ -1,0 +1,353 @@
+//! Summaries of interleaved runs: medians, min–max spread and ratios to the first
+//! allocator, as a text table, markdown and JSON.
+
+use crate::runner::RunResult;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// The figures the table shows, in order: (key, label, unit).
+pub const METRICS: &[(&str, &str, Unit)] = &[
+    ("wall_s", "wall", Unit::Seconds),
+    ("user_s", "user", Unit::Seconds),
+    ("sys_s", "sys", Unit::Seconds),
+    ("peak_rss", "peak RSS", Unit::Bytes),
+    ("peak_pss", "peak PSS", Unit::Bytes),
+    ("final_rss", "final RSS", Unit::Bytes),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unit {
+    Seconds,
+    Bytes,
+}
+
+/// One metric over the runs of one allocator.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// median / the first allocator's median.
+    pub ratio: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AllocatorSummary {
+    pub allocator: String,
+    pub runs: usize,
+    pub failed_runs: usize,
+    /// Index (in `runs`) of the run with the median peak RSS: the one charted.
+    pub median_run: usize,
+    pub metrics: std::collections::BTreeMap<String, Summary>,
+    /// RSS at each idle mark (median over runs), as (seconds into idle, bytes).
+    pub idle_rss: Vec<(f64, f64)>,
+    /// ebb's own figures summed over the processes of each run (median over runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ebb: Option<EbbSummary>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EbbSummary {
+    pub processes: f64,
+    pub allocated: f64,
+    pub committed: f64,
+    pub purged: f64,
+    pub purger_wakeups: f64,
+}
+
+pub fn metric(run: &RunResult, key: &str) -> f64 {
+    match key {
+        "wall_s" => run.wall_s,
+        "user_s" => run.user_s,
+        "sys_s" => run.sys_s,
+        "peak_rss" => run.peak.rss as f64,
+        "peak_pss" => run.peak.pss as f64,
+        "final_rss" => run.final_mem.rss as f64,
+        _ => f64::NAN,
+    }
+}
+
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Sums a field over the statistics files of one run (one per ebb process).
+fn ebb_field(run: &RunResult, field: &str) -> f64 {
+    run.ebb_stats
+        .iter()
+        .filter_map(|s| s.get(field).and_then(|v| v.as_f64()))
+        .sum()
+}
+
+pub fn ebb_summary(runs: &[&RunResult]) -> Option<EbbSummary> {
+    if runs.iter().all(|r| r.ebb_stats.is_empty()) {
+        return None;
+    }
+    let med =
+        |f: &dyn Fn(&RunResult) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
+    Some(EbbSummary {
+        processes: med(&|r| r.ebb_stats.len() as f64),
+        allocated: med(&|r| ebb_field(r, "allocated")),
+        committed: med(&|r| ebb_field(r, "committed")),
+        purged: med(&|r| ebb_field(r, "purged")),
+        purger_wakeups: med(&|r| ebb_field(r, "purger_wakeups")),
+    })
+}
+
+/// Summaries of each allocator's runs (in the order given), ratios to the first.
+pub fn summarise(names: &[String], runs: &[Vec<RunResult>]) -> Vec<AllocatorSummary> {
+    let mut out: Vec<AllocatorSummary> = Vec::new();
+    for (name, runs) in names.iter().zip(runs) {
+        let refs: Vec<&RunResult> = runs.iter().collect();
+        let mut metrics = std::collections::BTreeMap::new();
+        for &(key, _, _) in METRICS {
+            let values: Vec<f64> = runs.iter().map(|r| metric(r, key)).collect();
+            let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let median = median(&values);
+            let ratio = out
+                .first()
+                .and_then(|first| first.metrics.get(key))
+                .map(|base: &Summary| median / base.median)
+                .or(Some(1.0).filter(|_| out.is_empty()))
+                .filter(|r| r.is_finite());
+            metrics.insert(
+                key.to_string(),
+                Summary {
+                    median,
+                    min,
+                    max,
+                    ratio,
+                },
+            );
+        }
+        let peak: Vec<f64> = runs.iter().map(|r| r.peak.rss as f64).collect();
+        let mid = median(&peak);
+        let median_run = (0..runs.len())
+            .min_by(|&a, &b| (peak[a] - mid).abs().total_cmp(&(peak[b] - mid).abs()))
+            .unwrap_or(0);
+        let marks = runs.first().map_or(0, |r| r.idle_marks.len());
+        let idle_rss = (0..marks)
+            .filter_map(|i| {
+                let at = runs.first()?.idle_marks.get(i)?.after_s;
+                let values: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|r| r.idle_marks.get(i).map(|m| m.rss as f64))
+                    .collect();
+                Some((at, median(&values)))
+            })
+            .collect();
+        out.push(AllocatorSummary {
+            allocator: name.clone(),
+            runs: runs.len(),
+            failed_runs: runs.iter().filter(|r| !r.exit.success()).count(),
+            median_run,
+            metrics,
+            idle_rss,
+            ebb: ebb_summary(&refs),
+        });
+    }
+    out
+}
+
+pub fn format_value(value: f64, unit: Unit) -> String {
+    if value.is_nan() {
+        return "-".into();
+    }
+    match unit {
+        Unit::Seconds if value < 10.0 => format!("{value:.2} s"),
+        Unit::Seconds => format!("{value:.1} s"),
+        Unit::Bytes => format_bytes(value),
+    }
+}
+
+pub fn format_bytes(bytes: f64) -> String {
+    let mib = bytes / (1024.0 * 1024.0);
+    if mib >= 100.0 {
+        format!("{mib:.0} MiB")
+    } else {
+        format!("{mib:.1} MiB")
+    }
+}
+
+fn format_range(s: &Summary, unit: Unit) -> String {
+    match unit {
+        Unit::Seconds => format!("{:.2}–{:.2}", s.min, s.max),
+        Unit::Bytes => format!(
+            "{:.0}–{:.0}",
+            s.min / (1024.0 * 1024.0),
+            s.max / (1024.0 * 1024.0)
+        ),
+    }
+}
+
+fn cell(s: &Summary, unit: Unit, first: bool) -> String {
+    let value = format_value(s.median, unit);
+    match s.ratio {
+        Some(r) if !first => format!("{value} ×{r:.2}"),
+        _ => value,
+    }
+}
+
+/// Rows of (label, one cell per allocator): medians with ratios, then min–max rows.
+fn rows(summaries: &[AllocatorSummary], markdown: bool) -> Vec<(String, Vec<String>)> {
+    let mut rows = Vec::new();
+    for &(key, label, unit) in METRICS {
+        let cells = summaries
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let s = &a.metrics[key];
+                if markdown {
+                    format!("{} ({})", cell(s, unit, i == 0), format_range(s, unit))
+                } else {
+                    cell(s, unit, i == 0)
+                }
+            })
+            .collect();
+        rows.push((label.to_string(), cells));
+        if !markdown {
+            let spread = summaries
+                .iter()
+                .map(|a| format_range(&a.metrics[key], unit))
+                .collect();
+            rows.push(("  min–max".to_string(), spread));
+        }
+    }
+    let marks = summaries
+        .iter()
+        .map(|a| a.idle_rss.len())
+        .max()
+        .unwrap_or(0);
+    for i in 0..marks {
+        let Some(at) = summaries
+            .iter()
+            .find_map(|a| a.idle_rss.get(i).map(|m| m.0))
+        else {
+            continue;
+        };
+        let base = summaries[0].idle_rss.get(i).map(|m| m.1);
+        let cells = summaries
+            .iter()
+            .enumerate()
+            .map(|(j, a)| match a.idle_rss.get(i) {
+                Some(&(_, v)) => match base {
+                    Some(b) if j > 0 && b > 0.0 => format!("{} ×{:.2}", format_bytes(v), v / b),
+                    _ => format_bytes(v),
+                },
+                None => "-".into(),
+            })
+            .collect();
+        rows.push((format!("RSS idle {}", format_secs(at)), cells));
+    }
+    if summaries.iter().any(|a| a.ebb.is_some()) {
+        let field = |f: &dyn Fn(&EbbSummary) -> String| -> Vec<String> {
+            summaries
+                .iter()
+                .map(|a| a.ebb.as_ref().map_or("-".into(), f))
+                .collect()
+        };
+        rows.push((
+            "ebb allocated".into(),
+            field(&|e| format_bytes(e.allocated)),
+        ));
+        rows.push((
+            "ebb committed".into(),
+            field(&|e| format_bytes(e.committed)),
+        ));
+        rows.push(("ebb purged".into(), field(&|e| format_bytes(e.purged))));
+        rows.push((
+            "ebb purger wake-ups".into(),
+            field(&|e| format!("{:.0}", e.purger_wakeups)),
+        ));
+    }
+    rows
+}
+
+pub fn format_secs(s: f64) -> String {
+    if (s - s.round()).abs() < 1e-6 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// The comparison table for a terminal.
+pub fn text_table(summaries: &[AllocatorSummary]) -> String {
+    let rows = rows(summaries, false);
+    let label_width = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 2;
+    let widths: Vec<usize> = (0..summaries.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.1[i].chars().count())
+                .chain(std::iter::once(summaries[i].allocator.chars().count()))
+                .max()
+                .unwrap_or(0)
+                + 3
+        })
+        .collect();
+    let mut out = String::new();
+    let _ = write!(out, "{:label_width$}", "");
+    for (a, w) in summaries.iter().zip(&widths) {
+        let _ = write!(out, "{:>w$}", a.allocator);
+    }
+    out.push('\n');
+    for (label, cells) in rows {
+        let _ = write!(out, "{label:label_width$}");
+        for (c, w) in cells.iter().zip(&widths) {
+            let _ = write!(out, "{c:>w$}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+pub fn markdown_table(summaries: &[AllocatorSummary], command: &str, runs: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Command: `{command}`, {runs} interleaved runs per allocator. Median (min–max); \
+         ×r is the ratio of medians to {}.\n",
+        summaries.first().map_or("", |a| a.allocator.as_str())
+    );
+    let _ = write!(out, "| |");
+    for a in summaries {
+        let _ = write!(out, " {} |", a.allocator);
+    }
+    out.push('\n');
+    let _ = write!(out, "|---|");
+    for _ in summaries {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    for (label, cells) in rows(summaries, true) {
+        let _ = write!(out, "| {label} |");
+        for c in cells {
+            let _ = write!(out, " {c} |");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+}

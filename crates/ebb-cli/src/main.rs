@@ -1,0 +1,512 @@
+//! `ebb`: run any program under any allocator and report its time and the memory of
+//! its whole process tree over time; compare allocators with interleaved runs.
+
+mod alloc;
+mod chart;
+mod compare;
+mod procfs;
+mod report;
+mod runner;
+mod workload;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// True once Ctrl-C (SIGINT) or SIGTERM arrived: runs stop their tree and report.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// Exit statuses (also in `--help`).
+const EXIT_ERROR: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_COMMAND_FAILED: u8 = 3;
+const EXIT_INTERRUPTED: u8 = 130;
+
+const AFTER_HELP: &str = "\
+Examples:
+  ebb compare                                   # built-in workload, every installed allocator
+  ebb run -- python3 -c 'x = [0] * 10**7'       # one program under ebb
+  ebb run --alloc jemalloc --json out.json -- make -j2
+  ebb compare --alloc glibc,ebb --runs 5 --svg mem.svg -- ./my-tool input
+  ebb run --ready 'listening on' --drive 'curl -s localhost:8080/' --idle 90s -- ./my-server
+
+Allocators: ebb (libebb.so, built on first use from a source checkout), glibc (no
+LD_PRELOAD), jemalloc, mimalloc, tcmalloc (Debian's libraries), or a path to a .so.
+
+Exit status:
+  0    success (for `run`: the command exited 0, or was stopped by ebb after --idle)
+  1    ebb could not measure: command not found, library not preloadable, ready timeout, ...
+  2    bad arguments (unknown option, bad duration or regex)
+  3    `compare`: the command failed under at least one allocator
+  130  interrupted by Ctrl-C (what was measured is still printed and written)
+  `run` otherwise exits with the command's own status (128+N if signal N killed it).";
+
+#[derive(Parser)]
+#[command(
+    name = "ebb",
+    version,
+    about = "Run any program under any allocator and see its time and memory over time, side by side",
+    after_help = AFTER_HELP
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a command under one allocator, sampling its whole process tree.
+    #[command(after_help = "Examples:
+  ebb run -- ./my-tool input                          # under ebb
+  ebb run --alloc glibc --json run.json --svg run.svg -- ./my-tool input
+  ebb run --alloc /opt/lib/libfoo.so -- ./my-tool
+  ebb run --ready 'listening' --drive './load.sh' --idle 90s -- ./my-server
+  ebb run --ready 'listening' --drive-for 20s --idle 30s -- ./my-server")]
+    Run(RunArgs),
+    /// Run a command (by default the built-in workload) under several allocators,
+    /// interleaved, and print medians with ratios and min–max spread.
+    #[command(after_help = "Examples:
+  ebb compare                                  # the built-in workload
+  ebb compare --alloc glibc,ebb --runs 5 --markdown cmp.md -- ./my-tool input
+  ebb compare --svg docs/compare.svg --json cmp.json
+  ebb compare --ready 'listening' --drive './load.sh' --idle 30s -- ./my-server")]
+    Compare(CompareArgs),
+    /// The built-in workload (a worker pool, a refresher replacing a sleeping owner's
+    /// data, a burst), then idle; it uses the system allocator, so LD_PRELOAD applies.
+    Workload {
+        /// A small workload (a fraction of a second).
+        #[arg(long)]
+        quick: bool,
+        /// How long to sleep after the work (ebb stops it sooner).
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+        idle: Duration,
+    },
+}
+
+#[derive(Args)]
+struct Sampling {
+    /// Time between samples of the process tree [default: 250ms; 100ms for the
+    /// built-in workload].
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    interval: Option<Duration>,
+    /// Regex: the command is a server, ready when a line of its output matches.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    ready: Option<regex::Regex>,
+    /// Give up if no line matches --ready within this time.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_positive_duration)]
+    ready_timeout: Duration,
+    /// Once ready, run this shell command as the client; idle starts when it exits.
+    #[arg(long, value_name = "CMD", conflicts_with = "drive_for")]
+    drive: Option<String>,
+    /// Once ready, let the server work this long (driven from elsewhere).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    drive_for: Option<Duration>,
+    /// Keep sampling this long after the drive, with marks at 1, 2, 5, 10, 30, 60, 90 s,
+    /// ..., then stop the tree (SIGTERM, then SIGKILL).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    idle: Option<Duration>,
+    /// Write every sample and figure as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Draw memory over time (and ratios) as SVG.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Allocator: ebb, glibc, jemalloc, mimalloc, tcmalloc or a path to a .so.
+    #[arg(long, short, value_name = "NAME|PATH.so", default_value = "ebb")]
+    alloc: String,
+    /// Hide the command's output (its last lines are printed if it fails).
+    #[arg(long, short)]
+    quiet: bool,
+    #[command(flatten)]
+    sampling: Sampling,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// Allocators, comma-separated; ratios are to the first. Those not installed are
+    /// skipped with the command that installs them.
+    #[arg(
+        long,
+        short,
+        value_name = "LIST",
+        default_value = "glibc,jemalloc,mimalloc,tcmalloc,ebb",
+        value_delimiter = ','
+    )]
+    alloc: Vec<String>,
+    /// Runs per allocator, interleaved (A B C A B C ...).
+    #[arg(long, short, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Write the table as markdown.
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
+    /// Show the command's output instead of hiding it.
+    #[arg(long)]
+    show_output: bool,
+    /// With the built-in workload: a small one (for smoke tests).
+    #[arg(long)]
+    quick: bool,
+    #[command(flatten)]
+    sampling: Sampling,
+    /// The command and its arguments (after `--`); the built-in workload if none.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+const DURATION_HINT: &str = "expected a duration such as 250ms, 30s, 2m or 1h30m";
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim()).map_err(|e| format!("{DURATION_HINT} ({e})"))
+}
+
+fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err("must be longer than 0".into());
+    }
+    Ok(d)
+}
+
+fn parse_regex(s: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(s).map_err(|e| {
+        // regex's message spans lines (the pattern, a caret); its last line says what.
+        let text = e.to_string();
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        format!(
+            "not a valid regex ({})",
+            last.trim_start_matches("error: ").trim()
+        )
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    ExitCode::SUCCESS
+                }
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let _ = e.print();
+                    ExitCode::from(EXIT_USAGE)
+                }
+                _ => {
+                    // clap's first line says what is wrong; the rest is advice.
+                    let text = e.render().to_string();
+                    let first = text.lines().next().unwrap_or("bad arguments");
+                    let first = first.strip_prefix("error: ").unwrap_or(first);
+                    eprintln!("ebb: error: {first} (see ebb --help)");
+                    ExitCode::from(EXIT_USAGE)
+                }
+            };
+        }
+    };
+    let result = match cli.command {
+        Cmd::Workload { quick, idle } => {
+            workload::run(quick, idle);
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Run(args) if args.command.is_empty() => {
+            eprintln!("ebb: error: no command given: ebb run [OPTIONS] -- COMMAND [ARGS...] (see ebb run --help)");
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Cmd::Run(args) => setup().and_then(|()| run(args)),
+        Cmd::Compare(args) => setup().and_then(|()| compare(args)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ebb: error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn setup() -> Result<()> {
+    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
+        .context("cannot install the Ctrl-C handler")?;
+    runner::become_subreaper();
+    Ok(())
+}
+
+fn progress_bar() -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn spec(
+    sampling: &Sampling,
+    allocator: alloc::Allocator,
+    command: Vec<OsString>,
+    show_output: bool,
+    builtin: bool,
+) -> Result<runner::RunSpec> {
+    let default_interval = Duration::from_millis(if builtin { 100 } else { 250 });
+    let ready = match &sampling.ready {
+        None if builtin => Some(regex::Regex::new(workload::READY_LINE)?),
+        r => r.clone(),
+    };
+    Ok(runner::RunSpec {
+        command,
+        allocator,
+        interval: sampling.interval.unwrap_or(default_interval),
+        ready,
+        ready_timeout: sampling.ready_timeout,
+        drive: sampling.drive.clone(),
+        drive_for: sampling.drive_for,
+        idle: sampling.idle.or(builtin.then_some(Duration::from_secs(4))),
+        show_output,
+    })
+}
+
+fn command_text(command: &[OsString]) -> String {
+    command
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn write_file(path: &PathBuf, text: &str, what: &str) -> Result<()> {
+    std::fs::write(path, text)
+        .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
+    eprintln!("ebb: wrote {}", path.display());
+    Ok(())
+}
+
+fn run(args: RunArgs) -> Result<ExitCode> {
+    let allocator = match alloc::lookup(&args.alloc)? {
+        alloc::Lookup::Found(a) => a,
+        alloc::Lookup::NotInstalled { name, install } => {
+            bail!("{name} is not installed: {install}")
+        }
+    };
+    let text = command_text(&args.command);
+    let spec = spec(&args.sampling, allocator, args.command, !args.quiet, false)?;
+    let bar = progress_bar();
+    let result = runner::run(&spec, &mut |p| {
+        bar.set_message(format!(
+            "{} · {} · {:.1} s · {} · {} processes",
+            spec.allocator.name,
+            p.phase,
+            p.t,
+            compare::format_bytes(p.rss as f64),
+            p.processes
+        ));
+        bar.tick();
+    });
+    bar.finish_and_clear();
+    let result = result?;
+    eprint!("{}", report::run_text(&text, &result));
+    if let Some(path) = &args.sampling.json {
+        write_file(path, &serde_json::to_string_pretty(&result)?, "JSON")?;
+    }
+    if let Some(path) = &args.sampling.svg {
+        let summaries = compare::summarise(
+            std::slice::from_ref(&result.allocator),
+            &[vec![result.clone()]],
+        );
+        let svg = chart::render(
+            &format!("{text} under {}", result.allocator),
+            &summaries,
+            &[&result],
+        )?;
+        write_file(path, &svg, "chart")?;
+    }
+    if result.interrupted {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    Ok(
+        match (
+            result.exit.stopped_by_ebb,
+            result.exit.code,
+            result.exit.signal,
+        ) {
+            (true, _, _) => ExitCode::SUCCESS,
+            (_, Some(code), _) => ExitCode::from(code as u8),
+            (_, None, Some(signal)) => ExitCode::from((128 + signal) as u8),
+            _ => ExitCode::from(EXIT_ERROR),
+        },
+    )
+}
+
+fn compare(args: CompareArgs) -> Result<ExitCode> {
+    let builtin = args.command.is_empty();
+    let mut allocators = Vec::new();
+    let mut skipped = Vec::new();
+    for name in &args.alloc {
+        match alloc::lookup(name)? {
+            alloc::Lookup::Found(a) => allocators.push(a),
+            alloc::Lookup::NotInstalled { name, install } => {
+                eprintln!("ebb: skipping {name}: not installed (install it with: {install})");
+                skipped.push(report::Skipped {
+                    allocator: name,
+                    install,
+                });
+            }
+        }
+    }
+    if allocators.is_empty() {
+        bail!(
+            "none of the allocators {} is installed",
+            args.alloc.join(", ")
+        );
+    }
+    let command = if builtin {
+        let exe = std::env::current_exe().context("cannot find the ebb executable")?;
+        let mut c: Vec<OsString> =
+            vec![exe.into(), "workload".into(), "--idle".into(), "1h".into()];
+        if args.quick {
+            c.push("--quick".into());
+        }
+        c
+    } else {
+        args.command.clone()
+    };
+    let text = if builtin {
+        format!("ebb workload{}", if args.quick { " --quick" } else { "" })
+    } else {
+        command_text(&command)
+    };
+    let names: Vec<String> = allocators.iter().map(|a| a.name.clone()).collect();
+    let specs = allocators
+        .into_iter()
+        .map(|a| {
+            spec(
+                &args.sampling,
+                a,
+                command.clone(),
+                args.show_output,
+                builtin,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let runs = args.runs as usize;
+    let total = runs * specs.len();
+    let bar = progress_bar();
+    let mut results: Vec<Vec<runner::RunResult>> = vec![Vec::new(); specs.len()];
+    let mut order = Vec::new();
+    'rounds: for round in 0..runs {
+        for (i, spec) in specs.iter().enumerate() {
+            let n = order.len() + 1;
+            let result = runner::run(spec, &mut |p| {
+                bar.set_message(format!(
+                    "[{n}/{total}] {} run {} · {} · {:.1} s · {} · {} processes",
+                    spec.allocator.name,
+                    round + 1,
+                    p.phase,
+                    p.t,
+                    compare::format_bytes(p.rss as f64),
+                    p.processes
+                ));
+                bar.tick();
+            });
+            let result = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    bar.finish_and_clear();
+                    return Err(e.context(format!("{} (run {})", spec.allocator.name, round + 1)));
+                }
+            };
+            order.push(report::OrderEntry {
+                round: round + 1,
+                allocator: spec.allocator.name.clone(),
+            });
+            let interrupted = result.interrupted;
+            if !result.exit.success() && !interrupted {
+                bar.suspend(|| {
+                    eprintln!(
+                        "ebb: {} run {}: {} ended with {}",
+                        text,
+                        round + 1,
+                        spec.allocator.name,
+                        result.exit.describe()
+                    )
+                });
+            }
+            results[i].push(result);
+            if interrupted {
+                break 'rounds;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    // After Ctrl-C, allocators may have one run fewer; keep those that have any.
+    let (names, results): (Vec<String>, Vec<Vec<runner::RunResult>>) = names
+        .into_iter()
+        .zip(results)
+        .filter(|(_, r)| !r.is_empty())
+        .unzip();
+    let summaries = compare::summarise(&names, &results);
+    print!("{}", report::compare_text(&text, runs, &summaries));
+    let out = report::CompareJson {
+        command: command_text(&command),
+        builtin_workload: builtin,
+        runs,
+        order,
+        skipped,
+        summaries,
+        results,
+    };
+    if let Some(path) = &args.sampling.json {
+        write_file(path, &serde_json::to_string_pretty(&out)?, "JSON")?;
+    }
+    if let Some(path) = &args.markdown {
+        write_file(
+            path,
+            &compare::markdown_table(&out.summaries, &text, runs),
+            "markdown table",
+        )?;
+    }
+    if let Some(path) = &args.sampling.svg {
+        let charted: Vec<&runner::RunResult> = out
+            .summaries
+            .iter()
+            .zip(&out.results)
+            .map(|(s, r)| &r[s.median_run])
+            .collect();
+        let svg = chart::render(
+            &format!("{text}: memory over time (median run of {runs})"),
+            &out.summaries,
+            &charted,
+        )?;
+        write_file(path, &svg, "chart")?;
+    }
+    if interrupted() {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    let failed = out.summaries.iter().any(|s| s.failed_runs > 0);
+    Ok(if failed {
+        ExitCode::from(EXIT_COMMAND_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,180 @@
+//! Reading the memory and CPU time of a whole process tree from `/proc`.
+//!
+//! The tree is found by scanning every `/proc/<pid>/stat` for its parent, because
+//! processes come and go between samples and `/proc/<pid>/task/*/children` is not
+//! always compiled in. Memory comes from `smaps_rollup` (RSS, PSS, anonymous), or from
+//! `status` on kernels without it (PSS is then reported as RSS).
+
+use std::collections::HashMap;
+use std::fs;
+
+/// Memory of a set of processes, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Mem {
+    pub rss: u64,
+    pub pss: u64,
+    pub anon: u64,
+}
+
+impl Mem {
+    fn add(&mut self, other: Mem) {
+        self.rss += other.rss;
+        self.pss += other.pss;
+        self.anon += other.anon;
+    }
+}
+
+/// One process as `/proc/<pid>/stat` describes it.
+struct ProcStat {
+    ppid: i32,
+    /// utime + stime + cutime + cstime in clock ticks: the CPU time of the process and
+    /// of the children it has waited for (which are no longer in the tree).
+    cpu_ticks: u64,
+}
+
+fn read_stat(pid: i32) -> Option<ProcStat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may itself contain spaces and ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+    let num = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    Some(ProcStat {
+        ppid: fields.get(1)?.parse().ok()?,
+        cpu_ticks: num(11)? + num(12)? + num(13)? + num(14)?,
+    })
+}
+
+/// Every process on the system with its parent and CPU time.
+fn all_processes() -> HashMap<i32, ProcStat> {
+    let mut procs = HashMap::new();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return procs;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(stat) = read_stat(pid) {
+            procs.insert(pid, stat);
+        }
+    }
+    procs
+}
+
+/// Value in kB of a `Name:   123 kB` line, in bytes.
+fn kb_field(line: &str, name: &str) -> Option<u64> {
+    let rest = line.strip_prefix(name)?.strip_prefix(':')?;
+    let kb: u64 = rest.split_whitespace().next()?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Memory of one process; None when it has gone (or is a zombie with no memory).
+pub fn process_mem(pid: i32) -> Option<Mem> {
+    if let Ok(text) = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
+        let mut mem = Mem::default();
+        let mut seen = false;
+        for line in text.lines() {
+            if let Some(v) = kb_field(line, "Rss") {
+                mem.rss = v;
+                seen = true;
+            } else if let Some(v) = kb_field(line, "Pss") {
+                mem.pss = v;
+            } else if let Some(v) = kb_field(line, "Anonymous") {
+                mem.anon = v;
+            }
+        }
+        if seen {
+            return Some(mem);
+        }
+    }
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mut mem = Mem::default();
+    let mut seen = false;
+    for line in text.lines() {
+        if let Some(v) = kb_field(line, "VmRSS") {
+            mem.rss = v;
+            mem.pss = v;
+            seen = true;
+        } else if let Some(v) = kb_field(line, "RssAnon") {
+            mem.anon = v;
+        }
+    }
+    seen.then_some(mem)
+}
+
+/// What one sample of the tree found.
+pub struct TreeSample {
+    pub mem: Mem,
+    /// Processes in the tree now.
+    pub pids: Vec<i32>,
+    /// CPU seconds of the live processes (and the children they reaped).
+    pub cpu_s: f64,
+}
+
+/// Sample the tree made of every process whose parent is `root_parent` (this process,
+/// which is a child subreaper, so orphans of the tree come back to it), except those in
+/// `exclude` (the drive command), and all their descendants.
+pub fn sample_tree(root_parent: i32, exclude: &[i32]) -> TreeSample {
+    let procs = all_processes();
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for (&pid, stat) in &procs {
+        children.entry(stat.ppid).or_default().push(pid);
+    }
+    let mut pids = Vec::new();
+    let mut stack: Vec<i32> = children
+        .get(&root_parent)
+        .map(|c| c.iter().copied().filter(|p| !exclude.contains(p)).collect())
+        .unwrap_or_default();
+    while let Some(pid) = stack.pop() {
+        pids.push(pid);
+        if let Some(c) = children.get(&pid) {
+            stack.extend(c);
+        }
+    }
+    let mut mem = Mem::default();
+    let mut ticks = 0;
+    for &pid in &pids {
+        if let Some(m) = process_mem(pid) {
+            mem.add(m);
+        }
+        ticks += procs.get(&pid).map_or(0, |s| s.cpu_ticks);
+    }
+    pids.sort_unstable();
+    TreeSample {
+        mem,
+        pids,
+        cpu_s: ticks as f64 / clock_ticks_per_second(),
+    }
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_memory_is_read() {
+        let mem = process_mem(std::process::id() as i32).expect("own /proc entry");
+        assert!(mem.rss > 0 && mem.pss > 0 && mem.anon > 0, "{mem:?}");
+    }
+
+    #[test]
+    fn kb_fields_parse() {
+        assert_eq!(kb_field("Rss:     1234 kB", "Rss"), Some(1234 * 1024));
+        assert_eq!(kb_field("Pss_Anon:  1 kB", "Pss"), None);
+    }
+}

@@ -1,0 +1,124 @@
+//! What `ebb run` and `ebb compare` print, and the JSON document of a comparison.
+
+use crate::compare::{self, format_bytes, format_secs, AllocatorSummary};
+use crate::runner::RunResult;
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Serialize)]
+pub struct Skipped {
+    pub allocator: String,
+    pub install: String,
+}
+
+#[derive(Serialize)]
+pub struct OrderEntry {
+    pub round: usize,
+    pub allocator: String,
+}
+
+#[derive(Serialize)]
+pub struct CompareJson {
+    pub command: String,
+    pub builtin_workload: bool,
+    pub runs: usize,
+    /// The runs in the order they ran (interleaved: A B C A B C ...).
+    pub order: Vec<OrderEntry>,
+    pub skipped: Vec<Skipped>,
+    pub summaries: Vec<AllocatorSummary>,
+    /// Every run of each allocator, in the order of `summaries`.
+    pub results: Vec<Vec<RunResult>>,
+}
+
+fn mem_line(label: &str, m: &crate::procfs::Mem) -> String {
+    format!(
+        "  {label:<14} RSS {:>10}   PSS {:>10}   anonymous {:>10}\n",
+        format_bytes(m.rss as f64),
+        format_bytes(m.pss as f64),
+        format_bytes(m.anon as f64)
+    )
+}
+
+pub fn run_text(command: &str, r: &RunResult) -> String {
+    let mut out = String::new();
+    let lib = r
+        .preload
+        .as_ref()
+        .map_or("no LD_PRELOAD".to_string(), |p| p.display().to_string());
+    let _ = writeln!(
+        out,
+        "\nebb run: {command}\n  allocator      {} ({lib})",
+        r.allocator
+    );
+    let status = if r.interrupted {
+        "interrupted (Ctrl-C): tree stopped".to_string()
+    } else if r.exit.stopped_by_ebb {
+        "stopped by ebb after the idle phase".to_string()
+    } else {
+        r.exit.describe()
+    };
+    let _ = writeln!(out, "  status         {status}");
+    let mut time = format!("  time           wall {:.2} s", r.wall_s);
+    if let Some(ready) = r.ready_s {
+        let _ = write!(time, " (ready after {ready:.2} s)");
+    }
+    if let Some(drive) = r.drive_s {
+        let _ = write!(time, " (drive {drive:.2} s)");
+    }
+    let _ = writeln!(
+        out,
+        "{time}, user {:.2} s, sys {:.2} s (CPU of the whole tree, whole run)",
+        r.user_s, r.sys_s
+    );
+    let _ = writeln!(
+        out,
+        "  processes      {} at most at once, {} seen, {} samples",
+        r.max_processes,
+        r.processes_seen,
+        r.samples.len()
+    );
+    out.push_str(&mem_line("peak", &r.peak));
+    for m in &r.idle_marks {
+        let mem = crate::procfs::Mem {
+            rss: m.rss,
+            pss: m.pss,
+            anon: m.anon,
+        };
+        out.push_str(&mem_line(&format!("idle {}", format_secs(m.after_s)), &mem));
+    }
+    out.push_str(&mem_line("final", &r.final_mem));
+    if !r.ebb_stats.is_empty() {
+        let refs = [r];
+        if let Some(e) = compare::ebb_summary(&refs) {
+            let _ = writeln!(
+                out,
+                "  ebb stats      {} process(es) at exit: allocated {}, committed {}, purged {}, purger wake-ups {:.0}",
+                e.processes,
+                format_bytes(e.allocated),
+                format_bytes(e.committed),
+                format_bytes(e.purged),
+                e.purger_wakeups
+            );
+        }
+    }
+    out
+}
+
+pub fn compare_text(command: &str, runs: usize, summaries: &[AllocatorSummary]) -> String {
+    let mut out = String::new();
+    let first = summaries.first().map_or("", |s| s.allocator.as_str());
+    let _ = writeln!(
+        out,
+        "\nebb compare: {command}\n{runs} interleaved run(s) per allocator; medians, ×ratio of medians to {first}, min–max below.\n\
+         CPU is user/sys of the whole process tree; RSS/PSS are sums over the tree.\n"
+    );
+    out.push_str(&compare::text_table(summaries));
+    for s in summaries.iter().filter(|s| s.failed_runs > 0) {
+        let _ = writeln!(
+            out,
+            "note: {} failed in {} of {} runs",
+            s.allocator, s.failed_runs, s.runs
+        );
+    }
+    out
+}

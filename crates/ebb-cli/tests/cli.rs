@@ -1,0 +1,560 @@
+//! Runs the `ebb` binary against the small programs of `ebb-test-helper` and checks
+//! its JSON, SVG, messages and exit statuses. Nothing here asserts a duration: waits
+//! are for events (a ready line, a process appearing), and memory figures are checked
+//! against what the helpers allocate.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const EBB: &str = env!("CARGO_BIN_EXE_ebb");
+const HELPER: &str = env!("CARGO_BIN_EXE_ebb-test-helper");
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ebb-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn ebb(args: &[&str]) -> Output {
+    Command::new(EBB)
+        .args(args)
+        // A user error must never show a backtrace, even with backtraces on.
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run ebb")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn read_json(path: &PathBuf) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("JSON written")).expect("valid JSON")
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn peak_of_a_tree_includes_its_children() {
+    let json = scratch("tree.json");
+    // Three children allocate and touch 48 MiB each and hold it for 1.5 s.
+    let out = ebb(&[
+        "run",
+        "--alloc",
+        "glibc",
+        "--interval",
+        "50ms",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        HELPER,
+        "tree",
+        "3",
+        "48",
+        "1500",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = read_json(&json);
+    assert!(f(&r["max_processes"]) >= 4.0, "{}", r["max_processes"]);
+    assert!(f(&r["processes_seen"]) >= 4.0);
+    assert!(
+        f(&r["peak"]["rss"]) >= 3.0 * 48.0 * MIB,
+        "peak {}",
+        r["peak"]
+    );
+    assert!(
+        f(&r["peak"]["anon"]) >= 3.0 * 48.0 * MIB,
+        "peak {}",
+        r["peak"]
+    );
+    // One sample saw the parent and its three children together, with their memory.
+    let samples = r["samples"].as_array().unwrap();
+    assert!(samples
+        .iter()
+        .any(|s| f(&s["processes"]) == 4.0 && f(&s["rss"]) >= 3.0 * 48.0 * MIB));
+    assert!(
+        f(&r["user_s"]) + f(&r["sys_s"]) > 0.0,
+        "CPU of the tree: {r}"
+    );
+}
+
+#[test]
+fn exit_status_is_passed_through() {
+    let out = ebb(&["run", "--alloc", "glibc", "--", HELPER, "exit", "7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(stderr(&out).contains("exit status 7"), "{}", stderr(&out));
+}
+
+#[test]
+fn server_idle_marks_then_stop() {
+    let json = scratch("server.json");
+    let out = ebb(&[
+        "run",
+        "--alloc",
+        "glibc",
+        "--ready",
+        "server: ready",
+        "--idle",
+        "2500ms",
+        "--interval",
+        "100ms",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        HELPER,
+        "server",
+        "300",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The ready line was passed through to ebb's stdout.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("server: ready"));
+    let r = read_json(&json);
+    assert!(f(&r["ready_s"]) >= 0.3, "ready at {}", r["ready_s"]);
+    let idle_start = f(&r["idle_start_s"]);
+    assert!(idle_start >= f(&r["ready_s"]));
+    let marks: Vec<f64> = r["idle_marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| f(&m["after_s"]))
+        .collect();
+    assert_eq!(marks, [1.0, 2.0, 2.5]);
+    for m in r["idle_marks"].as_array().unwrap() {
+        assert!(f(&m["rss"]) > 0.0, "the server is alive at each mark: {m}");
+    }
+    assert_eq!(r["exit"]["stopped_by_ebb"], true);
+    assert_eq!(f(&r["exit"]["signal"]), libc_sigterm());
+    // Samples kept coming through the idle phase.
+    let last = r["samples"].as_array().unwrap().last().unwrap().clone();
+    assert!(f(&last["t"]) >= idle_start + 2.5);
+}
+
+fn libc_sigterm() -> f64 {
+    15.0
+}
+
+#[test]
+fn drive_runs_between_ready_and_idle() {
+    let json = scratch("drive.json");
+    let out = ebb(&[
+        "run",
+        "--alloc",
+        "glibc",
+        "--ready",
+        "ready",
+        "--drive",
+        "sleep 0.5; exit 4",
+        "--idle",
+        "1s",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        HELPER,
+        "server",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = read_json(&json);
+    assert!(f(&r["drive_s"]) >= 0.5);
+    assert!(f(&r["idle_start_s"]) >= f(&r["ready_s"]) + 0.5);
+    assert_eq!(f(&r["drive_exit"]["code"]), 4.0);
+    // The drive command is a client, not part of the measured tree.
+    assert_eq!(f(&r["max_processes"]), 1.0);
+}
+
+#[test]
+fn ready_line_that_never_comes_is_a_one_line_error() {
+    let out = ebb(&[
+        "run",
+        "--alloc",
+        "glibc",
+        "--ready",
+        "ready",
+        "--ready-timeout",
+        "500ms",
+        "--",
+        HELPER,
+        "silent",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("matched /ready/ within 500ms"), "{err}");
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn check_summaries(c: &Value) {
+    let summaries = c["summaries"].as_array().unwrap();
+    let results = c["results"].as_array().unwrap();
+    let keys = [
+        ("wall_s", None),
+        ("user_s", None),
+        ("peak_rss", Some("rss")),
+        ("final_rss", Some("rss")),
+    ];
+    for (key, mem) in keys {
+        let values = |i: usize| -> Vec<f64> {
+            results[i]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| match (key, mem) {
+                    ("peak_rss", _) => f(&r["peak"]["rss"]),
+                    ("final_rss", _) => f(&r["final"]["rss"]),
+                    _ => f(&r[key]),
+                })
+                .collect()
+        };
+        let base = median(values(0));
+        for (i, s) in summaries.iter().enumerate() {
+            let m = median(values(i));
+            let got = &s["metrics"][key];
+            assert!(
+                (f(&got["median"]) - m).abs() <= 1e-9 * m.abs().max(1.0),
+                "{key} median {got} vs {m}"
+            );
+            let ratio = f(&got["ratio"]);
+            assert!(
+                (ratio - m / base).abs() < 1e-9,
+                "{key} ratio {ratio} vs {}",
+                m / base
+            );
+            let v = values(i);
+            assert_eq!(
+                f(&got["min"]),
+                v.iter().copied().fold(f64::INFINITY, f64::min)
+            );
+            assert_eq!(
+                f(&got["max"]),
+                v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            );
+        }
+    }
+}
+
+/// The colour of each `polyline` with more than `min_points` points.
+fn svg_lines(svg: &str, min_points: usize) -> Vec<String> {
+    let doc = roxmltree::Document::parse(svg).expect("the SVG is well-formed XML");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .filter(|n| {
+            n.attribute("points")
+                .is_some_and(|p| p.split_whitespace().count() > min_points)
+        })
+        .filter_map(|n| n.attribute("stroke").map(str::to_string))
+        .collect()
+}
+
+fn svg_texts(svg: &str) -> Vec<String> {
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn compare_interleaves_and_computes_ratios_of_medians() {
+    let (json, svg, md) = (scratch("cmp.json"), scratch("cmp.svg"), scratch("cmp.md"));
+    let out = ebb(&[
+        "compare",
+        "--alloc",
+        "glibc,ebb",
+        "--runs",
+        "3",
+        "--interval",
+        "50ms",
+        "--json",
+        json.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+        "--",
+        HELPER,
+        "tree",
+        "2",
+        "24",
+        "400",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let c = read_json(&json);
+    let order: Vec<(u64, &str)> = c["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["round"].as_u64().unwrap(),
+                o["allocator"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            (1, "glibc"),
+            (1, "ebb"),
+            (2, "glibc"),
+            (2, "ebb"),
+            (3, "glibc"),
+            (3, "ebb")
+        ]
+    );
+    check_summaries(&c);
+    for runs in c["results"].as_array().unwrap() {
+        for r in runs.as_array().unwrap() {
+            assert!(
+                f(&r["peak"]["rss"]) >= 2.0 * 24.0 * MIB,
+                "tree peak {}",
+                r["peak"]
+            );
+        }
+    }
+    // Under ebb the child processes preload libebb.so, glibc runs preload nothing.
+    assert!(c["results"][0][0]["preload"].is_null());
+    assert!(c["results"][1][0]["preload"]
+        .as_str()
+        .unwrap()
+        .ends_with("libebb.so"));
+
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("peak RSS") && text.contains("min–max") && text.contains('×'),
+        "{text}"
+    );
+    let markdown = std::fs::read_to_string(&md).unwrap();
+    assert!(markdown.contains("| | glibc | ebb |"), "{markdown}");
+
+    // One memory line per allocator, each in its own colour, and both names in the legend.
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    let mut lines = svg_lines(&svg, 4);
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), 2, "series colours: {lines:?}");
+    let texts = svg_texts(&svg);
+    assert!(
+        texts.iter().any(|t| t == "glibc") && texts.iter().any(|t| t == "ebb"),
+        "{texts:?}"
+    );
+}
+
+#[test]
+fn builtin_workload_runs_as_a_server_with_idle_marks() {
+    let json = scratch("builtin.json");
+    let out = ebb(&[
+        "compare",
+        "--quick",
+        "--alloc",
+        "glibc,ebb",
+        "--runs",
+        "1",
+        "--idle",
+        "1500ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let c = read_json(&json);
+    assert_eq!(c["builtin_workload"], true);
+    let r = &c["results"][0][0];
+    assert!(
+        r["ready_s"].as_f64().is_some(),
+        "the workload printed its ready line: {r}"
+    );
+    let marks: Vec<f64> = r["idle_marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| f(&m["after_s"]))
+        .collect();
+    assert_eq!(marks, [1.0, 1.5]);
+    // On SIGTERM the workload exits normally (so exit hooks such as ebb's stats run).
+    assert_eq!(r["exit"]["code"], 0, "{}", r["exit"]);
+    assert_eq!(r["exit"]["stopped_by_ebb"], true);
+    // The workload allocates 2 x 48 MiB in its burst.
+    assert!(f(&r["peak"]["rss"]) >= 96.0 * MIB, "{}", r["peak"]);
+    // Stopped with SIGTERM, the workload under ebb still wrote ebb's stats at exit.
+    let stats = c["results"][1][0]["ebb_stats"].as_array().unwrap();
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    assert!(stats[0]["purged"].as_u64().unwrap() > 0, "{}", stats[0]);
+}
+
+#[test]
+fn bad_inputs_give_one_line_errors_and_no_backtrace() {
+    let text_so = scratch("not-elf.so");
+    std::fs::write(&text_so, "not a library\n").unwrap();
+    let dir_so = scratch("dir.so");
+    std::fs::create_dir_all(&dir_so).unwrap();
+    let cases: &[(&[&str], &str, i32)] = &[
+        (&["run"], "no command given", 2),
+        (
+            &["run", "--", "/no/such/program"],
+            "command not found: /no/such/program",
+            1,
+        ),
+        (
+            &["run", "--alloc", "/no/such/lib.so", "--", "true"],
+            "/no/such/lib.so: no such file",
+            1,
+        ),
+        (
+            &["run", "--alloc", text_so.to_str().unwrap(), "--", "true"],
+            "is not an ELF shared object",
+            1,
+        ),
+        (
+            &["run", "--alloc", dir_so.to_str().unwrap(), "--", "true"],
+            "cannot read",
+            1,
+        ),
+        // An executable is ELF but the loader refuses to preload it.
+        (
+            &["run", "--alloc", HELPER, "--", "true"],
+            "cannot be preloaded",
+            1,
+        ),
+        (
+            &["run", "--alloc", "nosuch", "--", "true"],
+            "unknown allocator 'nosuch'",
+            1,
+        ),
+        (
+            &["run", "--idle", "5x", "--", "true"],
+            "expected a duration",
+            2,
+        ),
+        (
+            &["run", "--interval", "0s", "--", "true"],
+            "must be longer than 0",
+            2,
+        ),
+        (
+            &["run", "--ready", "(", "--", "true"],
+            "not a valid regex",
+            2,
+        ),
+        (&["compare", "--runs", "0", "--", "true"], "--runs", 2),
+        (
+            &["compare", "--alloc", "glibc,nosuch", "--", "true"],
+            "unknown allocator 'nosuch'",
+            1,
+        ),
+        (&["frobnicate"], "unrecognized subcommand", 2),
+    ];
+    for (args, expected, code) in cases {
+        let out = ebb(args);
+        // A test running at the same time may have made this run build libebb.so first.
+        let err: String = stderr(&out)
+            .lines()
+            .filter(|l| !l.starts_with("ebb: building libebb.so"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(out.status.code(), Some(*code), "ebb {args:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "ebb {args:?} printed more than one line: {err}"
+        );
+        assert!(
+            err.starts_with("ebb: error: ") && err.contains(expected),
+            "ebb {args:?}: {err}"
+        );
+        assert!(
+            !err.contains("panicked") && !err.contains("backtrace"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn help_shows_examples_and_exit_codes() {
+    let out = ebb(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in ["Examples:", "ebb compare", "--ready", "Exit status:", "130"] {
+        assert!(help.contains(needle), "missing {needle}: {help}");
+    }
+    let out = ebb(&["compare", "--help"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Examples:"));
+}
+
+/// Pids of the processes whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let rest = &stat[stat.rfind(')').unwrap() + 1..];
+        if rest.split_whitespace().nth(1) == Some(&parent.to_string()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn ctrl_c_stops_the_tree_and_still_reports() {
+    let json = scratch("interrupted.json");
+    let child = Command::new(EBB)
+        .args([
+            "run",
+            "--alloc",
+            "glibc",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            HELPER,
+            "silent",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ebb_pid = child.id();
+    // Wait for the command to start (the handler is installed before it is spawned).
+    let helper = loop {
+        if let Some(&pid) = children_of(ebb_pid).first() {
+            break pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // SAFETY: sends SIGINT to the ebb process this test started.
+    unsafe { libc::kill(ebb_pid as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    let r = read_json(&json);
+    assert_eq!(r["interrupted"], true);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{helper}")).exists(),
+        "the command was stopped"
+    );
+}
+
+#[test]
+fn compare_exits_3_when_the_command_fails() {
+    let out = ebb(&[
+        "compare", "--alloc", "glibc", "--runs", "2", "--", HELPER, "exit", "5",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("glibc failed in 2 of 2 runs"), "{text}");
+    assert!(stderr(&out).contains("exit status 5"), "{}", stderr(&out));
+}

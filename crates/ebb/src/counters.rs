@@ -1,0 +1,59 @@
+//! Process-wide event and byte counters, updated on slow paths only (relaxed atomics).
+//! Every layer counts here; `stats.rs` reads them into a [`crate::Stats`] snapshot.
+
+use core::sync::atomic::AtomicU64;
+
+/// Process-wide counters (relaxed; updated on slow paths only).
+pub struct Counters {
+    pub reserved: AtomicU64,
+    pub committed: AtomicU64,
+    pub purged: AtomicU64,
+    pub purge_calls: AtomicU64,
+    pub segments: AtomicU64,
+    pub threads: AtomicU64,
+    pub threads_created: AtomicU64,
+    pub pages_abandoned: AtomicU64,
+    pub pages_reclaimed: AtomicU64,
+    pub pages_collected: AtomicU64,
+    pub large_allocs: AtomicU64,
+    pub large_frees: AtomicU64,
+    pub huge_allocs: AtomicU64,
+    pub huge_frees: AtomicU64,
+    pub huge_bytes: AtomicU64,
+    pub huge_used: AtomicU64,
+    /// Bytes of freed huge mappings kept for reuse (`huge.rs`).
+    pub huge_cached: AtomicU64,
+    pub purger_wakeups: AtomicU64,
+    /// The purger thread's own CPU time (ns), as of its last pass.
+    pub purger_cpu_ns: AtomicU64,
+    pub invalid_frees: AtomicU64,
+    pub steals: AtomicU64,
+    pub steal_attempts: AtomicU64,
+    pub sweeps: AtomicU64,
+}
+
+pub static COUNTERS: Counters = Counters {
+    reserved: AtomicU64::new(0),
+    committed: AtomicU64::new(0),
+    purged: AtomicU64::new(0),
+    purge_calls: AtomicU64::new(0),
+    segments: AtomicU64::new(0),
+    threads: AtomicU64::new(0),
+    threads_created: AtomicU64::new(0),
+    pages_abandoned: AtomicU64::new(0),
+    pages_reclaimed: AtomicU64::new(0),
+    pages_collected: AtomicU64::new(0),
+    large_allocs: AtomicU64::new(0),
+    large_frees: AtomicU64::new(0),
+    huge_allocs: AtomicU64::new(0),
+    huge_bytes: AtomicU64::new(0),
+    huge_used: AtomicU64::new(0),
+    huge_cached: AtomicU64::new(0),
+    huge_frees: AtomicU64::new(0),
+    purger_wakeups: AtomicU64::new(0),
+    purger_cpu_ns: AtomicU64::new(0),
+    invalid_frees: AtomicU64::new(0),
+    steals: AtomicU64::new(0),
+    steal_attempts: AtomicU64::new(0),
+    sweeps: AtomicU64::new(0),
+};

@@ -1,0 +1,342 @@
+//! Heaps: one per thread, holding that thread's pages per size class; making one on
+//! a thread's first allocation, and letting go of it at thread exit.
+//!
+//! A heap owns a queue of pages for each size class (`queue.rs`); the first page of a
+//! queue is the one the malloc fast path allocates from (`current[class]`, the class
+//! found through the per-size tables `small_class`/`small_class_c` up to 1 KiB). A page
+//! that fills up stays in the queue while it is among the few full pages the heap keeps
+//! (`slow::FULL_PAGE_SLICES_KEPT`); older full pages are abandoned (`handoff::abandon`):
+//! blocks freed into them later make them claimable by any thread, and if the former
+//! owner frees into one first, it takes it back (within `queue::RECLAIM_QUEUE_LIMIT`).
+//!
+//! Heap memory comes from the OS directly (one heap per page-rounded mapping, reused
+//! after thread exit through the registry), never from a global allocator.
+
+use crate::counters::COUNTERS;
+use crate::front::queue::queue_remove;
+use crate::front::{takeover, tls};
+use crate::handoff::abandon;
+use crate::os;
+use crate::process::{self, registry};
+use crate::protocol::{Handshake, DEAD, NONE};
+use crate::size_class::{small_classes, CLASS_COUNT, SMALL_COUNT};
+use crate::span::page::{empty_page, Page, PageList, CHECK_TAG, MARKER_LIMIT};
+use core::cell::UnsafeCell;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Per-thread allocation state.
+///
+/// Invariants: `current[c]` is `queues[c].first`, or the empty page if the queue is
+/// empty (or the heap was just stolen from); a page has `page::CURRENT` set in its
+/// `used` word exactly while some `current[c]` names it (a stolen heap's pages keep the
+/// flag until `abandon::abandon` clears it); every page in `queues[c]` is owned by this
+/// heap (`owner == owner_word`) and has class `c`. Only the owning thread changes the
+/// heap, except a stealer (`takeover.rs`) that has proved the owner is outside every
+/// allocator call.
+#[repr(C)]
+pub struct Heap {
+    /// `in_op` (nesting count of allocator calls, fast paths included) and the steal
+    /// state: the words of the takeover protocol (`protocol::Handshake`). First, so
+    /// `in_op` is at offset 0 of the heap the fast paths hold.
+    pub handshake: Handshake,
+    /// The page each class allocates from (see the invariants above).
+    pub current: [AtomicPtr<Page>; CLASS_COUNT],
+    /// Check mode (`CHECK_TAG` in `owner_word`): the current page of each class. The
+    /// tables above then always name the empty page, so every malloc takes the slow
+    /// path, where `check::mark_allocated` records the block.
+    pub checked_current: [AtomicPtr<Page>; CLASS_COUNT],
+    /// `small_class[size]` is the class of a request of `size <= SMALL_MAX` bytes, and
+    /// `small_class_c[size]` that of a C request (16-byte aligned above 8 bytes). The
+    /// same in every heap (`size_class::small_classes`): a copy here is reached from the
+    /// heap pointer the fast path holds anyway, where a static would cost the load of
+    /// its address (position-independent code), and a per-size byte needs no rounding.
+    pub small_class: [u8; SMALL_COUNT],
+    pub small_class_c: [u8; SMALL_COUNT],
+    pub queues: [PageList; CLASS_COUNT],
+    /// Pages in the queues (owner writes, stealer reads).
+    pub page_count: AtomicUsize,
+    /// Slow paths the owner has run (owner increments); the stealer leaves heaps whose
+    /// count moved within the purge delay alone.
+    pub activity: AtomicU64,
+    /// The stealer's bookkeeping: the `activity` it saw last, and since when (ms).
+    pub seen_activity: AtomicU64,
+    pub quiet_since: AtomicU64,
+    /// Set by the purger about once per purge delay while the heap is busy (so never
+    /// taken over): the owner's next malloc slow path lets go of its pages but the
+    /// current one of each class (`sweep`).
+    pub sweep_wanted: AtomicBool,
+    /// Links in the registry's list of live heaps or of spare heaps.
+    pub link: registry::Link,
+    /// What this heap writes in the owner word of its pages: its address, plus
+    /// `CHECK_TAG` in check mode.
+    pub owner_word: usize,
+}
+
+impl Heap {
+    const fn empty() -> Self {
+        Self {
+            handshake: Handshake {
+                in_op: AtomicU32::new(0),
+                state: AtomicU32::new(NONE),
+            },
+            current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
+            checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
+            small_class: small_classes(false),
+            small_class_c: small_classes(true),
+            queues: [PageList::new(); CLASS_COUNT],
+            page_count: AtomicUsize::new(0),
+            activity: AtomicU64::new(0),
+            seen_activity: AtomicU64::new(u64::MAX),
+            quiet_since: AtomicU64::new(0),
+            sweep_wanted: AtomicBool::new(false),
+            link: registry::Link::new(),
+            owner_word: 0,
+        }
+    }
+
+    /// Make `page` (owned, class `class`, or the empty page) the current page of its
+    /// class, moving the `CURRENT` flag from the page that was current (if the tables
+    /// still name it: `clear_tables` leaves the flags to `abandon::abandon`).
+    pub fn set_current(&self, class: usize, page: *mut Page) {
+        let table = if self.owner_word & CHECK_TAG != 0 {
+            &self.checked_current
+        } else {
+            &self.current
+        };
+        let old = table[class].load(Ordering::Relaxed);
+        if old != page {
+            let empty = empty_page();
+            // SAFETY: pages the tables name are owned by this heap (the caller is its
+            // owner, or a stealer that proved the owner idle), and so is `page`; the
+            // empty page is never written.
+            unsafe {
+                if old != empty {
+                    (*old).set_is_current(false);
+                }
+                if page != empty {
+                    debug_assert_eq!((*page).class as usize, class);
+                    (*page).set_is_current(true);
+                }
+            }
+        }
+        table[class].store(page, Ordering::Relaxed);
+    }
+
+    pub fn refresh_current(&self, class: usize) {
+        let first = self.queues[class].first;
+        self.set_current(class, if first.is_null() { empty_page() } else { first });
+    }
+
+    /// Point every table entry at the empty page (after a steal).
+    pub fn clear_tables(&self) {
+        for entry in self.current.iter().chain(&self.checked_current) {
+            entry.store(empty_page(), Ordering::Relaxed);
+        }
+    }
+
+    /// Enter an allocator call (owner only; nests): `Handshake::enter`.
+    #[inline(always)]
+    pub fn enter(&self) {
+        self.handshake.enter();
+    }
+
+    /// Leave an allocator call.
+    #[inline(always)]
+    pub fn leave(&self) {
+        self.handshake.leave();
+    }
+
+    /// The heap that embeds registry link `link` (registered with a pointer derived from
+    /// the heap's own, so it may be offset back to it).
+    pub fn from_link(link: *mut registry::Link) -> *mut Heap {
+        link.wrapping_byte_sub(core::mem::offset_of!(Heap, link)) as *mut Heap
+    }
+}
+
+const fn empty_page_const() -> *mut Page {
+    crate::span::page::EMPTY_PAGE.0.get()
+}
+
+/// The heap every thread starts with: all pages empty.
+pub struct EmptyHeap(pub UnsafeCell<Heap>);
+// SAFETY: the only writes to the empty heap are the atomic `in_op` updates of threads
+// that have no heap yet; every path that would change anything else first replaces it
+// with a real one (`ensure_heap`).
+unsafe impl Sync for EmptyHeap {}
+pub static EMPTY_HEAP: EmptyHeap = EmptyHeap(UnsafeCell::new(Heap::empty()));
+
+#[inline(always)]
+pub fn empty_heap() -> *mut Heap {
+    EMPTY_HEAP.0.get()
+}
+
+// ---------------------------------------------------------------------------------
+// Thread set-up and exit
+
+/// What the process layer calls back for (see `process::Hooks`).
+static HOOKS: process::Hooks = process::Hooks {
+    thread_exit,
+    after_fork_child: abandon_foreign_heaps_after_fork,
+    take_over_idle: takeover::take_over_idle,
+};
+
+/// The calling thread's heap, made on first use. Null if the OS refused memory.
+#[cold]
+pub fn ensure_heap() -> *mut Heap {
+    let heap = tls::heap();
+    if heap != empty_heap() {
+        return heap;
+    }
+    process::init(&HOOKS);
+    let heap = new_heap();
+    if heap.is_null() {
+        return null_mut();
+    }
+    tls::set_heap(heap);
+    let key = process::thread_key();
+    if key != u32::MAX {
+        // May allocate (glibc, for high key numbers): the heap is already installed.
+        os::thread_key_set(key, heap as *mut core::ffi::c_void);
+    }
+    heap
+}
+
+fn new_heap() -> *mut Heap {
+    let spare = registry::take_spare();
+    let reused = if spare.is_null() {
+        null_mut()
+    } else {
+        Heap::from_link(spare)
+    };
+    let heap = if reused.is_null() {
+        let bytes = core::mem::size_of::<Heap>().next_multiple_of(os::page_size());
+        let memory = os::reserve_aligned(bytes, os::page_size());
+        if memory.is_null() {
+            return null_mut();
+        }
+        let heap = memory as *mut Heap;
+        // Owner words are heap addresses: page aligned, so above every marker and with
+        // the CHECK_TAG bit clear.
+        debug_assert!(heap as usize >= MARKER_LIMIT && heap as usize & CHECK_TAG == 0);
+        // SAFETY: fresh, unused memory of the right size and alignment; nobody else
+        // knows its address yet.
+        unsafe { heap.write(Heap::empty()) };
+        heap
+    } else {
+        // A spare heap is DEAD, so a stealer that still holds its address only reads
+        // its atomics (and fails its CAS); reset the rest field by field.
+        // SAFETY: the heap is ours (taken off the spare list under the lock).
+        unsafe {
+            let h = &mut *reused;
+            h.handshake.in_op.store(0, Ordering::Relaxed);
+            h.clear_tables();
+            h.queues = [PageList::new(); CLASS_COUNT];
+            h.page_count.store(0, Ordering::Relaxed);
+        }
+        reused
+    };
+    // SAFETY: the heap is ours until it is published in the list below.
+    unsafe {
+        (*heap).seen_activity.store(u64::MAX, Ordering::Relaxed);
+        (*heap).sweep_wanted.store(false, Ordering::Relaxed);
+        let check = crate::options::get().check;
+        (*heap).owner_word = heap as usize | if check { CHECK_TAG } else { 0 };
+        (*heap).handshake.state.store(NONE, Ordering::Release);
+        registry::register(core::ptr::addr_of_mut!((*heap).link));
+    }
+    COUNTERS.threads.fetch_add(1, Ordering::Relaxed);
+    COUNTERS.threads_created.fetch_add(1, Ordering::Relaxed);
+    heap
+}
+
+/// pthread key destructor: the thread is exiting.
+///
+/// # Safety
+/// Called by the thread-key destructor with the exiting thread's heap (or null).
+unsafe extern "C" fn thread_exit(value: *mut core::ffi::c_void) {
+    let heap = value as *mut Heap;
+    if heap.is_null() || heap == empty_heap() {
+        return;
+    }
+    // Allocations made after this point (by later destructors) start a new heap, which
+    // re-arms the key, so its pages are abandoned too.
+    tls::set_heap(empty_heap());
+    // SAFETY: the heap belonged to this thread, which no longer uses it.
+    unsafe {
+        (*heap).enter();
+        (*heap).handshake.mark_dead();
+        heap_done(heap);
+    }
+    process::purger::after_slow_path();
+    process::heap_thread_exited();
+}
+
+/// Abandon every page of `heap` and return it to the spare list.
+///
+/// # Safety
+/// No thread may use `heap` any more, and it must be marked DEAD (no stealer on it).
+unsafe fn heap_done(heap: *mut Heap) {
+    // SAFETY: per the contract we have exclusive use of the heap and own its pages.
+    unsafe {
+        abandon_all(heap, os::now_ms());
+        registry::retire(core::ptr::addr_of_mut!((*heap).link));
+    }
+    COUNTERS.threads.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Abandon every page in the heap's queues (they stay valid; anyone may claim them)
+/// and point its tables at the empty page. Unused pages go back to the arena with their
+/// purge delay counted from `unused_since`.
+///
+/// # Safety
+/// The caller must have exclusive use of the heap: its owner, or a stealer that has
+/// proved the owner idle.
+pub unsafe fn abandon_all(heap: *mut Heap, unused_since: u64) {
+    // SAFETY: per the contract.
+    unsafe {
+        (*heap).clear_tables();
+        for class in 0..CLASS_COUNT {
+            loop {
+                let page = (*heap).queues[class].first;
+                if page.is_null() {
+                    break;
+                }
+                queue_remove(heap, class, page);
+                abandon::abandon(page, heap as usize, unused_since);
+            }
+        }
+    }
+}
+
+/// In a fork child only the forking thread survives: abandon the heaps of the others,
+/// so their pages (and blocks the child frees into them) are not stranded.
+///
+/// # Safety
+/// Only in the child of a fork, with every lock free.
+unsafe fn abandon_foreign_heaps_after_fork() {
+    let mine = tls::heap();
+    loop {
+        let victim = {
+            let registry = registry::lock();
+            let mut link = registry.live;
+            while !link.is_null() && Heap::from_link(link) == mine {
+                // SAFETY: live heaps are linked under the lock.
+                link = unsafe { (*link).next };
+            }
+            if link.is_null() {
+                null_mut()
+            } else {
+                Heap::from_link(link)
+            }
+        };
+        if victim.is_null() {
+            break;
+        }
+        // SAFETY: the victim's thread (and any stealer) does not exist in this process.
+        unsafe {
+            (*victim).handshake.state.store(DEAD, Ordering::Release);
+            heap_done(victim);
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The front end: what a thread does with its own heap.
+//!
+//! - `alloc`: the entry points and their fast paths;
+//! - `heap`: the per-thread heap, made on first use, let go at thread exit;
+//! - `queue`: a heap's page queues per size class;
+//! - `slow`: the malloc and free slow paths, sweeping and retiring pages;
+//! - `takeover`: which heaps are idle, and taking one over (for the purger);
+//! - `tls`: how a thread finds its heap;
+//! - `check`: check mode's validation of frees (`EBB_CHECK=1`).
+
+pub mod alloc;
+pub mod check;
+pub mod heap;
+pub mod queue;
+pub mod slow;
+pub mod takeover;
+pub mod tls;

@@ -1,0 +1,388 @@
+//! The slow paths: malloc when the current page has no free block, free when the
+//! fast path cannot (another owner, check mode, a large or huge block, a stealer at
+//! work, a page that emptied), and letting go of pages (sweep, retire).
+
+use crate::counters::COUNTERS;
+use crate::front::heap::{empty_heap, ensure_heap, Heap};
+use crate::front::queue::{queue_is_short, queue_push_back, queue_push_front, queue_remove};
+use crate::front::{check, tls};
+use crate::handoff::{abandon, drain};
+use crate::os;
+use crate::process::purger::after_slow_path;
+use crate::protocol;
+use crate::size_class::{class_size, page_slices, CLASS_COUNT};
+use crate::span::page::{
+    Block, Page, ABANDONED, CHECK_TAG, DRAINING, FREE, HUGE, LARGE, MARKER_LIMIT, STOLEN,
+};
+use crate::span::{arena, huge};
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+
+/// Slow-path entry for the calling thread's own heap: wait out a steal in progress and
+/// count the activity (the stealer leaves recently active heaps alone). No clock read:
+/// the stealer notices when the count stops moving.
+#[inline]
+fn slow_path_enter(heap: *mut Heap) {
+    // SAFETY: heap is the calling thread's heap.
+    unsafe {
+        (*heap).enter();
+        (*heap).handshake.wait_while_stealing();
+        let activity = (*heap).activity.load(Ordering::Relaxed);
+        (*heap)
+            .activity
+            .store(activity.wrapping_add(1), Ordering::Relaxed);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Malloc slow path
+
+/// Find a page of `class` with a free block for `heap`, making it current. Null if the
+/// OS refused memory.
+///
+/// # Safety
+/// `heap` must be the calling thread's own heap, entered with `slow_path_enter`.
+pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
+    // SAFETY: the heap is ours; pages in our queues are owned by us.
+    unsafe {
+        let keep_full = FULL_PAGE_SLICES_KEPT / page_slices(class);
+        let mut full_kept = 0;
+        let mut page = (*heap).queues[class].first;
+        while !page.is_null() {
+            let next = (*page).next;
+            (*page).gather_frees();
+            if (*page).has_free() || (*page).extend() {
+                if page != (*heap).queues[class].first {
+                    (*heap).queues[class].remove(page);
+                    (*heap).queues[class].push_front(page);
+                    (*heap).set_current(class, page);
+                }
+                return page;
+            }
+            debug_assert!(!(*page).has_room(), "a page with room left behind");
+            if full_kept < keep_full {
+                // Full, and among the first few (the most recently current: see the
+                // queue order in queue.rs): keep it (see FULL_PAGE_SLICES_KEPT).
+                full_kept += 1;
+            } else {
+                // Full and older: let it go, so frees into it make it claimable by anyone.
+                queue_remove(heap, class, page);
+                abandon::abandon(page, heap as usize, os::now_ms());
+            }
+            page = next;
+        }
+        let page = take_page(class, heap);
+        if page.is_null() {
+            return null_mut();
+        }
+        (*page).gather_frees();
+        if !(*page).has_free() && !(*page).extend() {
+            // A claimed page always has room; a fresh one can always be carved.
+            debug_assert!(false, "page without room");
+        }
+        queue_push_front(heap, class, page);
+        page
+    }
+}
+
+/// Find a page with room for `class` for `heap`: drain notified abandoned pages, claim
+/// a listed one of the class, or carve a fresh span. Returns the page owned by `heap`
+/// (not yet in its queue), or null if the OS refused memory.
+fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
+    drain::drain_notified();
+    // SAFETY: `heap` is the calling thread's heap.
+    let owner_word = unsafe { (*heap).owner_word };
+    let page = abandon::claim_listed(class, owner_word);
+    if !page.is_null() {
+        return page;
+    }
+    let Some((page, _)) = arena::alloc_span(page_slices(class), 1) else {
+        return null_mut();
+    };
+    // SAFETY: the span is ours; set it up before publishing the owner.
+    unsafe {
+        let bytes = (*page).span_bytes();
+        (*page).init_blocks(class, class_size(class), bytes);
+        (*page).owner.store(owner_word, Ordering::Release);
+    }
+    page
+}
+
+/// How much of its full pages a heap keeps per class, in slices (4 pages of small
+/// blocks, none of the bigger pages), instead of abandoning a page the moment it fills.
+///
+/// Why keep any: when a thread's live blocks of a class stay about constant (a server
+/// replacing objects, larson), every page it owns is nearly full and every free opens
+/// one hole. Abandoning full pages made the owner's own frees into them remote pushes
+/// (CAS, notify, drain) and each hole came back through list-claim-fill-abandon, a
+/// cycle per page every few dozen mallocs. Keeping them, those frees are plain local
+/// ones and `find_page` finds the holes. Measured, C larson (time, against the build
+/// that kept none): 2 pages 0.92-0.96, 4 pages 0.77-0.81, 8 pages 0.76-0.79,
+/// unbounded 0.73.
+///
+/// Why a bound: a kept page's remote frees wait for its owner's next slow path of
+/// the class (or the idle-heap steal, or thread exit), so until then their memory
+/// serves nobody. Measured, mixed-c-rust (8 threads handing buffers around) after 50
+/// rounds: 185 MiB keeping none, 193 keeping 4 pages, 198 keeping 8 pages of each
+/// class and one medium page. It is a bound in bytes, so that big pages, where a
+/// stranded page would cost most and churn matters least, are never kept.
+pub const FULL_PAGE_SLICES_KEPT: usize = 4;
+
+/// Allocate a block of `class` when the fast path found no free block.
+#[cold]
+#[inline(never)]
+pub fn malloc_slow(class: usize) -> *mut u8 {
+    let heap = ensure_heap();
+    if heap.is_null() {
+        return null_mut();
+    }
+    slow_path_enter(heap);
+    // SAFETY: `heap` is this thread's heap.
+    let block = unsafe {
+        if (*heap).sweep_wanted.load(Ordering::Relaxed) {
+            sweep(heap);
+        }
+        let page = find_page(heap, class);
+        if page.is_null() {
+            null_mut()
+        } else {
+            let block = pop(page);
+            if (*heap).owner_word & CHECK_TAG != 0 {
+                check::mark_allocated(block);
+            }
+            block
+        }
+    };
+    after_slow_path();
+    // SAFETY: as above.
+    unsafe { (*heap).leave() };
+    block
+}
+
+/// Let go of every page of the heap but the current one of each class: free the unused
+/// ones, abandon the rest (listed for any thread if they have room).
+///
+/// A busy heap is never taken over, yet the pages it holds besides its current ones
+/// (the full pages `find_page` keeps, pages taken back by a free) only come back to
+/// it on its next slow path *of their class*: remote frees into them would wait for
+/// as long as the thread allocates other sizes. The purger asks for this about once
+/// per purge delay, so that memory goes back within about two delays, as a sleeping
+/// owner's does. Once per delay, the cost is one walk of the queues and, for pages
+/// the heap still uses, claiming them back from the abandoned list.
+///
+/// # Safety
+/// `heap` must be the calling thread's own heap, entered with `slow_path_enter`.
+unsafe fn sweep(heap: *mut Heap) {
+    // SAFETY: per the contract, the heap and the pages in its queues are ours.
+    unsafe {
+        (*heap).sweep_wanted.store(false, Ordering::Relaxed);
+        let now = os::now_ms();
+        for class in 0..CLASS_COUNT {
+            let first = (*heap).queues[class].first;
+            if first.is_null() {
+                continue;
+            }
+            let mut page = (*first).next;
+            while !page.is_null() {
+                let next = (*page).next;
+                queue_remove(heap, class, page);
+                abandon::abandon(page, heap as usize, now);
+                page = next;
+            }
+        }
+    }
+    COUNTERS.sweeps.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Take the first free block of `page` (which must have one).
+///
+/// # Safety
+/// The caller must own `page` and `page.free` must be non-null.
+#[inline(always)]
+pub unsafe fn pop(page: *mut Page) -> *mut u8 {
+    // SAFETY: per the contract.
+    unsafe {
+        let block = (*page).free;
+        debug_assert!(!block.is_null());
+        (*page).free = (*block).next;
+        (*page).inc_used();
+        block as *mut u8
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Free slow path
+
+/// Free `block` of `page` when the fast path could not: the page is not owned by the
+/// calling thread's heap, it is in check mode, or a stealer is taking it.
+///
+/// # Safety
+/// `block` must be a block of `page` (checked, and reported if not, in check mode).
+#[cold]
+#[inline(never)]
+pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
+    let heap = tls::heap();
+    let own = heap != empty_heap();
+    if own {
+        slow_path_enter(heap);
+    }
+    // SAFETY: page is a valid descriptor; ownership decides who touches what.
+    unsafe {
+        free_slow_inner(heap, page, block);
+        after_slow_path();
+        if own {
+            (*heap).leave();
+        }
+    }
+}
+
+/// `free_slow` past its bookkeeping: free `block` by the page's owner word.
+///
+/// # Safety
+/// As `free_slow`; `heap` is the calling thread's heap (or the empty heap).
+unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
+    // SAFETY: page is a valid descriptor; ownership decides who touches what.
+    unsafe {
+        let mut owner = (*page).owner.load(Ordering::Acquire);
+        while owner == STOLEN {
+            // A stealer is taking the page from its (idle) owner: it is about to become
+            // abandoned, or to return to its owner.
+            os::yield_now();
+            owner = (*page).owner.load(Ordering::Acquire);
+        }
+        if owner >= MARKER_LIMIT && owner & !CHECK_TAG == heap as usize {
+            // Our own page: in check mode, or the fast path raced with a steal that was
+            // undone.
+            if (owner & CHECK_TAG == 0 || check::small_free_is_valid(page, block))
+                && (*page).free_local(block as *mut Block)
+            {
+                retire(heap, page);
+            }
+            return;
+        }
+        if crate::options::get().check && !check::remote_free_is_valid(page, owner, block) {
+            return;
+        }
+        match owner {
+            LARGE => {
+                (*page).set_used(0);
+                COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
+                arena::free_span(page, os::now_ms());
+            }
+            HUGE => huge::free(page),
+            FREE => crate::diag::report_invalid_free(block, "block is not in use (double free?)"),
+            ABANDONED
+                if heap != empty_heap()
+                    && (*page).last_owner.load(Ordering::Relaxed) == heap as usize
+                    && (COUNTERS.threads.load(Ordering::Relaxed) <= 1
+                        || queue_is_short(heap, (*page).class as usize)) =>
+            {
+                // Our own page that filled up: take it back so later frees are local,
+                // unless we hold a spare page of the class already and other heaps
+                // exist (alone, a page left abandoned only comes back to us through
+                // the drainer and the abandoned list: perl rehashing hash keys made
+                // a third of its frees remote pushes that way, 4.8% of its
+                // instructions). Hoarding every old
+                // page a thread frees into makes each heap keep its own partly used
+                // pages (the sum of per-thread peaks); left abandoned, the page is
+                // listed for any thread once the free below notifies a drainer.
+                if protocol::claim(&(*page).owner, ABANDONED, (*heap).owner_word) {
+                    reclaim(heap, page);
+                    if (*page).free_local(block as *mut Block) {
+                        retire(heap, page);
+                    }
+                } else {
+                    drain::free_remote(page, block);
+                }
+            }
+            _ => drain::free_remote(page, block),
+        }
+    }
+}
+
+/// Put a page we just claimed back into our queue for its class (not as current).
+///
+/// # Safety
+/// `heap` is the calling thread's heap and has just claimed `page` from `ABANDONED`.
+unsafe fn reclaim(heap: *mut Heap, page: *mut Page) {
+    // SAFETY: we own the page.
+    unsafe {
+        abandon::unlist(page);
+        queue_push_back(heap, (*page).class as usize, page);
+    }
+    COUNTERS.pages_reclaimed.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A local free emptied `page`, owned by the calling thread's heap.
+///
+/// # Safety
+/// `page` must be owned by the calling thread's heap.
+#[cold]
+#[inline(never)]
+pub unsafe fn page_emptied(page: *mut Page) {
+    let heap = tls::heap();
+    slow_path_enter(heap);
+    // SAFETY: per the contract. A steal that completed meanwhile took the page from us
+    // (then it is no longer ours and there is nothing to do).
+    unsafe {
+        if (*page).owner.load(Ordering::Relaxed) & !CHECK_TAG == heap as usize {
+            retire(heap, page);
+        }
+        after_slow_path();
+        after_slow_path();
+        (*heap).leave();
+    }
+}
+
+/// A page of ours became unused: keep it if it is the only page of its class (so a
+/// thread that allocates and frees one block does not churn spans), else free it.
+///
+/// # Safety
+/// `heap` is the calling thread's heap and owns `page`, which is unused and not current.
+unsafe fn retire(heap: *mut Heap, page: *mut Page) {
+    // SAFETY: we own the page and the heap.
+    unsafe {
+        debug_assert!(!(*page).is_current(), "the current page is never retired");
+        let class = (*page).class as usize;
+        let queue = &(*heap).queues[class];
+        if queue.first == page && (*page).next.is_null() {
+            return;
+        }
+        queue_remove(heap, class, page);
+        (*page).gather_frees();
+        debug_assert!((*page).is_unused());
+        // Not ours any more: a late free finds a marker, not this heap (`free_span`
+        // then writes FREE).
+        (*page).owner.store(DRAINING, Ordering::Relaxed);
+        arena::free_span(page, os::now_ms());
+    }
+}
+
+/// Free every unused page of the calling thread's heap but the only page of a class
+/// (every one if `force`), for `ebb::collect`.
+pub fn release_unused_pages(force: bool) {
+    let heap = tls::heap();
+    if heap == empty_heap() {
+        return;
+    }
+    slow_path_enter(heap);
+    // SAFETY: this is our heap.
+    unsafe {
+        for class in 0..CLASS_COUNT {
+            let mut page = (*heap).queues[class].first;
+            while !page.is_null() {
+                let next = (*page).next;
+                (*page).gather_frees();
+                let only = page == (*heap).queues[class].first && next.is_null();
+                if (*page).is_unused() && (force || !only) {
+                    queue_remove(heap, class, page);
+                    (*page).owner.store(DRAINING, Ordering::Relaxed);
+                    arena::free_span(page, os::now_ms());
+                }
+                page = next;
+            }
+        }
+        after_slow_path();
+        (*heap).leave();
+    }
+}

@@ -1,0 +1,141 @@
+//! The heap side of taking over idle threads' pages: which heaps are idle, and what a
+//! takeover does to a heap (mark its queued pages `STOLEN`, point its tables at the
+//! empty page, abandon every page). The handshake that makes it safe while the owner
+//! thread lives is `protocol::Handshake`; the purger runs this through
+//! `process::Hooks::take_over_idle`.
+
+use crate::counters::COUNTERS;
+use crate::front::heap::{self, Heap};
+use crate::handoff::steal;
+use crate::process::registry;
+use crate::protocol::{self, NONE};
+use crate::size_class::CLASS_COUNT;
+use core::sync::atomic::Ordering;
+
+/// Heaps examined per pass under the registry lock.
+const CANDIDATE_BATCH: usize = 32;
+
+/// Take over the pages of every heap that owns pages and has run no slow path for
+/// `idle_ms` (except the calling thread's own). `idle_ms == 0` takes every heap that is
+/// outside the allocator right now (`collect(true)`). Returns when the next heap becomes
+/// idle enough (`u64::MAX`: no heap owns pages).
+pub fn take_over_idle(now: u64, idle_ms: u64) -> u64 {
+    if !steal::available() {
+        return u64::MAX;
+    }
+    let mine = crate::front::tls::heap();
+    let mut next_due = u64::MAX;
+    loop {
+        // Pick candidates under the lock; heaps are never unmapped, so the pointers stay
+        // valid after it is released (a heap that dies meanwhile is DEAD and skipped).
+        let mut candidates: [(*mut Heap, u64); CANDIDATE_BATCH] =
+            [(core::ptr::null_mut(), 0); CANDIDATE_BATCH];
+        let mut count = 0;
+        let mut more = false;
+        {
+            let registry = registry::lock();
+            let mut link = registry.live;
+            while !link.is_null() {
+                let h = Heap::from_link(link);
+                // SAFETY: live heaps are linked under the lock; we touch atomics only.
+                let (pages, state) = unsafe {
+                    (
+                        (*h).page_count.load(Ordering::Relaxed),
+                        (*h).handshake.state.load(Ordering::Relaxed),
+                    )
+                };
+                if h != mine && pages > 0 && state == NONE {
+                    // SAFETY: as above.
+                    let quiet_since = unsafe { quiet_since(h, now) };
+                    let due = quiet_since.saturating_add(idle_ms);
+                    if due <= now {
+                        if count == candidates.len() {
+                            more = true;
+                            break;
+                        }
+                        candidates[count] = (h, quiet_since.min(now));
+                        count += 1;
+                    } else {
+                        next_due = next_due.min(due);
+                        // Busy: ask it to let go of the pages it is not using (see
+                        // `slow::sweep`); it does so on its next malloc slow path.
+                        // SAFETY: as above.
+                        unsafe { (*h).sweep_wanted.store(true, Ordering::Relaxed) };
+                    }
+                }
+                // SAFETY: as above.
+                link = unsafe { (*link).next };
+            }
+        }
+        for &(h, quiet_since) in &candidates[..count] {
+            if !try_take_over(h, quiet_since) {
+                // Busy right now: look again after another idle period.
+                next_due = next_due.min(now.saturating_add(idle_ms.max(1)));
+            }
+        }
+        if !more {
+            return next_due;
+        }
+    }
+}
+
+/// Since when the heap's slow-path count has not moved (updating the bookkeeping).
+///
+/// # Safety
+/// `heap` must be a live heap (its atomics are read and the stealer's own written).
+unsafe fn quiet_since(heap: *mut Heap, now: u64) -> u64 {
+    // SAFETY: per the contract.
+    unsafe {
+        let activity = (*heap).activity.load(Ordering::Relaxed);
+        if (*heap).seen_activity.swap(activity, Ordering::Relaxed) != activity {
+            (*heap).quiet_since.store(now, Ordering::Relaxed);
+            return now;
+        }
+        (*heap).quiet_since.load(Ordering::Relaxed)
+    }
+}
+
+/// Take one heap over, idle since `quiet_since` (the handshake, with this heap's
+/// marks). True if its pages were taken.
+fn try_take_over(heap: *mut Heap, quiet_since: u64) -> bool {
+    COUNTERS.steal_attempts.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: heaps are never unmapped; the closures touch the owner's private state
+    // only where the handshake runs them: after it proved the owner outside the
+    // allocator and waiting for us (steps 3-5).
+    let h = unsafe { &*heap };
+    let mark = || {
+        for class in 0..CLASS_COUNT {
+            let mut page = h.queues[class].first;
+            while !page.is_null() {
+                // SAFETY: queued pages are the heap's, valid descriptors.
+                unsafe {
+                    protocol::mark_stolen(&(*page).owner);
+                    page = (*page).next;
+                }
+            }
+        }
+        h.clear_tables();
+    };
+    let undo = || {
+        for class in 0..CLASS_COUNT {
+            let mut page = h.queues[class].first;
+            while !page.is_null() {
+                // SAFETY: as above.
+                unsafe {
+                    protocol::unmark_stolen(&(*page).owner, h.owner_word);
+                    page = (*page).next;
+                }
+            }
+            h.refresh_current(class);
+        }
+    };
+    // Pages found unused have been since the heap went quiet (its owner made no
+    // slow-path call since; a remote free meanwhile only made the page emptier).
+    // SAFETY: step 5: the pages are ours.
+    let take = || unsafe { heap::abandon_all(heap, quiet_since) };
+    if !h.handshake.try_steal(mark, undo, take) {
+        return false;
+    }
+    COUNTERS.steals.fetch_add(1, Ordering::Relaxed);
+    true
+}

@@ -1,0 +1,226 @@
+//! Abandoned pages: pages no heap owns that still hold live blocks, listed per size
+//! class for any heap that needs a page of that class.
+//!
+//! A heap abandons a page when it fills (beyond the few it keeps), when a sweep asks,
+//! when its thread exits, or when the purger takes over an idle heap. The page keeps
+//! its blocks where they are; blocks freed into it later reach it as remote frees
+//! (`drain.rs`). Pages with room are *listed*; a heap claims one with a CAS on the
+//! owner word (`claim_listed`), its former owner may take it back (`unlist`).
+//!
+//! [`ABANDONED_LISTS`] guards the lists and each page's `listed` flag and links while
+//! listed. It guards nothing else and is never held while taking another lock.
+
+use crate::counters::COUNTERS;
+use crate::handoff::drain::{self, claim_for_drain, finish_drain};
+use crate::os;
+use crate::protocol;
+use crate::size_class::{class_of, CLASS_COUNT};
+use crate::span::arena::free_span;
+use crate::span::deadline;
+use crate::span::page::{Page, PageList, ABANDONED, PURGE_INSIDE_MIN};
+use crate::sync::Mutex;
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+
+/// Abandoned pages with room, one list per size class.
+pub static ABANDONED_LISTS: Mutex<[PageList; CLASS_COUNT]> =
+    Mutex::new([PageList::new(); CLASS_COUNT]);
+
+/// Give up ownership of `page`: it keeps its blocks and any thread may claim it. Pages
+/// with room are listed so heaps needing the class find them. An unused page goes back
+/// to the arena, its purge delay counted from `unused_since` (now, unless the page is
+/// taken from an idle heap: then its free blocks are purged inside at once).
+/// `last_owner`: the abandoning heap, which may take the page back on a later free.
+///
+/// # Safety
+/// The caller must own `page` (a heap, or a stealer holding its heap), and the page
+/// must be in no heap queue.
+pub unsafe fn abandon(page: *mut Page, last_owner: usize, unused_since: u64) {
+    // SAFETY: we own the page until it is published as abandoned.
+    unsafe {
+        // Whoever claims it next decides whether it is current (a steal clears the
+        // heap's tables without touching the pages).
+        (*page).set_is_current(false);
+        (*page).gather_frees();
+        if (*page).is_unused() {
+            free_span(page, unused_since);
+            return;
+        }
+        let now = os::now_ms();
+        let idle = unused_since < now;
+        if idle {
+            // Taken from an idle owner: its free blocks have not been used for the purge
+            // delay either.
+            let bytes = (*page).purge_free_blocks();
+            if bytes > 0 {
+                COUNTERS.purged.fetch_add(bytes as u64, Ordering::Relaxed);
+                COUNTERS.purge_calls.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if (*page).has_room() {
+            let mut lists = ABANDONED_LISTS.lock();
+            list_locked(&mut lists, page, if idle { PURGED_INSIDE } else { now });
+        }
+        (*page).last_owner.store(last_owner, Ordering::Relaxed);
+        publish(page);
+    }
+    COUNTERS.pages_abandoned.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Publish `page` as abandoned (owner word `ABANDONED`), then re-check for remote frees
+/// that raced with it and notify a drainer if there are any (`protocol::publish_abandoned`: one side of the
+/// Dekker pair whose other side is `drain::free_remote`).
+///
+/// # Safety
+/// The caller owns the page and has gathered its remote frees.
+pub unsafe fn publish(page: *mut Page) {
+    // SAFETY: per the contract the page is ours until the store in `publish_abandoned`.
+    let raced = unsafe { protocol::publish_abandoned(&(*page).owner, &(*page).thread_free) };
+    if raced {
+        drain::notify(page);
+    }
+}
+
+/// Claim a listed abandoned page of `class` for the heap whose owner word is
+/// `owner_word`. Returns the page, owned by that heap and unlisted, or null.
+pub fn claim_listed(class: usize, owner_word: usize) -> *mut Page {
+    let mut lists = ABANDONED_LISTS.lock();
+    let mut candidate = lists[class].first;
+    while !candidate.is_null() {
+        // SAFETY: listed pages are valid descriptors; the lock guards the links.
+        let next = unsafe { (*candidate).next };
+        // SAFETY: as above; the CAS decides ownership.
+        if unsafe { protocol::claim(&(*candidate).owner, ABANDONED, owner_word) } {
+            // SAFETY: we own it now and hold the lock for the list.
+            unsafe {
+                lists[class].remove(candidate);
+                (*candidate).listed = false;
+            }
+            COUNTERS.pages_reclaimed.fetch_add(1, Ordering::Relaxed);
+            return candidate;
+        }
+        candidate = next;
+    }
+    null_mut()
+}
+
+/// Take a page the caller just claimed off the abandoned list, if it is on it.
+///
+/// # Safety
+/// The caller owns `page` (it claimed it from `ABANDONED`).
+pub unsafe fn unlist(page: *mut Page) {
+    // SAFETY: we own the page; the lock guards the list.
+    unsafe {
+        if (*page).listed {
+            let mut lists = ABANDONED_LISTS.lock();
+            if (*page).listed {
+                lists[(*page).class as usize].remove(page);
+                (*page).listed = false;
+            }
+        }
+    }
+}
+
+/// `freed_at` of a listed abandoned page whose free blocks have been purged inside.
+pub const PURGED_INSIDE: u64 = u64::MAX;
+/// The first class whose blocks are purged inside (see `Page::purge_free_blocks`).
+const FIRST_INSIDE_CLASS: usize = class_of(PURGE_INSIDE_MIN);
+/// Pages purged inside per pass under the lock.
+const INSIDE_BATCH: usize = 32;
+
+/// Put an abandoned page on the list of its class. For pages of big blocks `freed_at`
+/// (unused while the page is in use: see `Page::freed_at`) records when: their free
+/// blocks are purged inside once nobody has claimed the page for the purge delay.
+///
+/// `listed_at` is normally now; `PURGED_INSIDE` if the caller just purged the page.
+///
+/// # Safety
+/// The caller owns `page` and holds the list lock (`lists`); the page is not listed.
+pub unsafe fn list_locked(lists: &mut [PageList; CLASS_COUNT], page: *mut Page, listed_at: u64) {
+    // SAFETY: per the contract.
+    unsafe {
+        debug_assert!(!(*page).listed);
+        lists[(*page).class as usize].push_back(page);
+        (*page).listed = true;
+        if (*page).block_size() >= PURGE_INSIDE_MIN {
+            (*page).freed_at.store(listed_at, Ordering::Relaxed);
+            if listed_at != PURGED_INSIDE {
+                deadline::schedule_purge(listed_at);
+            }
+        }
+    }
+}
+
+/// Purge the inside of the free blocks of listed abandoned pages of big blocks that
+/// nobody claimed for the purge delay (all of them if `force`): a few survivors must
+/// not keep a page of 512 KiB blocks resident. Returns the next time one becomes due.
+pub fn purge_unclaimed_insides(now: u64, delay: u64, force: bool) -> u64 {
+    let mut next_due = u64::MAX;
+    // One pass under the lock over every class (the lock is what the slow paths of all
+    // threads contend for), then the purging outside it.
+    let mut batch: [*mut Page; INSIDE_BATCH] = [null_mut(); INSIDE_BATCH];
+    let mut count = 0;
+    {
+        let lists = ABANDONED_LISTS.lock();
+        'classes: for list in &lists[FIRST_INSIDE_CLASS..] {
+            let mut page = list.first;
+            while !page.is_null() {
+                // SAFETY: listed pages are valid descriptors; the lock guards the links.
+                let listed_at = unsafe { (*page).freed_at.load(Ordering::Relaxed) };
+                if listed_at != PURGED_INSIDE {
+                    if !force && listed_at.saturating_add(delay) > now {
+                        next_due = next_due.min(listed_at + delay);
+                    } else if count == batch.len() {
+                        next_due = now; // more than a batch: come back soon
+                        break 'classes;
+                    } else {
+                        batch[count] = page;
+                        count += 1;
+                    }
+                }
+                // SAFETY: as above.
+                page = unsafe { (*page).next };
+            }
+        }
+    }
+    for &page in &batch[..count] {
+        if !claim_for_drain(page) {
+            continue; // claimed meanwhile: in use again, or another drainer has it
+        }
+        // SAFETY: we own the page (DRAINING).
+        unsafe {
+            (*page).take_remote_frees();
+            if (*page).listed {
+                let bytes = (*page).purge_free_blocks();
+                COUNTERS.purged.fetch_add(bytes as u64, Ordering::Relaxed);
+                COUNTERS.purge_calls.fetch_add(1, Ordering::Relaxed);
+                (*page).freed_at.store(PURGED_INSIDE, Ordering::Relaxed);
+            }
+            finish_drain(page, false);
+        }
+    }
+    next_due
+}
+
+/// Take the list lock before `fork` (see `process::fork_prepare`).
+pub fn lock_for_fork() {
+    ABANDONED_LISTS.lock_raw();
+}
+
+/// Release the lock taken by `lock_for_fork`, in the parent.
+///
+/// # Safety
+/// The calling thread took the lock with `lock_for_fork`.
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: per the contract.
+    unsafe { ABANDONED_LISTS.unlock_raw() };
+}
+
+/// In the fork child: the lock is free (its holder was the forking thread).
+///
+/// # Safety
+/// Only in the child of a fork whose prepare handler took the lock.
+pub unsafe fn reset_after_fork() {
+    // SAFETY: per the contract.
+    unsafe { ABANDONED_LISTS.reset_after_fork() };
+}

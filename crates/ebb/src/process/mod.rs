@@ -1,0 +1,139 @@
+//! Process-wide concerns: one-time set-up, the registry of heaps, thread exit, fork,
+//! and the background purger.
+//!
+//! This layer sits below the front end and knows heaps only as registry links: what
+//! happens to a heap when its thread exits, after a fork, or when the purger looks for
+//! idle heaps is the front end's, handed in once as [`Hooks`] by the first thread that
+//! allocates (`init`). That keeps the dependencies one way (front → process →
+//! hand-off → span → OS) although the calls at thread exit, fork and in the purger
+//! go up.
+
+pub mod purger;
+pub mod registry;
+
+use crate::handoff::{abandon, steal};
+use crate::os;
+use crate::span::{arena, deadline, huge};
+use core::ffi::c_void;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
+
+/// What the process layer calls back into the front end for.
+pub struct Hooks {
+    /// The thread-exit destructor; its argument is the exiting thread's heap.
+    pub thread_exit: unsafe extern "C" fn(*mut c_void),
+    /// In a fork child, with every lock free: let go of the heaps of the threads that
+    /// did not survive the fork.
+    pub after_fork_child: unsafe fn(),
+    /// The purger's pass over idle heaps (`now`, idle time in ms): take over those idle
+    /// that long; returns when the next may be (`u64::MAX`: no heap owns pages).
+    pub take_over_idle: fn(u64, u64) -> u64,
+}
+
+static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(null_mut());
+
+const INIT_NONE: u8 = 0;
+const INIT_RUNNING: u8 = 1;
+const INIT_DONE: u8 = 2;
+static PROCESS_INIT: AtomicU8 = AtomicU8::new(INIT_NONE);
+/// The thread key whose destructor is `Hooks::thread_exit` (`u32::MAX`: none).
+static THREAD_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// The thread key whose destructor runs at thread exit (`u32::MAX` before `init`).
+pub fn thread_key() -> u32 {
+    THREAD_KEY.load(Ordering::Acquire)
+}
+
+/// The hooks `init` was given (None before).
+fn hooks() -> Option<&'static Hooks> {
+    // SAFETY: set once by `init` to a `&'static Hooks`.
+    unsafe { HOOKS.load(Ordering::Acquire).as_ref() }
+}
+
+/// One-time process set-up: options, the thread-exit key, fork and exit handlers.
+/// Every caller passes the same `hooks`; concurrent callers wait for the first.
+pub fn init(hooks: &'static Hooks) {
+    if PROCESS_INIT.load(Ordering::Acquire) == INIT_DONE {
+        return;
+    }
+    if PROCESS_INIT
+        .compare_exchange(INIT_NONE, INIT_RUNNING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        while PROCESS_INIT.load(Ordering::Acquire) != INIT_DONE {
+            os::yield_now();
+        }
+        return;
+    }
+    HOOKS.store(hooks as *const Hooks as *mut Hooks, Ordering::Release);
+    crate::options::get();
+    if let Some(key) = os::thread_key_create(hooks.thread_exit) {
+        THREAD_KEY.store(key, Ordering::Release);
+    }
+    PROCESS_INIT.store(INIT_DONE, Ordering::Release);
+    // These may allocate, so they run after the state is DONE (re-entry is then safe).
+    os::at_fork(fork_prepare, fork_parent, fork_child);
+    if crate::options::get().show_stats {
+        crate::stats::register_exit_report();
+    }
+    if os::getenv(b"EBB_STATS_FILE\0").is_some() {
+        os::at_exit(crate::stats_json::write_stats_file_at_exit);
+    }
+}
+
+/// Take every lock before `fork`, so the child does not inherit one mid-update. No
+/// code path holds two of them at once, so the order is free; this is the one place
+/// that takes them all.
+///
+/// # Safety
+/// Only as the `pthread_atfork` prepare handler.
+unsafe extern "C" fn fork_prepare() {
+    registry::lock_for_fork();
+    abandon::lock_for_fork();
+    huge::CACHE.lock_raw();
+    arena::lock_for_fork();
+}
+
+/// After `fork`, in the parent: release what `fork_prepare` took.
+///
+/// # Safety
+/// Only as the `pthread_atfork` parent handler.
+unsafe extern "C" fn fork_parent() {
+    // SAFETY: fork_prepare took the locks in this thread.
+    unsafe {
+        arena::unlock_after_fork();
+        huge::CACHE.unlock_raw();
+        abandon::unlock_after_fork();
+        registry::unlock_after_fork();
+    }
+}
+
+/// After `fork`, in the child: every lock is free, the purger gone, other threads'
+/// heaps abandoned.
+///
+/// # Safety
+/// Only as the `pthread_atfork` child handler.
+unsafe extern "C" fn fork_child() {
+    // SAFETY: the only thread of the child is the one that took the locks.
+    unsafe {
+        arena::reset_after_fork();
+        huge::CACHE.reset_after_fork();
+        abandon::reset_after_fork();
+        registry::reset_after_fork();
+    }
+    purger::reset_after_fork();
+    steal::reset_after_fork();
+    if let Some(hooks) = hooks() {
+        // SAFETY: we are the child and every lock is free.
+        unsafe { (hooks.after_fork_child)() };
+    }
+}
+
+/// A thread with a heap exited: if it was the last one, the purger must check whether
+/// it is alone in the process (and then end).
+pub fn heap_thread_exited() {
+    if crate::counters::COUNTERS.threads.load(Ordering::Acquire) == 0 && deadline::purger_running()
+    {
+        deadline::wake();
+    }
+}

@@ -1,0 +1,282 @@
+//! The arena: spans (runs of slices) handed out of segments and given back to them.
+//!
+//! Heaps get the span of a page here and give it back when the page empties, so a
+//! slice freed by one thread is reused by any thread; large blocks are spans of their
+//! own. This layer knows pages only as span descriptors: who owns a page (a heap, the
+//! abandoned lists) is decided above it, and a span comes back here only when its
+//! owner has made sure nobody else can reach it.
+//!
+//! One lock, [`SPAN_LOCK`], guards the slice bitmaps and `free_count` of every segment
+//! and the descriptors of free slices. It is taken only on slow paths (a page runs
+//! out, a page empties, a large block), never by malloc or free of a small block, and
+//! is never held across a system call that can take long or a call that can allocate.
+//! No other lock is taken while it is held.
+
+use crate::counters::COUNTERS;
+use crate::os::{self, DECOMMIT_ZEROES};
+use crate::protocol;
+use crate::span::deadline;
+use crate::span::page::{Page, ABANDONED, FREE, HUGE, LARGE};
+use crate::span::segment::{
+    segment_of_page, Segment, HEADER_SLICES, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SIZE,
+};
+use crate::sync::Mutex;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+/// Guards the segments' slice bitmaps, `free_count` and free descriptors.
+pub static SPAN_LOCK: Mutex<()> = Mutex::new(());
+
+/// Head of the append-only segment list.
+static SEGMENTS: AtomicPtr<Segment> = AtomicPtr::new(null_mut());
+
+/// Iterate over all normal segments (no lock needed: the list only grows).
+pub fn segments() -> impl Iterator<Item = *mut Segment> {
+    let mut current = SEGMENTS.load(Ordering::Acquire);
+    core::iter::from_fn(move || {
+        if current.is_null() {
+            return None;
+        }
+        let seg = current;
+        // SAFETY: segments are never unmapped.
+        current = unsafe { (*seg).next.load(Ordering::Acquire) };
+        Some(seg)
+    })
+}
+
+/// Take `count` contiguous free slices starting at a multiple of `align` slices.
+/// Returns the span's first descriptor, set up as a span but owned by nobody yet
+/// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
+pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
+    debug_assert!(count > 0 && count < SLICES_PER_SEGMENT);
+    let _guard = SPAN_LOCK.lock();
+    let mut found = None;
+    for seg in segments() {
+        // SAFETY: segments are valid; the bitmaps are guarded by the span lock we hold.
+        let seg_ref = unsafe { &mut *seg };
+        if (seg_ref.free_count as usize) < count {
+            continue;
+        }
+        if let Some(index) = seg_ref.free_slices.find_run(count, align.max(1), 1) {
+            found = Some((seg, index));
+            break;
+        }
+    }
+    let (seg, index) = match found {
+        Some(f) => f,
+        None => {
+            let seg = Segment::reserve();
+            if seg.is_null() {
+                return None;
+            }
+            COUNTERS
+                .reserved
+                .fetch_add(SEGMENT_SIZE as u64, Ordering::Relaxed);
+            COUNTERS.segments.fetch_add(1, Ordering::Relaxed);
+            // Append at the tail so the scan order (oldest first) keeps memory packed.
+            let mut tail = &SEGMENTS;
+            loop {
+                let current = tail.load(Ordering::Acquire);
+                if current.is_null() {
+                    break;
+                }
+                // SAFETY: segments are never unmapped.
+                tail = unsafe { &(*current).next };
+            }
+            tail.store(seg, Ordering::Release);
+            // SAFETY: fresh segment, guarded by the lock.
+            let index = unsafe { (*seg).free_slices.find_run(count, align.max(1), 1) }?;
+            (seg, index)
+        }
+    };
+    // SAFETY: seg is valid and its bitmaps are guarded by the lock; the descriptors of
+    // free slices belong to the arena.
+    unsafe {
+        let seg_ref = &mut *seg;
+        // Uncommitted slices were never touched or were decommitted, which zeroes.
+        let is_zero = DECOMMIT_ZEROES && seg_ref.committed_slices.all(index, count, false);
+        let newly = count
+            - (index..index + count)
+                .filter(|&i| seg_ref.committed_slices.get(i))
+                .count();
+        COUNTERS
+            .committed
+            .fetch_add((newly * SLICE_SIZE) as u64, Ordering::Relaxed);
+        seg_ref.free_slices.assign_range(index, count, false);
+        seg_ref.committed_slices.assign_range(index, count, true);
+        seg_ref.free_count -= count as u32;
+        let page = seg_ref.pages.as_mut_ptr().add(index);
+        for i in 1..count {
+            (*page.add(i)).slice_count = 0;
+        }
+        seg_ref.set_span_page(index, count, page);
+        (*page).slice_count = count as u32;
+        (*page).used.store(0, Ordering::Relaxed);
+        (*page).start = seg_ref.slice_start(index);
+        (*page).is_zero = is_zero;
+        (*page).listed = false;
+        debug_assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
+        Some((page, is_zero))
+    }
+}
+
+/// Take a span for a large block (`bytes` rounded up to slices, start aligned to
+/// `align` bytes). The page is owned by nobody (`LARGE`); any thread frees it.
+pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
+    let count = bytes.div_ceil(SLICE_SIZE);
+    let align_slices = (align / SLICE_SIZE).max(1);
+    if count + align_slices > SLICES_PER_SEGMENT {
+        return None;
+    }
+    let (page, _) = alloc_span(count, align_slices)?;
+    // SAFETY: the span is ours: the arena gave it to us and nobody else has its address.
+    unsafe {
+        (*page)
+            .block_size
+            .store(count * SLICE_SIZE, Ordering::Relaxed);
+        (*page).reserved = 1;
+        (*page).capacity = 1;
+        (*page).set_used(1);
+        (*page).owner.store(LARGE, Ordering::Release);
+    }
+    COUNTERS.large_allocs.fetch_add(1, Ordering::Relaxed);
+    Some(page)
+}
+
+/// Grow or shrink a large block's span in place to `bytes`; false if the slices after
+/// it are not free.
+///
+/// # Safety
+/// `page` must be a live large span owned by the caller's block.
+pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
+    let new_count = bytes.div_ceil(SLICE_SIZE);
+    let seg = segment_of_page(page);
+    let _guard = SPAN_LOCK.lock();
+    // SAFETY: the caller owns the span; the segment bitmaps are guarded by the span lock.
+    unsafe {
+        let seg_ref = &mut *seg;
+        let index = seg_ref.page_index(page);
+        let old_count = (*page).slice_count as usize;
+        if new_count == old_count {
+            return true;
+        }
+        if new_count > old_count {
+            let extra = new_count - old_count;
+            if index + new_count > SLICES_PER_SEGMENT
+                || !seg_ref.free_slices.all(index + old_count, extra, true)
+            {
+                return false;
+            }
+            let newly = (index + old_count..index + new_count)
+                .filter(|&i| !seg_ref.committed_slices.get(i))
+                .count();
+            COUNTERS
+                .committed
+                .fetch_add((newly * SLICE_SIZE) as u64, Ordering::Relaxed);
+            seg_ref
+                .free_slices
+                .assign_range(index + old_count, extra, false);
+            seg_ref
+                .committed_slices
+                .assign_range(index + old_count, extra, true);
+            seg_ref.free_count -= extra as u32;
+            seg_ref.set_span_page(index + old_count, extra, page);
+        } else {
+            free_slices_locked(seg, index + new_count, old_count - new_count, os::now_ms());
+        }
+        (*page).slice_count = new_count as u32;
+        (*page)
+            .block_size
+            .store(new_count * SLICE_SIZE, Ordering::Relaxed);
+    }
+    true
+}
+
+/// Return slices to their segment's free bitmap and start their purge delay, counted
+/// from `unused_since` (normally now).
+///
+/// # Safety
+/// Span lock held; the slices are an allocated span (or its tail) nobody uses.
+unsafe fn free_slices_locked(seg: *mut Segment, index: usize, count: usize, unused_since: u64) {
+    let now = unused_since;
+    // SAFETY: per the contract.
+    unsafe {
+        let seg_ref = &mut *seg;
+        let header = seg_ref.pages.as_mut_ptr();
+        seg_ref.set_span_page(index, count, header);
+        for i in index..index + count {
+            let desc = seg_ref.pages.as_mut_ptr().add(i);
+            (*desc).slice_count = 0;
+            (*desc).listed = false;
+            (*desc).freed_at.store(now, Ordering::Relaxed);
+            protocol::release_free(&(*desc).owner);
+        }
+        seg_ref.free_slices.assign_range(index, count, true);
+        seg_ref.free_count += count as u32;
+    }
+    deadline::schedule_purge(now);
+}
+
+/// Give a span back to the arena, its purge delay counted from `unused_since` (now,
+/// or when an idle heap stopped using it: a stealer frees the pages of a heap that has
+/// been idle for the purge delay already, and making that memory wait a second delay
+/// would double the time an idle process takes to give memory back).
+///
+/// # Safety
+/// The caller must own `page` (a heap, a drainer, or the block of a large span), no
+/// block in it may be in use, and it must be on no list (`listed` false).
+pub unsafe fn free_span(page: *mut Page, unused_since: u64) {
+    let seg = segment_of_page(page);
+    let _guard = SPAN_LOCK.lock();
+    // SAFETY: per the contract; the lock guards the bitmaps.
+    unsafe {
+        debug_assert!(!(*page).listed, "a listed page goes back to the arena");
+        // Its holder: a heap, a drainer, a stealer, or a large block's freer; never a
+        // page anyone could still claim or one already free.
+        debug_assert!(!matches!(
+            (*page).owner.load(Ordering::Relaxed),
+            FREE | ABANDONED | HUGE
+        ));
+        let index = (*seg).page_index(page);
+        free_slices_locked(seg, index, (*page).slice_count as usize, unused_since);
+    }
+}
+
+/// Count committed-but-free bytes (stats).
+pub fn free_committed_bytes() -> u64 {
+    let _guard = SPAN_LOCK.lock();
+    let mut bytes = 0u64;
+    for seg in segments() {
+        // SAFETY: bitmaps guarded by the lock we hold.
+        let seg_ref = unsafe { &*seg };
+        for i in HEADER_SLICES..SLICES_PER_SEGMENT {
+            if seg_ref.free_slices.get(i) && seg_ref.committed_slices.get(i) {
+                bytes += SLICE_SIZE as u64;
+            }
+        }
+    }
+    bytes
+}
+
+/// Take the span lock before `fork` (see `process::fork_prepare`).
+pub fn lock_for_fork() {
+    SPAN_LOCK.lock_raw();
+}
+
+/// Release the lock taken by `lock_for_fork`, in the parent.
+///
+/// # Safety
+/// The calling thread took the lock with `lock_for_fork`.
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: per the contract.
+    unsafe { SPAN_LOCK.unlock_raw() };
+}
+
+/// In the fork child: the lock is free (its holder was the forking thread).
+///
+/// # Safety
+/// Only in the child of a fork whose prepare handler took the lock.
+pub unsafe fn reset_after_fork() {
+    // SAFETY: per the contract.
+    unsafe { SPAN_LOCK.reset_after_fork() };
+}

@@ -1,0 +1,75 @@
+//! Deadlines the background purger serves, and waking it.
+//!
+//! Any layer that creates work for the purger records a deadline here — a free span's
+//! purge (`schedule_purge`), a heap that may go idle holding pages (`schedule_idle_check`),
+//! remote frees into an abandoned page (`wake_for_drain`) — and wakes the purger only if
+//! it would otherwise sleep past it. The purger thread itself (`process::purger`) reads
+//! the deadlines and publishes when it will wake next.
+//!
+//! This is the only state the layers below `process` share with the purger, so none of
+//! them needs to know the purger exists beyond this module.
+
+use crate::os;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// The purger thread's state (`PURGER`).
+pub const NOT_STARTED: u8 = 0;
+pub const STARTING: u8 = 1;
+pub const RUNNING: u8 = 2;
+pub const FAILED: u8 = 3;
+/// `NOT_STARTED`, `STARTING`, `RUNNING` or `FAILED`.
+pub static PURGER: AtomicU8 = AtomicU8::new(NOT_STARTED);
+/// Futex word: bumped by every wake-up request.
+pub static WAKE: AtomicU32 = AtomicU32::new(0);
+/// When the purger will next wake by itself (`u64::MAX`: never, it sleeps until woken).
+pub static PURGER_WAKES_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Something was scheduled, so the purger should exist.
+pub static WANTED: AtomicU8 = AtomicU8::new(0);
+/// Earliest time a free committed slice becomes due for purging (`u64::MAX`: none).
+pub static NEXT_PURGE: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Earliest time a heap may have become idle enough to take over (`u64::MAX`: none).
+pub static NEXT_STEAL: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// A heap got its first page at `now`: it may go idle holding pages, so the purger must
+/// look at it after the purge delay (woken if it sleeps without a timeout).
+pub fn schedule_idle_check(now: u64) {
+    let due = now + crate::options::get().purge_delay_ms;
+    NEXT_STEAL.fetch_min(due, Ordering::SeqCst);
+    wake_if_later_than(due);
+}
+
+/// Memory became free at `now`: its purge is due at `now + delay`.
+pub fn schedule_purge(now: u64) {
+    let due = now + crate::options::get().purge_delay_ms;
+    NEXT_PURGE.fetch_min(due, Ordering::SeqCst);
+    wake_if_later_than(due);
+}
+
+fn wake_if_later_than(due: u64) {
+    WANTED.store(1, Ordering::Relaxed);
+    if PURGER.load(Ordering::Acquire) == RUNNING && due < PURGER_WAKES_AT.load(Ordering::SeqCst) {
+        wake();
+    }
+}
+
+/// Remote frees into an abandoned page want draining: wake a purger that sleeps
+/// without a timeout (one with a wake time drains then: see `process::purger`).
+pub fn wake_for_drain() {
+    WANTED.store(1, Ordering::Relaxed);
+    if PURGER.load(Ordering::Acquire) == RUNNING
+        && PURGER_WAKES_AT.load(Ordering::SeqCst) == u64::MAX
+    {
+        wake();
+    }
+}
+
+/// Wake the purger now.
+pub fn wake() {
+    WAKE.fetch_add(1, Ordering::Release);
+    os::wake(&WAKE, 1);
+}
+
+/// True if the background purger thread is running.
+pub fn purger_running() -> bool {
+    PURGER.load(Ordering::Acquire) == RUNNING
+}

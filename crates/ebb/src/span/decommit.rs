@@ -1,0 +1,107 @@
+//! The decommit scan: free slices whose purge delay has passed go back to the OS
+//! (`os::decommit`), segment by segment, a batch of runs at a time.
+//!
+//! # Hidden runs
+//! A run is found under [`SPAN_LOCK`], then decommitted *outside* it (a system call
+//! per run must not stall every thread's slow paths). Meanwhile the run is *hidden*:
+//! its bits are cleared in `free_slices` (so `alloc_span` and `resize_large` cannot
+//! take it) but still set in `committed_slices`, and `free_count` does not count it.
+//! Nothing else reads a hidden run's descriptors. Once decommitted, the run is made
+//! free again, now uncommitted, under the lock.
+
+use crate::counters::COUNTERS;
+use crate::os;
+use crate::span::arena::{segments, SPAN_LOCK};
+use crate::span::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
+use core::sync::atomic::Ordering;
+
+/// Runs decommitted per lock hold (found under the lock, decommitted outside it).
+const RUNS_PER_BATCH: usize = 32;
+
+/// Decommit free slices whose purge delay (`delay` ms) has passed (all free committed
+/// slices if `force`). Returns the next time a free slice becomes due, or `u64::MAX`.
+pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
+    let mut next_due = u64::MAX;
+    // Runs to decommit, found under the lock and decommitted outside it.
+    let mut runs: [(usize, usize); RUNS_PER_BATCH] = [(0, 0); RUNS_PER_BATCH];
+    for seg in segments() {
+        loop {
+            let mut run_count = 0;
+            {
+                let _guard = SPAN_LOCK.lock();
+                // SAFETY: seg is live; bitmaps and free descriptors are guarded by the lock.
+                let seg_ref = unsafe { &mut *seg };
+                let mut i = crate::span::segment::HEADER_SLICES;
+                while i < SLICES_PER_SEGMENT && run_count < runs.len() {
+                    // Skip to the next slice that is free and committed, a word at a time.
+                    let word = i / 64;
+                    let candidates = (seg_ref.free_slices.word(word)
+                        & seg_ref.committed_slices.word(word))
+                        >> (i % 64);
+                    if candidates == 0 {
+                        i = (word + 1) * 64;
+                        continue;
+                    }
+                    i += candidates.trailing_zeros() as usize;
+                    let due = seg_ref.pages[i].freed_at.load(Ordering::Relaxed) + delay;
+                    if !force && due > now {
+                        next_due = next_due.min(due);
+                        i += 1;
+                        continue;
+                    }
+                    let start = i;
+                    while i < SLICES_PER_SEGMENT
+                        && seg_ref.free_slices.get(i)
+                        && seg_ref.committed_slices.get(i)
+                        && (force
+                            || seg_ref.pages[i].freed_at.load(Ordering::Relaxed) + delay <= now)
+                    {
+                        i += 1;
+                    }
+                    // Hide the run while it is decommitted outside the lock: its
+                    // slices are neither free nor committed for `alloc_span`, and
+                    // `free_count` no longer counts them (module doc).
+                    seg_ref.free_slices.assign_range(start, i - start, false);
+                    seg_ref.free_count -= (i - start) as u32;
+                    runs[run_count] = (start, i - start);
+                    run_count += 1;
+                }
+            }
+            if run_count == 0 {
+                break;
+            }
+            let mut bytes = 0;
+            for &(start, count) in &runs[..run_count] {
+                // SAFETY: the run is free and hidden from allocation, so no one uses it.
+                unsafe { os::decommit((*seg).slice_start(start), count * SLICE_SIZE) };
+                bytes += count * SLICE_SIZE;
+            }
+            {
+                let _guard = SPAN_LOCK.lock();
+                // SAFETY: as above.
+                let seg_ref = unsafe { &mut *seg };
+                for &(start, count) in &runs[..run_count] {
+                    debug_assert!(
+                        seg_ref.free_slices.all(start, count, false)
+                            && seg_ref.committed_slices.all(start, count, true),
+                        "a hidden run changed while it was decommitted"
+                    );
+                    seg_ref.committed_slices.assign_range(start, count, false);
+                    seg_ref.free_slices.assign_range(start, count, true);
+                    seg_ref.free_count += count as u32;
+                }
+            }
+            COUNTERS
+                .committed
+                .fetch_sub(bytes as u64, Ordering::Relaxed);
+            COUNTERS.purged.fetch_add(bytes as u64, Ordering::Relaxed);
+            COUNTERS
+                .purge_calls
+                .fetch_add(run_count as u64, Ordering::Relaxed);
+            if run_count < runs.len() {
+                break;
+            }
+        }
+    }
+    next_due
+}

@@ -1,0 +1,12 @@
+//! The span backend: segments and the pointer → segment map, slices and their bitmaps,
+//! page descriptors and their free lists, spans for pages and large blocks, the
+//! decommit scan, huge mappings, and the purger's deadlines. It knows nothing of heaps:
+//! a page's owner word is just a word to it.
+
+pub mod arena;
+pub mod bitmap;
+pub mod deadline;
+pub mod decommit;
+pub mod huge;
+pub mod page;
+pub mod segment;
