@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Writes the inputs of the real-programs suite into a directory, deterministically.
+
+    gen_inputs.py DIR SCALE
+
+SCALE 1 is the size of a full run (about 15-20 minutes for the whole suite on two busy
+cores); everything grows linearly with it. Inputs that already exist at the same scale
+are kept (DIR/inputs.scale records it). Only the standard library is used, with a
+seeded generator of its own, so the same SCALE gives byte-identical files everywhere.
+
+- records.json  a JSON array of event records (about 57 MB at SCALE 1), for jq and CPython
+- big.c         a C translation unit of many functions (about 340 KB at SCALE 1: gcc -O2 spends seconds on it), for gcc
+- the rust tool's source tree is written by `ast-churn gen` (see rust-tool/)
+"""
+import json
+import os
+import sys
+
+
+class Rng:
+    """splitmix64, so the inputs never depend on Python's random module's version."""
+
+    def __init__(self, seed):
+        self.state = seed & 0xFFFFFFFFFFFFFFFF
+
+    def next(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        return z ^ (z >> 31)
+
+    def below(self, n):
+        return self.next() % n
+
+
+WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
+         "omicron pi rho sigma tau upsilon phi chi psi omega red green blue amber "
+         "cobalt ivory jade onyx ruby topaz").split()
+
+
+def records_json(path, scale):
+    rng = Rng(1)
+    count = max(1000, int(250_000 * scale))
+    users = max(50, count // 20)
+    with open(path + ".tmp", "w") as out:
+        out.write("[\n")
+        for i in range(count):
+            rec = {
+                "id": i,
+                "user": "user%06d" % rng.below(users),
+                "category": "cat%03d" % rng.below(200),
+                "amount": rng.below(1_000_000) / 100,
+                "ts": 1_700_000_000 + rng.below(10_000_000),
+                "tags": [WORDS[rng.below(len(WORDS))] for _ in range(1 + rng.below(5))],
+                "text": " ".join(WORDS[rng.below(len(WORDS))] for _ in range(3 + rng.below(20))),
+                "geo": {"lat": rng.below(180_000) / 1000 - 90, "lon": rng.below(360_000) / 1000 - 180},
+            }
+            out.write(json.dumps(rec, separators=(",", ":")))
+            out.write(",\n" if i + 1 < count else "\n")
+        out.write("]\n")
+    os.replace(path + ".tmp", path)
+
+
+def c_expr(rng, depth, names):
+    if depth == 0 or rng.below(4) == 0:
+        return names[rng.below(len(names))] if rng.below(2) else str(rng.below(1000))
+    a = c_expr(rng, depth - 1, names)
+    b = c_expr(rng, depth - 1, names)
+    kind = rng.below(6)
+    if kind == 0:
+        return "(%s ? %s : %s)" % (c_expr(rng, depth - 1, names), a, b)
+    if kind == 1:
+        return "helper%d(%s, %s)" % (rng.below(8), a, b)
+    return "(%s %s %s)" % (a, "+-*^&|"[rng.below(6)], b)
+
+
+def big_c(path, scale):
+    rng = Rng(2)
+    functions = max(10, int(130 * scale))
+    lines = ["/* Generated translation unit for the real-programs suite. */",
+             "#include <stdint.h>", "#include <string.h>", ""]
+    for h in range(8):
+        lines.append("static inline long helper%d(long a, long b) { return (a << %d) ^ (b >> 1) ^ %d; }"
+                     % (h, h + 1, h * 7919))
+    for f in range(functions):
+        fields = 2 + rng.below(8)
+        lines.append("struct rec%d { %s };" % (f, " ".join("long f%d;" % k for k in range(fields))))
+        names = ["a", "b", "c", "r->f0", "r->f1", "acc", "i"]
+        lines.append("long fn%d(struct rec%d *r, long a, long b, long c) {" % (f, f))
+        lines.append("    long acc = %d;" % rng.below(100))
+        for _ in range(2 + rng.below(5)):
+            lines.append("    for (long i = 0; i < %s; i++) {" % (8 + rng.below(64)))
+            lines.append("        acc += %s;" % c_expr(rng, 4, names))
+            lines.append("        switch ((acc ^ i) & 7) {")
+            for case in range(1 + rng.below(7)):
+                lines.append("        case %d: a = %s; break;" % (case, c_expr(rng, 3, names)))
+            lines.append("        default: b ^= %s;" % c_expr(rng, 2, names))
+            lines.append("        }")
+            lines.append("    }")
+            outer = names[:-1]  # no loop counter outside the loop
+            lines.append("    if (%s > %d) c += %s;" % (c_expr(rng, 3, outer), rng.below(500), c_expr(rng, 3, outer)))
+        lines.append("    r->f%d = acc;" % rng.below(fields))
+        if f > 0 and rng.below(3) == 0:
+            lines.append("    { struct rec%d t; memset(&t, 0, sizeof t); acc += fn%d(&t, a, b, c) & 15; }"
+                         % (f - 1, f - 1))
+        lines.append("    return acc ^ a ^ b ^ c;")
+        lines.append("}")
+        lines.append("")
+    with open(path + ".tmp", "w") as out:
+        out.write("\n".join(lines))
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    out_dir, scale = sys.argv[1], float(sys.argv[2])
+    os.makedirs(out_dir, exist_ok=True)
+    stamp = os.path.join(out_dir, "inputs.scale")
+    if os.path.exists(stamp) and open(stamp).read().strip() == repr(scale) and \
+            all(os.path.exists(os.path.join(out_dir, f)) for f in ("records.json", "big.c")):
+        return
+    records_json(os.path.join(out_dir, "records.json"), scale)
+    big_c(os.path.join(out_dir, "big.c"), scale)
+    with open(stamp, "w") as f:
+        f.write(repr(scale) + "\n")
+
+
+if __name__ == "__main__":
+    main()
