@@ -24,7 +24,7 @@
 #
 # Environment: RUNS (5), SCALE (1: scale of every workload), ALLOCATORS ("ebb system
 # jemalloc mimalloc snmalloc tcmalloc mimalloc2 ebb-capi"), C=0 (skip the C-ABI part),
-# C_PROGRAMS (all: "churn larson sweep realloc huge"), DOC=0 (print the tables
+# C_PROGRAMS (all: "churn larson sweep realloc compiler huge"), DOC=0 (print the tables
 # but do not write docs/), TIMEOUT (seconds per run, 600).
 #
 # This is meant for a quiet machine. On a shared one absolute times are noise; only the
@@ -137,7 +137,7 @@ fi
 C_ALLOCATORS=()
 if [ "$C" = 1 ]; then
     mkdir -p "$OUT/c"
-    read -r -a C_PROGRAMS <<<"${C_PROGRAMS:-churn larson sweep realloc huge}"
+    read -r -a C_PROGRAMS <<<"${C_PROGRAMS:-churn larson sweep realloc compiler huge}"
     for p in "${C_PROGRAMS[@]}"; do
         gcc -O2 -g -Wall -Wextra -pthread -o "$OUT/c/$p" "bench/speed/c/$p.c"
     done

@@ -4,10 +4,14 @@ whole run and the allocator's share, for scripts/cachegrind.sh.
 
     cg_split.py OUT_FILE ALLOCATOR [--top N]
 
+    cg_split.py OUT_FILE ALLOCATOR --lines N
+
 Prints one line of `key=value` pairs: ir, d1 (D1 misses = D1mr + D1mw), d1mr, d1mw,
 dr, dw for the whole run, and the same with an `alloc_` prefix for the allocator's
 functions; with --top N, then the N functions with the most D1 misses (allocator's or
-not), one per line: `d1mr d1mw ir side file:function`.
+not), one per line: `d1mr d1mw ir side file:function`; with --lines N instead, the N
+source lines of the allocator's functions with the most D1 misses (for a library with
+line tables, such as libebb.so): `d1mr d1mw ir file:line  source text`.
 
 Which functions are the allocator's: those of the malloc API (malloc, free, ...), of
 glibc's malloc/*.c, and those named like the allocator's own code (ebb:: and
@@ -63,23 +67,32 @@ def is_allocator(allocator, fl, fn):
 
 def main():
     args = sys.argv[1:]
-    top = 0
+    top = lines = 0
     if "--top" in args:
         i = args.index("--top")
         top = int(args[i + 1])
         del args[i:i + 2]
+    if "--lines" in args:
+        i = args.index("--lines")
+        lines = int(args[i + 1])
+        del args[i:i + 2]
     path, allocator = args
-    events, per_fn = None, {}
+    events, per_fn, per_line = None, {}, {}
     fl = fn = "???"
     with open(path) as f:
         for line in f:
             if line[0].isdigit():
                 if events is None:
                     continue
-                nums = line.split()[1:]
+                parts = line.split()
+                nums = parts[1:]
                 acc = per_fn.setdefault((fl, fn), [0] * len(events))
                 for k, v in enumerate(nums):
                     acc[k] += int(v)
+                if lines:
+                    acc = per_line.setdefault((fl, fn, int(parts[0])), [0] * len(events))
+                    for k, v in enumerate(nums):
+                        acc[k] += int(v)
             elif line.startswith("fl="):
                 fl = line[3:].strip()
             elif line.startswith("fn="):
@@ -101,6 +114,26 @@ def main():
     alloc = sums([v for (fl_, fn_), v in per_fn.items() if is_allocator(allocator, fl_, fn_)])
     print(" ".join([f"{k}={v}" for k, v in total.items()] +
                    [f"alloc_{k}={v}" for k, v in alloc.items()]))
+    if lines:
+        by_line = {}
+        for (fl_, fn_, ln), v in per_line.items():
+            if is_allocator(allocator, fl_, fn_):
+                acc = by_line.setdefault((fl_, ln), [0] * len(events))
+                for k, x in enumerate(v):
+                    acc[k] += x
+        ranked = sorted(by_line.items(), key=lambda kv: -(kv[1][idx["D1mr"]] + kv[1][idx["D1mw"]]))
+        sources = {}
+        for (fl_, ln), v in ranked[:lines]:
+            if fl_ not in sources:
+                try:
+                    with open(fl_) as f:
+                        sources[fl_] = f.read().split("\n")
+                except OSError:
+                    sources[fl_] = []
+            text = sources[fl_][ln - 1].strip() if 0 < ln <= len(sources[fl_]) else ""
+            short = fl_.split("/crates/", 1)[-1]
+            print(f"{v[idx['D1mr']]:>9} {v[idx['D1mw']]:>9} {v[idx['Ir']]:>11}  "
+                  f"{short}:{ln}  {text[:90]}")
     if top:
         ranked = sorted(per_fn.items(), key=lambda kv: -(kv[1][idx["D1mr"]] + kv[1][idx["D1mw"]]))
         for (fl_, fn_), v in ranked[:top]:

@@ -87,7 +87,7 @@ C_NOTES = OrderedDict(
         ("c-sweep", "sweep in C: same sizes and counts"),
         ("c-realloc", "realloc doubling to 256 MiB (twice), then 200k strings grown by "
                       "1.5x realloc steps to 1-16 KiB"),
-        ("c-compiler", "compiler in C: the same generated modules, lexed with an "
+        ("c-compiler", "compiler in C: the same generated modules (same checksum), lexed with an "
                        "interning hash table, parsed into malloc'd AST nodes, type-checked "
                        "with a malloc'd type node per expression, lowered into IR with "
                        "arrays grown by realloc; the last 8 modules' IR live"),
