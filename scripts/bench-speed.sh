@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Speed benchmark suite: ebb against glibc, jemalloc, mimalloc (v3) and snmalloc.
+# Speed benchmark suite: ebb against glibc, jemalloc, mimalloc (v2 and v3), snmalloc and
+# tcmalloc.
 #
-# 1. Builds bench/speed (ebb-bench-speed) once per allocator, each into its own target
-#    directory (target/bench-speed/<allocator>), libebb.so (ebb-capi), and the C
-#    programs in bench/speed/c.
+# 1. Builds bench/speed (ebb-bench-speed) once per compiled-in allocator, each into its
+#    own target directory (target/bench-speed/<allocator>), libebb.so (ebb-capi), and
+#    the C programs in bench/speed/c.
 # 2. Runs every Rust workload under every allocator, interleaved (ebb, system,
-#    jemalloc, mimalloc, snmalloc, ebb, ...; the starting allocator rotates from one
-#    round to the next), RUNS times each.
+#    jemalloc, mimalloc, snmalloc, tcmalloc, mimalloc2, ebb-capi, ebb, ...; the
+#    starting allocator rotates from one round to the next), RUNS times each. The
+#    columns tcmalloc, mimalloc2 and ebb-capi are the `alloc-system` build (it calls C
+#    malloc) with a library preloaded: Debian's libtcmalloc_minimal.so.4, Debian's
+#    libmimalloc.so.2 (mimalloc v2) and libebb.so (ebb through its C ABI).
 # 3. Runs the C programs the same way under glibc and, with LD_PRELOAD, libebb.so,
 #    mimalloc v3 (scripts/build-mimalloc3.sh) and
 #    Debian's libjemalloc2, libmimalloc2.0 and libtcmalloc-minimal4 (installed with
@@ -19,8 +23,9 @@
 #   RUNS=3 scripts/bench-speed.sh churn larson   # only these Rust workloads
 #
 # Environment: RUNS (5), SCALE (1: scale of every workload), ALLOCATORS ("ebb system
-# jemalloc mimalloc snmalloc"), C=0 (skip the C-ABI part), DOC=0 (print the tables but
-# do not write docs/), TIMEOUT (seconds per run, 600).
+# jemalloc mimalloc snmalloc tcmalloc mimalloc2 ebb-capi"), C=0 (skip the C-ABI part),
+# C_PROGRAMS (all: "churn larson sweep realloc compiler huge"), DOC=0 (print the tables
+# but do not write docs/), TIMEOUT (seconds per run, 600).
 #
 # This is meant for a quiet machine. On a shared one absolute times are noise; only the
 # ratios of interleaved runs mean something.
@@ -30,7 +35,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 RUNS=${RUNS:-5}
 SCALE=${SCALE:-1}
-ALLOCATORS=${ALLOCATORS:-"ebb system jemalloc mimalloc snmalloc"}
+ALLOCATORS=${ALLOCATORS:-"ebb system jemalloc mimalloc snmalloc tcmalloc mimalloc2 ebb-capi"}
 C=${C:-1}
 DOC=${DOC:-1}
 TIMEOUT=${TIMEOUT:-600}
@@ -49,7 +54,46 @@ script_start=$(date +%s)
 
 BUILT=()
 build_start=$(date +%s)
+# The Debian libraries (and libebb.so) that the preloaded columns and the C runs use.
+pkgs=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"; } \
+        >"$OUT/apt.log" 2>&1 || log "apt-get failed (see $OUT/apt.log)"
+fi
+lib_of() { dpkg -L "$1" 2>/dev/null | grep -E "/$2\$" | head -1; }
+log "building libebb.so (cargo build --release -p ebb-capi)"
+cargo build --release -p ebb-capi >"$OUT/build-capi.log" 2>&1 ||
+    { cat "$OUT/build-capi.log" >&2; exit 1; }
+LIBEBB=$ROOT/${CARGO_TARGET_DIR:-target}/release/libebb.so
+declare -A PRELOAD=([glibc]="" [ebb]="$LIBEBB")
+PRELOAD[jemalloc]=$(lib_of libjemalloc2 'libjemalloc\.so\.2')
+PRELOAD[mimalloc2]=$(lib_of libmimalloc2.0 'libmimalloc\.so\.2')
+PRELOAD[tcmalloc]=$(lib_of libtcmalloc-minimal4 'libtcmalloc_minimal\.so\.4')
+for p in "${pkgs[@]}"; do
+    meta "deb_$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo missing)"
+done
+# Rust columns run by the alloc-system build with a library preloaded: name -> library.
+declare -A RUST_PRELOAD=([tcmalloc]="${PRELOAD[tcmalloc]}" [mimalloc2]="${PRELOAD[mimalloc2]}"
+    [ebb-capi]="$LIBEBB")
+
 for a in $ALLOCATORS; do
+    if [ -n "${RUST_PRELOAD[$a]+set}" ]; then
+        if [ -z "${RUST_PRELOAD[$a]}" ]; then
+            log "no library for $a; leaving it out"
+            meta "build_failed" "$a"
+        elif [[ " $ALLOCATORS " != *" system "* ]]; then
+            log "$a needs the system build (ALLOCATORS has no 'system'); leaving it out"
+        else
+            BUILT+=("$a")
+            meta "rust_lib_$a" "${RUST_PRELOAD[$a]}"
+        fi
+        continue
+    fi
     if [ "$a" = ebb ]; then
         features=(--features alloc-ebb)
     else
@@ -77,6 +121,14 @@ snmalloc_out=$(ls -t target/bench-speed/snmalloc/release/build/snmalloc-sys-*/ou
 snmalloc_type=$(sed -n 's/^cargo:rustc-env=BUILD_TYPE=//p' "${snmalloc_out:-/dev/null}")
 meta "snmalloc_build_type" "${snmalloc_type:-?}"
 bin() { echo "target/bench-speed/$1/release/ebb-bench-speed"; }
+# rust_cmd ALLOCATOR: the command that runs a workload under it.
+rust_cmd() {
+    if [ -n "${RUST_PRELOAD[$1]+set}" ]; then
+        echo env BENCH_ALLOCATOR="$1" LD_PRELOAD="${RUST_PRELOAD[$1]}" "$(bin system)"
+    else
+        bin "$1"
+    fi
+}
 WORKLOADS=("$@")
 if [ ${#WORKLOADS[@]} -eq 0 ]; then
     mapfile -t WORKLOADS < <("$(bin ebb)" --list)
@@ -84,42 +136,20 @@ fi
 
 C_ALLOCATORS=()
 if [ "$C" = 1 ]; then
-    log "building libebb.so (cargo build --release -p ebb-capi)"
-    cargo build --release -p ebb-capi >"$OUT/build-capi.log" 2>&1 ||
-        { cat "$OUT/build-capi.log" >&2; exit 1; }
-    LIBEBB=$ROOT/${CARGO_TARGET_DIR:-target}/release/libebb.so
     mkdir -p "$OUT/c"
-    C_PROGRAMS=(churn larson sweep realloc)
+    read -r -a C_PROGRAMS <<<"${C_PROGRAMS:-churn larson sweep realloc compiler huge}"
     for p in "${C_PROGRAMS[@]}"; do
         gcc -O2 -g -Wall -Wextra -pthread -o "$OUT/c/$p" "bench/speed/c/$p.c"
     done
-    pkgs=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4)
-    missing=()
-    for p in "${pkgs[@]}"; do
-        dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-    done
-    if [ ${#missing[@]} -gt 0 ]; then
-        log "installing ${missing[*]}"
-        { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"; } \
-            >"$OUT/apt.log" 2>&1 || log "apt-get failed (see $OUT/apt.log)"
-    fi
-    declare -A PRELOAD=([glibc]="" [ebb]="$LIBEBB")
-    lib_of() { dpkg -L "$1" 2>/dev/null | grep -E "/$2\$" | head -1; }
-    PRELOAD[jemalloc]=$(lib_of libjemalloc2 'libjemalloc\.so\.2')
-    PRELOAD[mimalloc]=$(lib_of libmimalloc2.0 'libmimalloc\.so\.2')
-    PRELOAD[tcmalloc]=$(lib_of libtcmalloc-minimal4 'libtcmalloc_minimal\.so\.4')
     # mimalloc v3, built from the mimalloc crate's sources (Debian ships v2 only).
     PRELOAD[mimalloc3]=$(scripts/build-mimalloc3.sh 2>>"$OUT/build-mimalloc3.log" || true)
-    for a in ebb glibc jemalloc mimalloc mimalloc3 tcmalloc; do
+    for a in ebb glibc jemalloc mimalloc2 mimalloc3 tcmalloc; do
         if [ "$a" = glibc ] || [ -n "${PRELOAD[$a]}" ]; then
             C_ALLOCATORS+=("$a")
             meta "c_lib_$a" "${PRELOAD[$a]:-(none: glibc malloc)}"
         else
             log "no library for $a; leaving it out of the C runs"
         fi
-    done
-    for p in "${pkgs[@]}"; do
-        meta "deb_$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo missing)"
     done
     meta "c_allocators" "${C_ALLOCATORS[*]}"
     meta "gcc" "$(gcc --version | head -1)"
@@ -167,7 +197,8 @@ for run in $(seq 1 "$RUNS"); do
         for k in $(seq 0 $((n - 1))); do
             a=${BUILT[$(((k + run - 1) % n))]}
             log "rust run $run/$RUNS: $w under $a"
-            run_one "$OUT/rust.jsonl" "rust $w $a run $run" "$(bin "$a")" "$w" --scale "$SCALE"
+            # shellcheck disable=SC2046 # rust_cmd's words are the command
+            run_one "$OUT/rust.jsonl" "rust $w $a run $run" $(rust_cmd "$a") "$w" --scale "$SCALE"
         done
     done
 done

@@ -15,6 +15,8 @@
 #   mimalloc-rel  the same, with the newest mimalloc release preloaded (3.4.3; a release
 #             build from PyPI, scripts/fetch-mimalloc-release.sh; skipped without pip)
 #   jemalloc  the same, with Debian's libjemalloc2 preloaded     (if installed)
+#   tcmalloc  the same, with Debian's libtcmalloc-minimal4 preloaded (gperftools 2.10;
+#             if installed)
 #
 # Method: each program runs N1 and N2 pairs; (instructions(N2) - instructions(N1)) /
 # (N2 - N1) is the cost of one pair, with start-up and exit cancelled out. The count
@@ -30,9 +32,18 @@
 #   ALLOCATORS="ebb-rs ebb" scripts/callgrind.sh   # some columns (mimalloc2 and jemalloc
 #                                             # take minutes at 256 KiB and 1 MiB)
 #   DOC=docs/INSTRUCTIONS.md scripts/callgrind.sh  # also write the tables there
+#   CACHEGRIND=0 scripts/callgrind.sh         # without the L1-miss tables
+#
+# Last, unless CACHEGRIND=0, scripts/cachegrind.sh: L1 data misses (and instructions)
+# per 1,000 allocator operations on bench/speed's workloads, from cachegrind's cache
+# simulator (its environment: CG_WORKLOADS -> WORKLOADS, CG_SCALE -> SCALE,
+# CG_ALLOCATORS -> ALLOCATORS).
+#
+# DOC keeps what follows the line `<!-- hand-written below -->` in the old file (the
+# analysis of the figures, written by hand) and regenerates everything above it.
 #
 # Needs valgrind, a C compiler and cargo; for the mimalloc2/jemalloc columns:
-#   apt-get install -y valgrind libmimalloc2.0 libjemalloc2
+#   apt-get install -y valgrind libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -66,11 +77,12 @@ package_so() {
 }
 MIMALLOC_SO=$(package_so libmimalloc2.0 libmimalloc)
 JEMALLOC_SO=$(package_so libjemalloc2 libjemalloc)
+TCMALLOC_SO=$(package_so libtcmalloc-minimal4 libtcmalloc_minimal)
 MIMALLOC3_SO= # built below if the mimalloc3 column is selected
 MIMALLOC_REL_SO= # fetched below if the mimalloc-rel column is selected
 
 NAMES=()
-for name in ${ALLOCATORS:-ebb-rs ebb glibc mimalloc2 mimalloc3 mimalloc-rel jemalloc}; do
+for name in ${ALLOCATORS:-ebb-rs ebb glibc mimalloc2 mimalloc3 mimalloc-rel jemalloc tcmalloc}; do
     case $name in
         ebb-rs | ebb | glibc) NAMES+=("$name") ;;
         mimalloc | mimalloc2) [ -n "$MIMALLOC_SO" ] && NAMES+=(mimalloc2) ||
@@ -81,7 +93,9 @@ for name in ${ALLOCATORS:-ebb-rs ebb glibc mimalloc2 mimalloc3 mimalloc-rel jema
             echo "note: could not fetch the mimalloc release: no mimalloc-rel column" >&2 ;;
         jemalloc) [ -n "$JEMALLOC_SO" ] && NAMES+=(jemalloc) ||
             echo "note: libjemalloc2 not installed: no jemalloc column" >&2 ;;
-        *) echo "error: unknown allocator $name (ebb-rs ebb glibc mimalloc2 mimalloc3 mimalloc-rel jemalloc)" >&2
+        tcmalloc) [ -n "$TCMALLOC_SO" ] && NAMES+=(tcmalloc) ||
+            echo "note: libtcmalloc-minimal4 not installed: no tcmalloc column" >&2 ;;
+        *) echo "error: unknown allocator $name (ebb-rs ebb glibc mimalloc2 mimalloc3 mimalloc-rel jemalloc tcmalloc)" >&2
             exit 1 ;;
     esac
 done
@@ -94,6 +108,7 @@ preload_of() {
         mimalloc3) echo "$MIMALLOC3_SO" ;;
         mimalloc-rel) echo "$MIMALLOC_REL_SO" ;;
         jemalloc) echo "$JEMALLOC_SO" ;;
+        tcmalloc) echo "$TCMALLOC_SO" ;;
         *) echo "" ;;
     esac
 }
@@ -165,10 +180,21 @@ for size in $XSIZES; do
     echo
 done
 echo
-echo "libraries: ebb=$EBB_SO${MIMALLOC_SO:+ mimalloc2=$MIMALLOC_SO}${MIMALLOC3_SO:+ mimalloc3=$MIMALLOC3_SO}${MIMALLOC_REL_SO:+ mimalloc-rel=$MIMALLOC_REL_SO}${JEMALLOC_SO:+ jemalloc=$JEMALLOC_SO}"
+echo "libraries: ebb=$EBB_SO${MIMALLOC_SO:+ mimalloc2=$MIMALLOC_SO}${MIMALLOC3_SO:+ mimalloc3=$MIMALLOC3_SO}${MIMALLOC_REL_SO:+ mimalloc-rel=$MIMALLOC_REL_SO}${JEMALLOC_SO:+ jemalloc=$JEMALLOC_SO}${TCMALLOC_SO:+ tcmalloc=$TCMALLOC_SO}"
 } | tee "$OUT/tables.txt"
 
+CG_OUT=$TARGET/cachegrind
+if [ "${CACHEGRIND:-1}" != 0 ]; then
+    env ${CG_WORKLOADS:+WORKLOADS="$CG_WORKLOADS"} ${CG_SCALE:+SCALE="$CG_SCALE"} \
+        ${CG_ALLOCATORS:+ALLOCATORS="$CG_ALLOCATORS"} scripts/cachegrind.sh
+fi
+
+MARKER='<!-- hand-written below -->'
 if [ -n "${DOC:-}" ]; then
+    HAND=
+    if [ -f "$DOC" ] && grep -qF "$MARKER" "$DOC"; then
+        HAND=$(sed -n "/^$MARKER\$/,\$p" "$DOC")
+    fi
     {
         echo "# Instructions per operation"
         echo
@@ -183,7 +209,8 @@ if [ -n "${DOC:-}" ]; then
         echo "  with the allocator preloaded (\`ebb\` is \`libebb.so\`; \`glibc\` runs it without a"
         echo "  preload). \`mimalloc2\`: Debian's 2.0.9; \`mimalloc3\`: 3.3.2 built from the \`mimalloc\`"
         echo "  crate's sources with mimalloc's CMake release flags; \`mimalloc-rel\`: the newest"
-        echo "  release, 3.4.3 (a release build from PyPI); \`jemalloc\`: Debian's 5.3."
+        echo "  release, 3.4.3 (a release build from PyPI); \`jemalloc\`: Debian's 5.3;"
+        echo "  \`tcmalloc\`: Debian's gperftools 2.10 (\`libtcmalloc_minimal.so.4\`)."
         echo "- **Method.** Each program runs N1 and N2 pairs; the difference of the instruction"
         echo "  totals over N2 - N1 is one pair, start-up and exit cancelled out. About 11 of each C"
         echo "  column's instructions are the loop and the PLT jumps."
@@ -192,6 +219,43 @@ if [ -n "${DOC:-}" ]; then
         echo '```'
         cat "$OUT/tables.txt"
         echo '```'
+        if [ "${CACHEGRIND:-1}" != 0 ]; then
+            echo
+            echo "## L1 data misses per operation"
+            echo
+            echo "Counted by valgrind's cachegrind with its cache simulator (\`--cache-sim=yes\`, a"
+            echo "32 KiB 8-way L1 data cache with 64-byte lines, fixed on the command line so that"
+            echo "the figures do not depend on the host), by \`scripts/cachegrind.sh\`."
+            echo
+            echo "- **Program.** \`bench/speed\`'s workloads at a small scale, in its \`alloc-system\`"
+            echo "  build (which calls C \`malloc\`) with each allocator preloaded, and \`ebb-rs\`: the"
+            echo "  build with ebb as Rust's global allocator. \`tcmalloc\`, \`mimalloc2\`, \`jemalloc\`:"
+            echo "  Debian's libtcmalloc-minimal4 (gperftools 2.10), libmimalloc2.0 (2.0.9),"
+            echo "  libjemalloc2 (5.3); \`mimalloc3\`: 3.3.2 built by \`scripts/build-mimalloc3.sh\`."
+            echo "- **Operations** are the calls to alloc, dealloc, realloc and alloc_zeroed, counted"
+            echo "  once per workload by the \`count-ops\` build (the same program; see the last line"
+            echo "  of the tables). **D1 misses** = D1mr + D1mw (read and write misses)."
+            echo "- **Whole run, and in brackets the allocator's functions** (\`bench/callgrind/cg_split.py\`"
+            echo "  says which: the malloc API, glibc's malloc/*.c, and functions named like each"
+            echo "  allocator's; Debian's stripped libraries' unnamed code counts as theirs). The"
+            echo "  whole run is the figure to compare: where an allocator puts blocks, and which"
+            echo "  block it hands out next, changes the misses of the program's own loads and"
+            echo "  stores. \`ebb-rs\`'s bracket is small because its fast paths are inlined into"
+            echo "  the program's functions."
+            echo "- Threads run one at a time under valgrind: for \`compiler-mt\` and"
+            echo "  \`typechecker\` the figures are those of valgrind's interleaving."
+            echo "- **Command.** \`DOC=$DOC scripts/callgrind.sh\` (the L1 part alone:"
+            echo "  \`scripts/cachegrind.sh\`)."
+            echo
+            echo '```'
+            cat "$CG_OUT/tables.txt"
+            cat "$CG_OUT/functions.txt"
+            echo '```'
+        fi
+        if [ -n "$HAND" ]; then
+            echo
+            echo "$HAND"
+        fi
     } >"$DOC"
     echo "wrote $DOC" >&2
 fi

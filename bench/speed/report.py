@@ -20,8 +20,10 @@ import statistics
 import sys
 from collections import OrderedDict, defaultdict
 
-RUST_ORDER = ["ebb", "system", "jemalloc", "mimalloc", "snmalloc"]
-C_ORDER = ["ebb", "glibc", "jemalloc", "mimalloc", "mimalloc3", "tcmalloc"]
+RUST_ORDER = ["ebb", "system", "jemalloc", "mimalloc", "snmalloc", "tcmalloc", "mimalloc2",
+              "ebb-capi"]
+# `mimalloc` in C runs before the v2/v3 split of the names was mimalloc v2.
+C_ORDER = ["ebb", "glibc", "jemalloc", "mimalloc2", "mimalloc", "mimalloc3", "tcmalloc"]
 COLOURS = {
     "ebb": "#2b6cb0",
     "system": "#718096",
@@ -29,6 +31,8 @@ COLOURS = {
     "jemalloc": "#dd6b20",
     "mimalloc": "#38a169",
     "mimalloc3": "#2f855a",
+    "mimalloc2": "#9ae6b4",
+    "ebb-capi": "#90cdf4",
     "snmalloc": "#805ad5",
     "tcmalloc": "#c53030",
 }
@@ -61,6 +65,18 @@ WORKLOAD_NOTES = OrderedDict(
                         "`Box`ed type trees, `HashMap` environments, unification, type "
                         "strings dropped by the main thread, interfaces dropped by "
                         "another worker"),
+        ("compiler", "single thread; a compiler front end, parse -> typecheck -> lower: "
+                     "identifiers interned in a `HashMap<Box<str>, u32>`, `Box`ed AST "
+                     "nodes, statement/argument `Vec`s grown by `push`, a `Box`ed type "
+                     "node per expression, `format!`ted diagnostics, IR of blocks of "
+                     "instructions with small operand `Vec`s; the last 8 modules' IR live"),
+        ("compiler-mt", "`compiler` on 4 worker threads; each module's IR is sent to a "
+                        "collector thread, which keeps the last 8 and frees the older "
+                        "ones (cross-thread frees)"),
+        ("huge-replace", "20 live blocks of 5-25 MiB, one replaced at random 2,000 times "
+                         "(the new one allocated before the old is freed), each written "
+                         "once per 4 KiB page (like mimalloc-bench's malloc-large); "
+                         "crosses ebb's 16 MiB large/huge boundary"),
     ]
 )
 
@@ -71,13 +87,30 @@ C_NOTES = OrderedDict(
         ("c-sweep", "sweep in C: same sizes and counts"),
         ("c-realloc", "realloc doubling to 256 MiB (twice), then 200k strings grown by "
                       "1.5x realloc steps to 1-16 KiB"),
+        ("c-compiler", "compiler in C: the same generated modules (same checksum), lexed with an "
+                       "interning hash table, parsed into malloc'd AST nodes, type-checked "
+                       "with a malloc'd type node per expression, lowered into IR with "
+                       "arrays grown by realloc; the last 8 modules' IR live"),
+        ("c-huge", "huge-replace in C: same sizes, order and page writes"),
     ]
 )
 
 
+DISPLAY = {
+    "system": "glibc",
+    "mimalloc2": "mimalloc v2",
+    "mimalloc3": "mimalloc v3",
+    "tcmalloc": "tcmalloc",
+    "ebb-capi": "ebb (C ABI)",
+}
+
+
 def display(a):
-    """Name shown for an allocator: Rust's System allocator is glibc malloc here."""
-    return "glibc" if a == "system" else a
+    """Name shown for an allocator: Rust's System allocator is glibc malloc here; the
+    Rust table's `mimalloc` is the mimalloc crate (v3), `mimalloc2` Debian's v2."""
+    if a == "mimalloc":
+        return "mimalloc v3"
+    return DISPLAY.get(a, a)
 
 
 def load(path):
@@ -123,10 +156,13 @@ class Table:
         for w, by_alloc in grouped.items():
             if "ebb" not in by_alloc:
                 continue
-            base = statistics.median(key(r) for r in by_alloc["ebb"])
+            base_vals = [key(r) for r in by_alloc["ebb"] if key(r) is not None]
+            if not base_vals:
+                continue
+            base = statistics.median(base_vals)
             cells = {}
             for a in allocators:
-                vals = [key(r) for r in by_alloc.get(a, [])]
+                vals = [key(r) for r in by_alloc.get(a, []) if key(r) is not None]
                 if not vals or base <= 0:
                     continue
                 cells[a] = (statistics.median(vals) / base, min(vals) / base,
@@ -303,12 +339,11 @@ def write_svg(path, panels, width=900):
     body.append(f'<text x="{lx}" y="22" class="head">ebb speed benchmarks: other allocators '
                 f'relative to ebb (medians of interleaved runs; log scale)</text>')
     for a in legend_allocs:
-        name = "glibc" if a == "system" else a
+        name = display(a)
         if name in names_seen:
             continue
         names_seen.add(name)
         body.append(f'<rect x="{lx}" y="34" width="12" height="12" fill="{COLOURS.get(a, "#999")}"/>')
-        name = "glibc" if a == "system" else a
         body.append(f'<text x="{lx + 16}" y="45" class="leg">{esc(name)}</text>')
         lx += 24 + 8 * len(name)
     y = 56
@@ -385,13 +420,20 @@ def versions(meta, rust, c):
                      f"`{meta.get('snmalloc_build_type', '?').strip()}` build)")
     elif "snmalloc" in (meta.get("build_failed") or []):
         lines.append("- snmalloc: snmalloc-rs did not build on this machine and is left out")
+    if any(r["allocator"] in ("tcmalloc", "mimalloc2") for r in rust):
+        lines.append(
+            f"- Rust table, preloaded into the glibc build: tcmalloc = Debian "
+            f"libtcmalloc-minimal4 {meta.get('deb_libtcmalloc-minimal4', '?')} "
+            f"(`{meta.get('rust_lib_tcmalloc', '?')}`), mimalloc v2 = Debian libmimalloc2.0 "
+            f"{meta.get('deb_libmimalloc2.0', '?')} (`{meta.get('rust_lib_mimalloc2', '?')}`), "
+            f"ebb (C ABI) = `libebb.so`")
     if c:
         lines.append(
             f"- C-ABI runs (LD_PRELOAD): Debian libjemalloc2 {meta.get('deb_libjemalloc2', '?')}, "
             f"libmimalloc2.0 {meta.get('deb_libmimalloc2.0', '?')} (mimalloc v2, column "
-            f"`mimalloc`), mimalloc v3 built from the mimalloc crate's sources by "
+            f"`mimalloc v2`), mimalloc v3 built from the mimalloc crate's sources by "
             f"`scripts/build-mimalloc3.sh` with mimalloc's CMake Release flags (column "
-            f"`mimalloc3`, `{meta.get('c_lib_mimalloc3', '?')}`), "
+            f"`mimalloc v3`, `{meta.get('c_lib_mimalloc3', '?')}`), "
             f"libtcmalloc-minimal4 {meta.get('deb_libtcmalloc-minimal4', '?')}; glibc is the "
             f"system's; compiled with {meta.get('gcc', 'gcc')}, `-O2 -pthread`")
     lines.append(f"- {meta.get('rustc', 'rustc ?')}, release profile of the workspace "
@@ -412,19 +454,22 @@ def noise_pct(rows):
 
 
 def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, sweep_md,
-              c_sweep_md, failures):
+              c_sweep_md, failures, rust_cpu=None, c_cpu=None):
     runs = meta.get("runs", "?")
     noise = noise_pct(group(rust))
-    rust_allocs = [("glibc" if a == "system" else a) for a in rust_time.allocators]
+    rust_allocs = [display(a) for a in rust_time.allocators]
+    c_allocs = [display(a) for a in c_time.allocators] if c_time else []
     md = []
     md.append("# Speed benchmarks\n")
     md.append("<!-- Generated by scripts/bench-speed.sh (bench/speed/report.py); do not "
               "edit by hand: rerun the script. -->\n")
     md.append(
-        f"ebb against {', '.join(rust_allocs[1:])} on nine allocation workloads (a Rust "
-        f"program, `bench/speed`, with the global allocator chosen at build time), and "
-        f"against glibc, jemalloc, mimalloc (v2 and v3) and tcmalloc on four C programs run with "
-        f"`LD_PRELOAD`. Every run of every allocator is interleaved with the others "
+        f"ebb against {', '.join(rust_allocs[1:])} on {len(rust_time.rows)} allocation "
+        f"workloads (a Rust program, `bench/speed`, with the global allocator chosen at "
+        f"build time, or, for tcmalloc, mimalloc v2 and `ebb (C ABI)`, the glibc build "
+        f"with the allocator's shared library preloaded), and against "
+        f"{', '.join(c_allocs[1:])} on {len(c_time.rows) if c_time else 0} C programs "
+        f"run with `LD_PRELOAD`. Every run of every allocator is interleaved with the others "
         f"(ebb, glibc, jemalloc, ..., then again with the next allocator first), {runs} "
         f"runs each.\n")
     md.append(
@@ -453,6 +498,12 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
 
     md.append("## Rust workloads: time\n")
     md.append(markdown_table(rust_time, "ms", "time") + "\n")
+    if rust_cpu and rust_cpu.rows:
+        md.append("## Rust workloads: CPU time\n")
+        md.append("User + system time of all the process's threads over the workload "
+                  "(`getrusage`), ratio to ebb's; on a shared machine this moves less "
+                  "than wall time when a thread waits for a core.\n")
+        md.append(markdown_table(rust_cpu, "ms", "CPU") + "\n")
     md.append("## Rust workloads: peak RSS\n")
     md.append(markdown_table(rust_rss, "kib", "peak RSS") + "\n")
     md.append(loss_section(rust_time, rust_rss))
@@ -466,6 +517,9 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
     if c_time and c_time.rows:
         md.append("## C programs under LD_PRELOAD: time\n")
         md.append(markdown_table(c_time, "ms", "time") + "\n")
+        if c_cpu and c_cpu.rows:
+            md.append("## C programs under LD_PRELOAD: CPU time\n")
+            md.append(markdown_table(c_cpu, "ms", "CPU") + "\n")
         md.append("## C programs under LD_PRELOAD: peak RSS\n")
         md.append(markdown_table(c_rss, "kib", "peak RSS") + "\n")
         md.append(loss_section(c_time, c_rss))
@@ -520,8 +574,12 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
 - **The C table uses shared libraries**: Debian's for jemalloc, tcmalloc and mimalloc
   v2.0.9 (column `mimalloc`), and mimalloc v3 built from the Rust crate's sources
   (column `mimalloc3`); calls go through the PLT; the
-  Rust table's jemalloc, mimalloc and snmalloc are compiled from source into the
-  binary. tcmalloc is in the C table only; snmalloc in the Rust table only.
+  Rust table's jemalloc, mimalloc (v3) and snmalloc are compiled from source into the
+  binary, while its tcmalloc, mimalloc v2 and `ebb (C ABI)` columns are the glibc
+  build with the shared library preloaded: every call goes through the PLT and
+  cannot be inlined, and Rust's sized `dealloc` becomes a plain `free`. Compare those
+  three with each other (and `ebb (C ABI)` with `ebb` for the cost of the C ABI
+  itself). snmalloc is in the Rust table only.
 - **Build settings**: the C allocators' `-sys` crates read cargo's `DEBUG` variable,
   which the workspace's release profile (`debug = "line-tables-only"`) turns on; with
   it, snmalloc-sys builds snmalloc as a CMake Debug build (several times slower) and
@@ -556,7 +614,7 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
         f"`LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> target/bench-speed/results/c/<program> {scale}`. Each run "
         "prints one JSON line; the raw lines are in `target/bench-speed/results/` "
         "after a run.\n\n"
-        "All nine Rust workloads also run through any allocator's C ABI: the `alloc-system` build calls C `malloc`, so `LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> target/bench-speed/system/release/ebb-bench-speed <workload>` runs the workload under the preloaded allocator (its JSON line then names it); the tables above use the four C programs for that side.\n")
+        "The Rust columns tcmalloc, mimalloc v2 and ebb (C ABI) are the `alloc-system` build, which calls C `malloc`, run as `LD_PRELOAD=<library> BENCH_ALLOCATOR=<name> target/bench-speed/system/release/ebb-bench-speed <workload>` (its JSON line then names the allocator).\n")
     md.append(
         f"Run time of this report: builds {meta.get('build_s', '?')} s (0-1 s when "
         f"nothing changed since the last build), Rust runs "
@@ -597,6 +655,8 @@ def main():
     c_allocs = [a for a in C_ORDER if any(a in v for v in cg.values())]
     rust_time = Table(rg, rust_allocs, lambda r: r["wall_ms"])
     rust_rss = Table(rg, rust_allocs, lambda r: r["peak_rss_kib"])
+    rust_cpu = Table(rg, rust_allocs, lambda r: r.get("cpu_ms"))
+    c_cpu = Table(cg, c_allocs, lambda r: r.get("cpu_ms")) if c else None
     c_time = Table(cg, c_allocs, lambda r: r["wall_ms"]) if c else None
     c_rss = Table(cg, c_allocs, lambda r: r["peak_rss_kib"]) if c else None
 
@@ -624,14 +684,14 @@ def main():
                    rust_rss, ("larger", "smaller"))]
         if c_time and c_time.rows:
             panels.append(("C programs under LD_PRELOAD: wall time",
-                           "median time of X / median time of ebb (mimalloc: Debian's v2; "
-                           "mimalloc3: v3)", c_time, ("slower", "faster")))
+                           "median time of X / median time of ebb", c_time,
+                           ("slower", "faster")))
         write_svg(args.svg, panels)
         print(f"wrote {args.svg}")
     if args.doc:
         svg_rel = os.path.relpath(args.svg, os.path.dirname(args.doc)) if args.svg else ""
         write_doc(args.doc, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss,
-                  sweep_md, c_sweep_md, failures + problems)
+                  sweep_md, c_sweep_md, failures + problems, rust_cpu, c_cpu)
         print(f"wrote {args.doc}")
     return 1 if problems else 0
 

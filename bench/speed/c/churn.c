@@ -89,11 +89,6 @@ static big *random_big(rng_t *r, uint32_t max) {
     return b;
 }
 
-static uint64_t mix(uint64_t h, uint64_t v) {
-    h = (h ^ v) * 0x100000001b3ull;
-    return (h << 17) | (h >> 47);
-}
-
 static const uint32_t PRIMES[8] = {3, 5, 7, 11, 13, 65521, 1000003, 4294967291u};
 
 int main(int argc, char **argv) {

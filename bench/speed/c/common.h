@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +28,14 @@ static inline long peak_rss_kib(void) {
         if (strncmp(line, "VmHWM:", 6) == 0) kib = strtol(line + 6, NULL, 10);
     fclose(f);
     return kib;
+}
+
+/* User + system time of the whole process (all its threads) so far; a C program's
+ * start-up is a negligible part of it. */
+static inline double cpu_ms(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
 }
 
 typedef struct { uint64_t s; } rng_t;
@@ -53,6 +62,12 @@ static inline size_t rng_below(rng_t *r, size_t n) {
 
 static inline size_t rng_range(rng_t *r, size_t lo, size_t hi) { return lo + rng_below(r, hi - lo + 1); }
 
+/* Mixes a value into a running checksum (order-dependent); util::mix in the Rust suite. */
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+    h = (h ^ v) * 0x100000001b3ull;
+    return (h << 17) | (h >> 47);
+}
+
 static inline size_t scaled(size_t base, double scale, size_t min) {
     double v = base * scale + 0.5;
     return v < (double)min ? min : (size_t)v;
@@ -77,8 +92,8 @@ static inline void report(const char *workload, double scale, int threads, doubl
                    const char *extra) {
     const char *alloc = getenv("BENCH_ALLOCATOR");
     printf("{\"workload\": \"%s\", \"allocator\": \"%s\", \"scale\": %g, \"threads\": %d, "
-           "\"wall_ms\": %.3f, \"peak_rss_kib\": %ld, \"checksum\": \"%016llx\"%s}\n",
-           workload, alloc ? alloc : "unknown", scale, threads, wall_ms, peak_rss_kib(),
+           "\"wall_ms\": %.3f, \"cpu_ms\": %.0f, \"peak_rss_kib\": %ld, \"checksum\": \"%016llx\"%s}\n",
+           workload, alloc ? alloc : "unknown", scale, threads, wall_ms, cpu_ms(), peak_rss_kib(),
            (unsigned long long)checksum, extra);
 }
 

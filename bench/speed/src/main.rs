@@ -1,6 +1,6 @@
 //! ebb-bench-speed: runs one named allocation workload and prints one JSON line
-//! `{workload, allocator, allocator_version, scale, threads, wall_ms, peak_rss_kib,
-//! checksum, ...}`.
+//! `{workload, allocator, allocator_version, scale, threads, wall_ms, cpu_ms,
+//! peak_rss_kib, checksum, ...}`.
 //!
 //! The global allocator is chosen at build time by cargo feature: `alloc-ebb` (the
 //! default), `alloc-system` (std's System, i.e. glibc malloc), `alloc-jemalloc`,
@@ -9,7 +9,8 @@
 //!
 //! The workloads are our own programs modelled on the usual allocator benchmarks
 //! (cfrac, espresso, larson, mstress, cache-scratch, ...); see `docs/BENCHMARKS.md`.
-//! `wall_ms` covers the workload only (not process start-up); `peak_rss_kib` is the
+//! `wall_ms` covers the workload only (not process start-up), `cpu_ms` the user + system
+//! time of all its threads over the same span; `peak_rss_kib` is the
 //! process's VmHWM at the end. `checksum` depends only on the workload and the scale,
 //! never on the allocator, so runs under different allocators can be cross-checked.
 
@@ -51,10 +52,23 @@ static GLOBAL: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc;
     feature = "alloc-ebb",
     feature = "alloc-jemalloc",
     feature = "alloc-mimalloc",
-    feature = "alloc-snmalloc"
+    feature = "alloc-snmalloc",
+    feature = "count-ops"
 )))]
 #[global_allocator]
 static GLOBAL: std::alloc::System = std::alloc::System;
+
+#[cfg(all(
+    feature = "count-ops",
+    not(any(
+        feature = "alloc-ebb",
+        feature = "alloc-jemalloc",
+        feature = "alloc-mimalloc",
+        feature = "alloc-snmalloc"
+    ))
+))]
+#[global_allocator]
+static GLOBAL: util::CountingSystem = util::CountingSystem;
 
 /// Name of the allocator this binary was built with.
 const ALLOCATOR: &str = if cfg!(feature = "alloc-ebb") {
@@ -191,9 +205,11 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
 
+    let cpu_start = util::cpu_ms();
     let start = Instant::now();
     let outcome = (w.run)(scale);
     let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+    let cpu_ms = util::cpu_ms() - cpu_start;
     let peak_rss_kib = util::peak_rss_kib();
 
     let mut json = util::Json::new();
@@ -209,8 +225,19 @@ fn main() -> ExitCode {
         .num("scale", scale)
         .int("threads", outcome.threads as u64)
         .num("wall_ms", (wall_ms * 1000.0).round() / 1000.0)
+        .num("cpu_ms", cpu_ms.round())
         .int("peak_rss_kib", peak_rss_kib)
         .str("checksum", &format!("{:016x}", outcome.checksum));
+    #[cfg(all(
+        feature = "count-ops",
+        not(any(
+            feature = "alloc-ebb",
+            feature = "alloc-jemalloc",
+            feature = "alloc-mimalloc",
+            feature = "alloc-snmalloc"
+        ))
+    ))]
+    json.raw("ops", &util::CountingSystem::ops_json());
     for (key, raw) in &outcome.extra {
         json.raw(key, raw);
     }

@@ -1,6 +1,8 @@
 //! Small helpers: a deterministic PRNG, peak RSS, a minimal JSON writer, scaling.
 
 use std::fmt::Write;
+#[cfg(feature = "count-ops")]
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// xorshift64* seeded through splitmix64: deterministic, fast, good enough for sizes
 /// and indices.
@@ -57,6 +59,18 @@ pub fn peak_rss_kib() -> u64 {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// CPU time (user + system) of the whole process so far, every thread's that ran, in ms.
+pub fn cpu_ms() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct it is given; RUSAGE_SELF always exists.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    ms(usage.ru_utime) + ms(usage.ru_stime)
 }
 
 /// Number of worker threads for the multi-threaded workloads: the core count, at least 2.
@@ -125,5 +139,49 @@ impl Json {
         let mut s = std::mem::take(&mut self.out);
         s.push('}');
         s
+    }
+}
+
+/// std's System allocator (C malloc) with a count of the calls of each kind, for the
+/// `count-ops` build: the number of allocator operations a workload performs, which
+/// scripts/cachegrind.sh divides the cache misses of the uncounted build by.
+#[cfg(feature = "count-ops")]
+pub struct CountingSystem;
+
+#[cfg(feature = "count-ops")]
+static OPS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+#[cfg(feature = "count-ops")]
+impl CountingSystem {
+    /// `{"alloc": .., "dealloc": .., "realloc": .., "alloc_zeroed": ..}` so far.
+    pub fn ops_json() -> String {
+        let [a, d, r, z] = [0, 1, 2, 3].map(|i| OPS[i].load(Relaxed));
+        format!("{{\"alloc\": {a}, \"dealloc\": {d}, \"realloc\": {r}, \"alloc_zeroed\": {z}}}")
+    }
+}
+
+// SAFETY: every method forwards to System with the same arguments; counting touches no
+// allocation.
+#[cfg(feature = "count-ops")]
+unsafe impl std::alloc::GlobalAlloc for CountingSystem {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        OPS[0].fetch_add(1, Relaxed);
+        // SAFETY: the caller's guarantees for `alloc` are System's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        OPS[1].fetch_add(1, Relaxed);
+        // SAFETY: ptr came from System with this layout (every block here does).
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        OPS[2].fetch_add(1, Relaxed);
+        // SAFETY: as for dealloc; new_size is the caller's, valid for System too.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        OPS[3].fetch_add(1, Relaxed);
+        // SAFETY: as for alloc.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
     }
 }

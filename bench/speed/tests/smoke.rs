@@ -5,7 +5,7 @@
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ebb-bench-speed");
-const WORKLOADS: [&str; 9] = [
+const WORKLOADS: [&str; 12] = [
     "churn",
     "frontend",
     "larson",
@@ -15,6 +15,9 @@ const WORKLOADS: [&str; 9] = [
     "sweep",
     "growth",
     "typechecker",
+    "compiler",
+    "compiler-mt",
+    "huge-replace",
 ];
 
 /// A minimal JSON validator: returns the top-level keys and their raw values.
@@ -182,6 +185,7 @@ fn every_workload_runs_at_a_tiny_scale() {
         assert_eq!(get("workload"), format!("\"{w}\""));
         assert_eq!(get("allocator"), "\"ebb\"", "the test build uses ebb");
         assert!(get("wall_ms").parse::<f64>().unwrap() >= 0.0);
+        assert!(get("cpu_ms").parse::<f64>().unwrap() >= 0.0);
         assert!(get("peak_rss_kib").parse::<u64>().unwrap() > 0);
         assert_eq!(get("checksum").len(), 18, "{w}: checksum is 16 hex digits");
         if w == "sweep" {

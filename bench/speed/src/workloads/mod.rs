@@ -3,8 +3,10 @@
 
 mod cache_scratch;
 mod churn;
+mod compiler;
 mod frontend;
 mod growth;
+mod huge_replace;
 mod larson;
 mod mstress;
 mod prodcons;
@@ -71,5 +73,17 @@ pub const ALL: &[Workload] = &[
     Workload {
         name: "typechecker",
         run: typechecker::run,
+    },
+    Workload {
+        name: "compiler",
+        run: compiler::run,
+    },
+    Workload {
+        name: "compiler-mt",
+        run: compiler::run_mt,
+    },
+    Workload {
+        name: "huge-replace",
+        run: huge_replace::run,
     },
 ];
