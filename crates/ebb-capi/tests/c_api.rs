@@ -753,3 +753,39 @@ fn retention_names_memory_of_another_allocator() {
     assert!(json_figure(&text, "foreign_anon") >= 300 << 20, "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `EBB_REPORT_SIGNAL=USR2`: a signal writes the report while the program runs (a
+/// thread of ebb's writes it, not the signal handler, which may interrupt a thread
+/// holding an allocator lock).
+#[test]
+fn retention_report_on_a_signal() {
+    let dir = std::env::temp_dir().join(format!("ebb-retention-sig-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pattern = dir.join("report.%p.txt");
+    let run = run(
+        &program("foreign_arena.c"),
+        &[dir.to_str().unwrap()],
+        true,
+        &[
+            ("EBB_REPORT", pattern.to_str().unwrap()),
+            ("EBB_REPORT_SIGNAL", "USR2"),
+        ],
+    );
+    run.assert_success()
+        .assert_stdout_has("signal report seen")
+        .assert_stdout_has("done");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        text.starts_with("ebb retention report (pid ")
+            && text.contains("of anonymous memory in")
+            && text.contains("not ebb's: another allocator"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,4 +1,8 @@
-/* A second allocator in the process, as LMDB-style C libraries carry: the program maps
+/* Usage: foreign_arena [DIR]: with DIR, also raise SIGUSR2 and wait until the report
+ * EBB_REPORT_SIGNAL=USR2 writes (DIR/report.PID.txt) is there; prints "signal report
+ * seen" (or FAIL after 20 s).
+ *
+ * A second allocator in the process, as LMDB-style C libraries carry: the program maps
  * a 320 MiB arena itself and carves records out of it, while malloc (ebb, preloaded)
  * serves ~24 MiB beside it. The retention report must name the arena as memory ebb
  * does not own, by its address range.
@@ -12,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ebb.h"
 
@@ -33,7 +40,7 @@ static void *arena_alloc(struct arena *a, size_t n) {
     return p;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     size_t (*retention_json)(char *, size_t) =
         (size_t(*)(char *, size_t))dlsym(RTLD_DEFAULT, "ebb_retention_json");
     printf("ebb=%s\n", retention_json ? "yes" : "no");
@@ -71,6 +78,22 @@ int main(void) {
             return 1;
         }
         printf("retention=%s\n", buf);
+    }
+    if (argc > 1) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/report.%d.txt", argv[1], (int)getpid());
+        raise(SIGUSR2);
+        struct stat st;
+        int waited = 0;
+        while ((stat(path, &st) != 0 || st.st_size == 0) && waited < 2000) {
+            usleep(10000);
+            waited++;
+        }
+        if (waited == 2000) {
+            printf("FAIL no report at %s after a signal\n", path);
+            return 1;
+        }
+        printf("signal report seen\n");
     }
     printf("done\n");
     fflush(stdout);
