@@ -79,8 +79,10 @@ fn executable_mappings() -> Vec<RawMapping> {
         .collect()
 }
 
-/// Sites: (function, block size, count, live count).
-fn sites(beta_live: u64) -> Vec<(fn() -> u64, &'static str, u64, u64, u64)> {
+/// An allocation site: its function, name, block size, count, and how many stay live.
+type Site = (fn() -> u64, &'static str, u64, u64, u64);
+
+fn sites(beta_live: u64) -> Vec<Site> {
     vec![
         (site_alpha, "site_alpha", 1000, 1_000_000, 0),
         (site_beta, "site_beta", 1 << 20, 1000, beta_live),
