@@ -204,7 +204,7 @@ fn huge_in_use_resident() -> u64 {
             return;
         }
         for_each_ebb_window(m.start, m.end, |seg, start, end| {
-            if is_huge_in_use(seg) {
+            if huge_in_use(seg).is_some() {
                 bytes += resident_bytes(start, end - start);
             }
         });
@@ -212,18 +212,45 @@ fn huge_in_use_resident() -> u64 {
     bytes
 }
 
-/// True if `seg` is a huge segment whose block is live (not a kept mapping).
-pub fn is_huge_in_use(seg: *const Segment) -> bool {
-    // SAFETY: a segment in the map is mapped; `kind` and the descriptor's owner are
-    // written before the map entry is published.
-    unsafe {
-        if (*seg).kind != SegmentKind::Huge {
-            return false;
-        }
-        let index =
-            ((*seg).huge_offset >> crate::span::segment::SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1);
-        (*seg).pages[index].owner.load(Ordering::Acquire) == crate::span::page::HUGE
+/// What observation needs of a huge segment's header, read with `os::read_checked`:
+/// the segment map can lead to a huge mapping another thread is unmapping.
+#[derive(Clone, Copy)]
+pub struct HugeFacts {
+    /// Offset of the block in the mapping, and bytes counted as used (whole OS pages
+    /// of the request plus the header page).
+    pub offset: usize,
+    pub used: usize,
+}
+
+fn read_word<T: Copy>(addr: usize) -> Option<T> {
+    let mut value = core::mem::MaybeUninit::<T>::uninit();
+    // SAFETY: the slice covers exactly `value`'s bytes; plain data of type T (integers
+    // and a fieldless enum with the value the writer stored) is read into it.
+    let bytes = unsafe {
+        core::slice::from_raw_parts_mut(value.as_mut_ptr() as *mut u8, core::mem::size_of::<T>())
+    };
+    // SAFETY: read_checked filled every byte.
+    os::read_checked(addr, bytes).then(|| unsafe { value.assume_init() })
+}
+
+/// The facts of `seg` if it is a huge segment whose block is live (not a kept mapping,
+/// nor a normal segment); None also if it was unmapped meanwhile.
+pub fn huge_in_use(seg: *const Segment) -> Option<HugeFacts> {
+    use core::mem::offset_of;
+    let base = seg as usize;
+    let kind: u32 = read_word(base + offset_of!(Segment, kind))?;
+    if kind != SegmentKind::Huge as u32 {
+        return None;
     }
+    let offset: usize = read_word(base + offset_of!(Segment, huge_offset))?;
+    let used: usize = read_word(base + offset_of!(Segment, huge_used))?;
+    let index = (offset >> crate::span::segment::SLICE_SHIFT) & (SLICES_PER_SEGMENT - 1);
+    let page = base
+        + offset_of!(Segment, pages)
+        + index * core::mem::size_of::<crate::span::page::Page>()
+        + offset_of!(crate::span::page::Page, owner);
+    let owner: usize = read_word(page)?;
+    (owner == crate::span::page::HUGE).then_some(HugeFacts { offset, used })
 }
 
 /// Call `f(segment, start, end)` for each part of `[start, end)` inside a 32 MiB

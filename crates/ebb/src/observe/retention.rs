@@ -13,7 +13,7 @@
 
 use super::smaps::{self, Mapping};
 use super::{
-    check_bitmap_of, for_each_ebb_window, free_slices_of, heap_bytes, heaps_in, is_huge_in_use,
+    check_bitmap_of, for_each_ebb_window, free_slices_of, heap_bytes, heaps_in, huge_in_use,
     resident_bytes, SegmentResidency,
 };
 use crate::diag::StderrWriter;
@@ -319,13 +319,12 @@ fn anonymous_parts(r: &mut Retention, m: &Mapping) -> u64 {
     for_each_ebb_window(m.start, m.end, |seg, start, end| {
         let resident = resident_bytes(start, end - start);
         ebb_here += resident;
-        if !is_huge_in_use(seg) {
-            return; // a normal segment (walked already) or a kept mapping
-        }
+        // A normal segment was walked already; a kept mapping is counted apart.
+        let Some(huge) = huge_in_use(seg) else {
+            return;
+        };
         let base = seg as usize;
-        // SAFETY: a huge segment in use is mapped; its header fields are set before its
-        // windows are published.
-        let (offset, used) = unsafe { ((*seg).huge_offset, (*seg).huge_used) };
+        let (offset, used) = (huge.offset, huge.used);
         let block = base + offset;
         let live_end = block + used.saturating_sub(page);
         let _ = resident;

@@ -550,3 +550,23 @@ pub fn on_signal(signo: c_int, handler: extern "C" fn(c_int)) -> bool {
         preserving_errno(|| libc::sigaction(signo, &action, null_mut())) == 0
     }
 }
+
+/// Copy `dst.len()` bytes from address `src` of this process, or return false if any of
+/// them is not mapped (`process_vm_readv` on ourselves: a range another thread unmaps
+/// meanwhile fails instead of faulting). errno is preserved.
+pub fn read_checked(src: usize, dst: &mut [u8]) -> bool {
+    let local = libc::iovec {
+        iov_base: dst.as_mut_ptr() as *mut c_void,
+        iov_len: dst.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: src as *mut c_void,
+        iov_len: dst.len(),
+    };
+    // SAFETY: the kernel writes at most `dst.len()` bytes into `dst` and reads the
+    // remote range through the page tables, failing on unmapped pages.
+    let n = preserving_errno(|| unsafe {
+        libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0)
+    });
+    n == dst.len() as isize
+}

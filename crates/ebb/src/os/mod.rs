@@ -71,7 +71,9 @@
 //! (which OS pages of a mapped range are resident, one byte per page, bit 0; false if
 //! part of the range is not mapped), `open_read(path)` and `read_fd(fd, buf)` (reading
 //! `/proc/self/smaps` into a caller's buffer), `signal_number(name)` and
-//! `on_signal(signo, handler)` (`EBB_REPORT_SIGNAL`).
+//! `on_signal(signo, handler)` (`EBB_REPORT_SIGNAL`), `read_checked(src, dst)` (copy
+//! from our own memory, false instead of a fault if another thread unmapped it: the
+//! header of a huge mapping found through the segment map may be freed meanwhile).
 //!
 //! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
 //! `preserving_errno(f)`.
@@ -134,6 +136,7 @@ mod contract {
     const _: fn(c_int, &mut [u8]) -> isize = read_fd;
     const _: fn(&[u8]) -> Option<c_int> = signal_number;
     const _: fn(c_int, extern "C" fn(c_int)) -> bool = on_signal;
+    const _: fn(usize, &mut [u8]) -> bool = read_checked;
     const _: fn() -> c_int = errno;
     const _: fn(c_int) = set_errno;
 }
