@@ -54,6 +54,13 @@ typedef struct ebb_stats_s {
     uint64_t purger_wakeups;  /* passes of the background purger (cumulative) */
     uint64_t invalid_frees;   /* invalid or double frees detected (cumulative) */
     uint64_t purger_cpu_ns;   /* CPU time of the background purger thread (ns) */
+    uint64_t resident;        /* resident bytes of ebb's memory (measured, mincore) */
+    uint64_t metadata;        /* part of resident: segment headers, heaps, bitmaps, map */
+    uint64_t huge_kept;       /* bytes of freed huge mappings kept for reuse */
+    uint64_t heaps_live;      /* heaps of live threads */
+    uint64_t heaps_spare;     /* heaps of exited threads kept for reuse */
+    uint64_t remote_freed_blocks; /* blocks freed by other threads, not yet taken in */
+    uint64_t remote_freed_bytes;  /* their bytes (part of allocated) */
 } ebb_stats_t;
 
 /* Fill *out with a snapshot (cheap enough for a monitoring loop). 0 on success. */
@@ -65,6 +72,14 @@ int ebb_stats(ebb_stats_t *out);
 size_t ebb_stats_json(char *buf, size_t len);
 /* Print statistics to stderr (what EBB_SHOW_STATS=1 prints at exit). */
 void ebb_stats_print(void);
+/* The retention report: the process's RSS (/proc/self/smaps) split into live blocks,
+ * free memory ebb keeps and why, ebb's metadata, and memory ebb does not own (other
+ * allocators' or the program's own anonymous mappings, listed largest first, stacks,
+ * files). The parts add up to RSS. Print it to stderr, or as JSON like
+ * ebb_stats_json. EBB_REPORT=path (%p: pid; JSON if it ends in .json) writes it at
+ * exit, and EBB_REPORT_SIGNAL=USR2 also on that signal. */
+void ebb_retention_print(void);
+size_t ebb_retention_json(char *buf, size_t len);
 /* Collect now: fold in frees from other threads, free empty pages and purge memory
  * whose purge delay has passed; with force, purge all free memory at once. */
 void ebb_collect(bool force);

@@ -680,3 +680,112 @@ fn malloc_in_constructors_threads_and_inside_libc() {
         .assert_success()
         .assert_stdout_has("destructor ran\n");
 }
+
+/// The retention report of a process where a second allocator (the program's own
+/// arena over `mmap`, as LMDB-style libraries carry) holds 300 MiB: the parts add up
+/// to RSS, and the arena is listed, largest first, as anonymous memory ebb does not
+/// own, by its address range. `EBB_REPORT` writes the same report at exit.
+#[test]
+fn retention_names_memory_of_another_allocator() {
+    let dir = std::env::temp_dir().join(format!("ebb-retention-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json_file = dir.join("report.%p.json");
+    let run = run(
+        &program("foreign_arena.c"),
+        &[],
+        true,
+        &[("EBB_REPORT", json_file.to_str().unwrap())],
+    );
+    run.assert_success()
+        .assert_ebb(true)
+        .assert_stdout_has("done");
+    let line = |prefix: &str| {
+        run.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {}", run.describe()))
+            .to_string()
+    };
+    let arena = line("arena=");
+    let (start, end) = arena.split_once('-').unwrap();
+    let start = u64::from_str_radix(start, 16).unwrap();
+    let end = u64::from_str_radix(end, 16).unwrap();
+    let json = line("retention=");
+    let rss = json_figure(&json, "rss");
+    let total = json_figure(&json, "parts_total");
+    assert!(
+        total.abs_diff(rss) * 100 <= rss * 3,
+        "parts {total} vs RSS {rss}: {json}"
+    );
+    let foreign = json_figure(&json, "foreign_anon");
+    assert!(foreign >= 300 << 20, "arena not counted as foreign: {json}");
+    // ebb holds its 12 MiB of live blocks and some free ones; not the arena.
+    let ebb_total = json_figure(&json, "ebb_total");
+    assert!(
+        (12 << 20..100 << 20).contains(&ebb_total),
+        "ebb's part {ebb_total}: {json}"
+    );
+    // The first listed foreign mapping is the arena (it may have merged with a
+    // neighbouring anonymous mapping, so it contains the arena's range).
+    let first = &json[json
+        .find("\"foreign\":[{")
+        .expect("no foreign mapping listed")..];
+    let listed_start = json_figure(first, "start");
+    let listed_end = json_figure(first, "end");
+    let listed = json_figure(first, "resident");
+    assert!(
+        listed_start <= start && end <= listed_end && listed >= 300 << 20,
+        "first listed {listed_start:#x}-{listed_end:#x} ({listed} B) is not the arena \
+         {start:#x}-{end:#x}: {json}"
+    );
+    // The exit report: one file, this process's.
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        text.starts_with("{\"ebb_retention_version\":1,") && text.ends_with("]}\n"),
+        "{text}"
+    );
+    assert!(json_figure(&text, "foreign_anon") >= 300 << 20, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `EBB_REPORT_SIGNAL=USR2`: a signal writes the report while the program runs (a
+/// thread of ebb's writes it, not the signal handler, which may interrupt a thread
+/// holding an allocator lock).
+#[test]
+fn retention_report_on_a_signal() {
+    let dir = std::env::temp_dir().join(format!("ebb-retention-sig-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pattern = dir.join("report.%p.txt");
+    let run = run(
+        &program("foreign_arena.c"),
+        &[dir.to_str().unwrap()],
+        true,
+        &[
+            ("EBB_REPORT", pattern.to_str().unwrap()),
+            ("EBB_REPORT_SIGNAL", "USR2"),
+        ],
+    );
+    run.assert_success()
+        .assert_stdout_has("signal report seen")
+        .assert_stdout_has("done");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        text.starts_with("ebb retention report (pid ")
+            && text.contains("of anonymous memory in")
+            && text.contains("not ebb's: another allocator"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

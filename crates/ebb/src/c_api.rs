@@ -300,6 +300,13 @@ pub struct CStats {
     pub purger_wakeups: u64,
     pub invalid_frees: u64,
     pub purger_cpu_ns: u64,
+    pub resident: u64,
+    pub metadata: u64,
+    pub huge_kept: u64,
+    pub heaps_live: u64,
+    pub heaps_spare: u64,
+    pub remote_freed_blocks: u64,
+    pub remote_freed_bytes: u64,
 }
 
 pub fn c_stats() -> CStats {
@@ -321,6 +328,13 @@ pub fn c_stats() -> CStats {
         purger_wakeups: s.purger_wakeups,
         invalid_frees: s.invalid_frees,
         purger_cpu_ns: s.purger_cpu_ns,
+        resident: s.resident,
+        metadata: s.metadata,
+        huge_kept: s.huge_kept,
+        heaps_live: s.heaps_live,
+        heaps_spare: s.heaps_spare,
+        remote_freed_blocks: s.remote_freed_blocks,
+        remote_freed_bytes: s.remote_freed_bytes,
     }
 }
 

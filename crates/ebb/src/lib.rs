@@ -77,6 +77,7 @@ mod counters;
 mod diag;
 mod front;
 mod handoff;
+mod observe;
 mod options;
 mod os;
 mod process;
@@ -93,6 +94,7 @@ use core::alloc::{GlobalAlloc, Layout};
 
 #[doc(hidden)] // for tests: see `front::slow::find_page`
 pub use front::slow::FULL_PAGE_SLICES_KEPT;
+pub use observe::retention::{ClassRetention, ForeignMapping, Retention};
 pub use options::Options;
 pub use size_class::{CLASS_COUNT, LARGE_MAX, MEDIUM_MAX};
 pub use stats::{ClassStats, Stats};
@@ -202,6 +204,19 @@ pub fn stats_json() -> std::string::String {
     let mut text = std::string::String::new();
     let _ = stats::snapshot().write_json(&mut text);
     text
+}
+
+/// The retention report: the process's RSS (from `/proc/self/smaps`) split into parts
+/// that add up to it — live blocks, free memory ebb keeps and why, metadata, and
+/// memory ebb does not own. No allocation: write it with [`Retention::write_to`] or
+/// [`Retention::write_json`] (or `Display` with `std`).
+pub fn retention() -> Retention {
+    observe::retention::measure()
+}
+
+/// Print the retention report to stderr.
+pub fn print_retention() {
+    observe::retention::print();
 }
 
 /// Collect now: take in frees from other threads into abandoned pages, free the

@@ -23,6 +23,8 @@ pub struct ClassStats {
     pub live_blocks: u64,
     /// Blocks the pages can hold.
     pub capacity_blocks: u64,
+    /// Part of `live_blocks` freed by other threads and not yet taken in.
+    pub remote_freed_blocks: u64,
 }
 
 /// A snapshot of the allocator's state. All byte counts are bytes.
@@ -83,6 +85,23 @@ pub struct Stats {
     /// Busy heaps that let go of their non-current pages when the purger asked
     /// (cumulative; `heap::sweep`).
     pub sweeps: u64,
+    /// Resident bytes of ebb's memory, measured with `mincore`: segments (headers,
+    /// spans, free slices not yet purged), huge blocks, kept huge mappings, heaps,
+    /// check bitmaps and the segment map.
+    pub resident: u64,
+    /// Part of `resident` that is metadata: segment headers, heaps, check bitmaps and
+    /// the segment map.
+    pub metadata: u64,
+    /// Freed huge mappings kept for reuse: bytes mapped, and the part resident.
+    pub huge_kept: u64,
+    pub huge_kept_resident: u64,
+    /// Heaps of live threads, and spare heaps (of exited threads, kept for reuse).
+    pub heaps_live: u64,
+    pub heaps_spare: u64,
+    /// Blocks freed by other threads that their page's owner has not taken in yet (the
+    /// lengths of the remote-free lists), and their bytes: part of `allocated`.
+    pub remote_freed_blocks: u64,
+    pub remote_freed_bytes: u64,
     /// Per size class.
     pub classes: [ClassStats; CLASS_COUNT],
 }
@@ -125,6 +144,14 @@ pub fn snapshot() -> Stats {
         steals: c.steals.load(Ordering::Relaxed),
         steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
         sweeps: c.sweeps.load(Ordering::Relaxed),
+        resident: 0,
+        metadata: 0,
+        huge_kept: 0,
+        huge_kept_resident: 0,
+        heaps_live: 0,
+        heaps_spare: 0,
+        remote_freed_blocks: 0,
+        remote_freed_bytes: 0,
         classes: [ClassStats::default(); CLASS_COUNT],
     };
     for (i, class) in s.classes.iter_mut().enumerate() {
@@ -150,8 +177,13 @@ pub fn snapshot() -> Stats {
                     }
                     let class = &mut s.classes[page.class as usize % CLASS_COUNT];
                     // Blocks freed by other threads and not yet taken in still count in
-                    // `used`; their number rides in the list's head word.
-                    let used = page.used().saturating_sub(page.remote_frees_pending()) as u64;
+                    // `used`; their number rides in the list's head word (read, never
+                    // taken): counted as remote-freed, not as live.
+                    let remote = (page.remote_frees_pending() as u64).min(page.used() as u64);
+                    let used = page.used() as u64 - remote;
+                    class.remote_freed_blocks += remote;
+                    s.remote_freed_blocks += remote;
+                    s.remote_freed_bytes += remote * size;
                     class.pages += 1;
                     class.live_blocks += used;
                     class.capacity_blocks += page.reserved as u64;
@@ -165,6 +197,12 @@ pub fn snapshot() -> Stats {
         }
     }
     s.allocated = s.allocated_small + s.allocated_large + s.allocated_huge;
+    let residency = crate::observe::measure();
+    s.resident = residency.resident;
+    s.metadata = residency.metadata;
+    s.huge_kept = residency.huge_kept;
+    s.huge_kept_resident = residency.huge_kept_resident;
+    (s.heaps_live, s.heaps_spare) = crate::observe::heap_counts();
     s
 }
 
@@ -179,7 +217,7 @@ pub fn register_exit_report() {
     crate::os::at_exit(print_at_exit);
 }
 
-struct Bytes(u64);
+pub(crate) struct Bytes(pub u64);
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
@@ -213,6 +251,25 @@ impl Stats {
             Bytes(self.committed),
             Bytes(self.free_committed),
             Bytes(self.reserved)
+        )?;
+        writeln!(
+            w,
+            "  resident {} (measured; metadata {}), kept huge mappings {} ({} resident)",
+            Bytes(self.resident),
+            Bytes(self.metadata),
+            Bytes(self.huge_kept),
+            Bytes(self.huge_kept_resident)
+        )?;
+        writeln!(
+            w,
+            "  freed by other threads, not yet taken in: {} blocks, {}",
+            self.remote_freed_blocks,
+            Bytes(self.remote_freed_bytes)
+        )?;
+        writeln!(
+            w,
+            "  heaps {} live, {} spare",
+            self.heaps_live, self.heaps_spare
         )?;
         writeln!(
             w,
@@ -267,12 +324,12 @@ impl Stats {
 }
 
 impl Bytes {
-    fn to_padded(&self) -> PaddedBytes {
+    pub(crate) fn to_padded(&self) -> PaddedBytes {
         PaddedBytes(self.0)
     }
 }
 
-struct PaddedBytes(u64);
+pub(crate) struct PaddedBytes(u64);
 impl fmt::Display for PaddedBytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut buf = FixedBuf::new();
@@ -281,18 +338,18 @@ impl fmt::Display for PaddedBytes {
     }
 }
 
-struct FixedBuf {
+pub(crate) struct FixedBuf {
     buf: [u8; 32],
     len: usize,
 }
 impl FixedBuf {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             buf: [0; 32],
             len: 0,
         }
     }
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
     }
 }

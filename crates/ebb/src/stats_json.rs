@@ -17,7 +17,7 @@ impl Stats {
     /// no pages are left out of `classes`.
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
         write!(w, "{{\"ebb_stats_version\":{FORMAT_VERSION}")?;
-        let fields: [(&str, u64); 26] = [
+        let fields: [(&str, u64); 34] = [
             ("allocated", self.allocated),
             ("allocated_small", self.allocated_small),
             ("allocated_large", self.allocated_large),
@@ -44,6 +44,14 @@ impl Stats {
             ("steal_attempts", self.steal_attempts),
             ("sweeps", self.sweeps),
             ("pid", crate::os::process_id()),
+            ("resident", self.resident),
+            ("metadata", self.metadata),
+            ("huge_kept", self.huge_kept),
+            ("huge_kept_resident", self.huge_kept_resident),
+            ("heaps_live", self.heaps_live),
+            ("heaps_spare", self.heaps_spare),
+            ("remote_freed_blocks", self.remote_freed_blocks),
+            ("remote_freed_bytes", self.remote_freed_bytes),
         ];
         for (name, value) in fields {
             write!(w, ",\"{name}\":{value}")?;
@@ -57,8 +65,8 @@ impl Stats {
             first = false;
             write!(
                 w,
-                "{{\"block_size\":{},\"pages\":{},\"live_blocks\":{},\"capacity_blocks\":{}}}",
-                c.block_size, c.pages, c.live_blocks, c.capacity_blocks
+                "{{\"block_size\":{},\"pages\":{},\"live_blocks\":{},\"capacity_blocks\":{},\"remote_freed_blocks\":{}}}",
+                c.block_size, c.pages, c.live_blocks, c.capacity_blocks, c.remote_freed_blocks
             )?;
         }
         w.write_str("]}")
@@ -131,7 +139,7 @@ pub extern "C" fn write_stats_file_at_exit() {
 
 /// Copy `template` into `out` with every `%p` replaced by `pid` and a NUL after it.
 /// Returns the length without the NUL, or `None` if it does not fit.
-fn expand_pid(template: &[u8], pid: u64, out: &mut [u8]) -> Option<usize> {
+pub(crate) fn expand_pid(template: &[u8], pid: u64, out: &mut [u8]) -> Option<usize> {
     let mut digits = [0u8; 20];
     let mut n = 0;
     let mut v = pid;

@@ -936,6 +936,11 @@ static void t_ebb(void) {
           (unsigned long long)s0.large_allocs, (unsigned long long)s1.large_allocs);
     CHECK(s1.huge_allocs > s0.huge_allocs, "huge_allocs %llu -> %llu",
           (unsigned long long)s0.huge_allocs, (unsigned long long)s1.huge_allocs);
+    /* Measured residency: the blocks written above are resident. */
+    CHECK(s1.resident >= N * 1000 + MiB && s1.metadata > 0 && s1.metadata < s1.resident &&
+              s1.heaps_live >= 1,
+          "resident %llu, metadata %llu, heaps %llu", (unsigned long long)s1.resident,
+          (unsigned long long)s1.metadata, (unsigned long long)s1.heaps_live);
     struct mallinfo2 mi = mallinfo2();
     CHECK(mi.uordblks + mi.hblkhd >= N * 1000 + 21 * MiB, "mallinfo2 under ebb");
     for (int i = 0; i < N; i++)

@@ -99,6 +99,27 @@ pub unsafe extern "C" fn ebb_stats_json(buf: *mut c_char, len: usize) -> usize {
     w.needed()
 }
 
+/// Print the retention report (where the process's RSS is) to stderr.
+#[no_mangle]
+pub extern "C" fn ebb_retention_print() {
+    crate::observe::retention::print();
+}
+
+/// Write the retention report as one NUL-terminated JSON object into `buf`, as
+/// `ebb_stats_json` does (returns the length the whole text needs).
+#[no_mangle]
+pub unsafe extern "C" fn ebb_retention_json(buf: *mut c_char, len: usize) -> usize {
+    let out: &mut [u8] = if buf.is_null() || len == 0 {
+        &mut []
+    } else {
+        // SAFETY: the caller passes `len` writable bytes at `buf`.
+        unsafe { core::slice::from_raw_parts_mut(buf as *mut u8, len) }
+    };
+    let mut w = crate::stats_json::SliceWriter::new(out);
+    let _ = crate::observe::retention::measure().write_json(&mut w);
+    w.needed()
+}
+
 /// Print statistics to stderr.
 #[no_mangle]
 pub extern "C" fn ebb_stats_print() {

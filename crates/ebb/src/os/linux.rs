@@ -463,3 +463,110 @@ pub fn abort() -> ! {
     // SAFETY: no preconditions.
     unsafe { libc::abort() }
 }
+
+/// Which pages of `[ptr, ptr + len)` are resident: `out[i] & 1` for the `i`th OS page
+/// (`mincore`). `ptr` must be page aligned and `out` at least `len / page_size()`
+/// (rounded up) long. False if the range is not fully mapped (errno is preserved).
+pub fn mincore(ptr: *const u8, len: usize, out: &mut [u8]) -> bool {
+    debug_assert!(ptr as usize % page_size() == 0);
+    debug_assert!(out.len() >= len.div_ceil(page_size()));
+    // SAFETY: mincore only reads the page tables of the range and writes one byte per
+    // page into `out`, which holds that many.
+    let rc = preserving_errno(|| unsafe {
+        libc::mincore(
+            ptr as *mut c_void,
+            len,
+            out.as_mut_ptr() as *mut libc::c_uchar,
+        )
+    });
+    rc == 0
+}
+
+/// Open the file at `path` (NUL-terminated) for reading, close-on-exec. `None` if it
+/// cannot be opened (errno is preserved).
+pub fn open_read(path: &[u8]) -> Option<c_int> {
+    debug_assert_eq!(path.last(), Some(&0));
+    // SAFETY: `path` is NUL-terminated and outlives the call.
+    let fd = preserving_errno(|| unsafe {
+        libc::open(
+            path.as_ptr() as *const c_char,
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    });
+    (fd >= 0).then_some(fd)
+}
+
+/// Read up to `buf.len()` bytes from `fd`: the count read, 0 at the end, or -1 on an
+/// error other than an interruption (errno is preserved).
+pub fn read_fd(fd: c_int, buf: &mut [u8]) -> isize {
+    loop {
+        // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes.
+        let (n, err) = preserving_errno(|| unsafe {
+            let n = libc::read(fd, buf.as_mut_ptr() as *mut c_void, buf.len());
+            (n, if n < 0 { errno() } else { 0 })
+        });
+        if n < 0 && err == libc::EINTR {
+            continue;
+        }
+        return n;
+    }
+}
+
+/// The number of signal `name` ("USR1", "SIGUSR2", "10", ...), if it is one a report
+/// may be tied to (USR1, USR2, or a real-time signal by number).
+pub fn signal_number(name: &[u8]) -> Option<c_int> {
+    let name = name.strip_prefix(b"SIG").unwrap_or(name);
+    match name {
+        b"USR1" => Some(libc::SIGUSR1),
+        b"USR2" => Some(libc::SIGUSR2),
+        _ => {
+            let mut n: c_int = 0;
+            if name.is_empty() || name.len() > 3 {
+                return None;
+            }
+            for &b in name {
+                if !b.is_ascii_digit() {
+                    return None;
+                }
+                n = n * 10 + (b - b'0') as c_int;
+            }
+            let allowed = n == libc::SIGUSR1
+                || n == libc::SIGUSR2
+                || (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&n);
+            allowed.then_some(n)
+        }
+    }
+}
+
+/// Run `handler` when signal `signo` arrives (`SA_RESTART`, so interrupted system calls
+/// of the program resume). True if installed.
+pub fn on_signal(signo: c_int, handler: extern "C" fn(c_int)) -> bool {
+    // SAFETY: a zeroed sigaction is valid (empty mask, no flags); sigaction copies it.
+    unsafe {
+        let mut action: libc::sigaction = core::mem::zeroed();
+        action.sa_sigaction = handler as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        preserving_errno(|| libc::sigaction(signo, &action, null_mut())) == 0
+    }
+}
+
+/// Copy `dst.len()` bytes from address `src` of this process, or return false if any of
+/// them is not mapped (`process_vm_readv` on ourselves: a range another thread unmaps
+/// meanwhile fails instead of faulting). errno is preserved.
+pub fn read_checked(src: usize, dst: &mut [u8]) -> bool {
+    let local = libc::iovec {
+        iov_base: dst.as_mut_ptr() as *mut c_void,
+        iov_len: dst.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: src as *mut c_void,
+        iov_len: dst.len(),
+    };
+    // SAFETY: the kernel writes at most `dst.len()` bytes into `dst` and reads the
+    // remote range through the page tables, failing on unmapped pages.
+    let n = preserving_errno(|| unsafe {
+        libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0)
+    });
+    n == dst.len() as isize
+}

@@ -67,6 +67,14 @@
 //! `create_file(path) -> Option<c_int>` (create or truncate for writing; `path`
 //! NUL-terminated) and `close_fd(fd)` (the `EBB_STATS_FILE` report), `process_id()`.
 //!
+//! Observation (stats and the retention report, `observe/`): `mincore(ptr, len, out)`
+//! (which OS pages of a mapped range are resident, one byte per page, bit 0; false if
+//! part of the range is not mapped), `open_read(path)` and `read_fd(fd, buf)` (reading
+//! `/proc/self/smaps` into a caller's buffer), `signal_number(name)` and
+//! `on_signal(signo, handler)` (`EBB_REPORT_SIGNAL`), `read_checked(src, dst)` (copy
+//! from our own memory, false instead of a fault if another thread unmapped it: the
+//! header of a huge mapping found through the segment map may be freed meanwhile).
+//!
 //! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
 //! `preserving_errno(f)`.
 //!
@@ -123,6 +131,12 @@ mod contract {
     const _: fn(&[u8]) -> Option<c_int> = create_file;
     const _: fn(c_int) = close_fd;
     const _: fn() -> u64 = process_id;
+    const _: fn(*const u8, usize, &mut [u8]) -> bool = mincore;
+    const _: fn(&[u8]) -> Option<c_int> = open_read;
+    const _: fn(c_int, &mut [u8]) -> isize = read_fd;
+    const _: fn(&[u8]) -> Option<c_int> = signal_number;
+    const _: fn(c_int, extern "C" fn(c_int)) -> bool = on_signal;
+    const _: fn(usize, &mut [u8]) -> bool = read_checked;
     const _: fn() -> c_int = errno;
     const _: fn(c_int) = set_errno;
 }

@@ -79,6 +79,7 @@ pub fn init(hooks: &'static Hooks) {
     if os::getenv(b"EBB_STATS_FILE\0").is_some() {
         os::at_exit(crate::stats_json::write_stats_file_at_exit);
     }
+    crate::observe::retention::register();
 }
 
 /// Take every lock before `fork`, so the child does not inherit one mid-update. No

@@ -87,6 +87,17 @@ impl CachedMapping {
 pub static CACHE: Mutex<[CachedMapping; CACHE_SLOTS]> =
     Mutex::new([CachedMapping::EMPTY; CACHE_SLOTS]);
 
+/// The kept mappings as `(base, mapped bytes)` (`base == 0`: an empty slot), copied
+/// under the cache lock (stats and the retention report).
+pub fn kept_mappings() -> [(usize, usize); CACHE_SLOTS] {
+    let cache = CACHE.lock();
+    let mut out = [(0, 0); CACHE_SLOTS];
+    for (slot, out) in cache.iter().zip(out.iter_mut()) {
+        *out = (slot.base, slot.mapped);
+    }
+    out
+}
+
 /// Take a kept mapping of at least `needed` bytes (and at most a quarter more) whose
 /// base is aligned to `align`. Returns `(base, mapped)`.
 fn take_cached(needed: usize, align: usize) -> Option<(*mut u8, usize)> {

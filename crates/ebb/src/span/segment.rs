@@ -94,6 +94,14 @@ struct SegmentMap([AtomicUsize; MAP_ENTRIES]);
 // rather than `address >> 25` in a u32 save `free` a shift.
 static SEGMENT_MAP: SegmentMap = SegmentMap([const { AtomicUsize::new(0) }; MAP_ENTRIES]);
 
+/// Address and size of the segment map (stats count its resident pages as metadata).
+pub fn map_extent() -> (usize, usize) {
+    (
+        &SEGMENT_MAP as *const SegmentMap as usize,
+        core::mem::size_of::<SegmentMap>(),
+    )
+}
+
 /// The segment holding `ptr`, or null if ebb never mapped its window.
 #[inline(always)]
 pub fn segment_of(ptr: *const u8) -> *mut Segment {

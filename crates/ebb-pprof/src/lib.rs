@@ -1,0 +1,367 @@
+//! ebb's heap profiles as pprof: raw samples (text, written by the sampler without
+//! allocating) in, a gzipped `profile.proto` with symbols out.
+//!
+//! # Raw format (version 1), one record per line
+//! ```text
+//! ebb-heap-raw 1
+//! rate <mean sampling interval in bytes>
+//! map <start hex> <end hex> <file offset hex> <path>     (executable mappings)
+//! s <requested size> <1 if still live, else 0> <pc hex> <pc hex> ...   (innermost first)
+//! ```
+//! Each `s` line is one sampled allocation. Sampling is Poisson over bytes (every
+//! byte is sampled with probability 1/rate), so an allocation of `size` bytes is
+//! sampled with probability `1 - exp(-size/rate)`, and each sample stands for
+//! `1 / (1 - exp(-size/rate))` allocations of its size — for every size, so blocks of
+//! the interval's size and above are not over-counted (Go issue 26618).
+//!
+//! Values written: `alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`
+//! (the estimates of the true totals), period type space/bytes, period = rate.
+
+pub mod proto;
+
+use flate2::write::GzEncoder;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+/// An executable mapping of the sampled process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawMapping {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    pub path: String,
+}
+
+/// One sampled allocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawSample {
+    pub size: u64,
+    pub live: bool,
+    /// Return addresses, innermost first.
+    pub pcs: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawProfile {
+    pub rate: u64,
+    pub mappings: Vec<RawMapping>,
+    pub samples: Vec<RawSample>,
+}
+
+fn hex(field: &str) -> Result<u64, String> {
+    u64::from_str_radix(field.trim_start_matches("0x"), 16).map_err(|e| format!("{field}: {e}"))
+}
+
+impl RawProfile {
+    /// Parse the raw text format.
+    pub fn parse(text: &str) -> Result<RawProfile, String> {
+        let mut lines = text.lines();
+        if lines.next().map(str::trim) != Some("ebb-heap-raw 1") {
+            return Err("not an ebb raw heap profile (version 1)".into());
+        }
+        let mut raw = RawProfile::default();
+        for (n, line) in lines.enumerate() {
+            let mut f = line.split_whitespace();
+            let bad = |what: &str| format!("line {}: {what}: {line}", n + 2);
+            match f.next() {
+                Some("rate") => {
+                    raw.rate = f
+                        .next()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(|| bad("rate"))?
+                }
+                Some("map") => {
+                    let start = hex(f.next().ok_or_else(|| bad("map"))?)?;
+                    let end = hex(f.next().ok_or_else(|| bad("map"))?)?;
+                    let offset = hex(f.next().ok_or_else(|| bad("map"))?)?;
+                    let path = f.collect::<Vec<_>>().join(" ");
+                    raw.mappings.push(RawMapping {
+                        start,
+                        end,
+                        offset,
+                        path,
+                    });
+                }
+                Some("s") => {
+                    let size = f
+                        .next()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(|| bad("size"))?;
+                    let live = f.next().ok_or_else(|| bad("live"))? == "1";
+                    let pcs = f.map(hex).collect::<Result<Vec<_>, _>>()?;
+                    raw.samples.push(RawSample { size, live, pcs });
+                }
+                None => {}
+                Some(other) => return Err(bad(&format!("unknown record {other}"))),
+            }
+        }
+        if raw.rate == 0 {
+            return Err("no rate".into());
+        }
+        Ok(raw)
+    }
+}
+
+/// Allocations one sample of `size` bytes stands for at mean interval `rate`.
+pub fn sample_weight(size: u64, rate: u64) -> f64 {
+    let p = 1.0 - (-(size.max(1) as f64) / rate as f64).exp();
+    1.0 / p
+}
+
+struct Strings {
+    table: Vec<String>,
+    index: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Self {
+        let mut s = Strings {
+            table: Vec::new(),
+            index: HashMap::new(),
+        };
+        s.id("");
+        s
+    }
+    fn id(&mut self, text: &str) -> i64 {
+        if let Some(&i) = self.index.get(text) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(text.to_string());
+        self.index.insert(text.to_string(), i);
+        i
+    }
+}
+
+/// Debug info of one mapped file, if it can be read, and its loadable segments as
+/// `(file offset, file size, address)`: a file offset becomes the address the debug
+/// info uses through the segment holding it (linkers may load a segment at an address
+/// that is not its file offset, and a mapping's page-aligned offset may lie in the
+/// segment before).
+struct Symbols {
+    loader: Option<addr2line::Loader>,
+    segments: Vec<(u64, u64, u64)>,
+}
+
+impl Symbols {
+    fn address_of(&self, file_offset: u64) -> u64 {
+        self.segments
+            .iter()
+            .find(|&&(start, len, _)| start <= file_offset && file_offset < start + len)
+            .map_or(file_offset, |&(start, _, address)| {
+                address + (file_offset - start)
+            })
+    }
+}
+
+/// The file's build id (hex) and loadable segments.
+fn file_facts(path: &str) -> (Option<String>, Vec<(u64, u64, u64)>) {
+    use object::{Object, ObjectSegment};
+    let Ok(data) = std::fs::read(path) else {
+        return (None, Vec::new());
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return (None, Vec::new());
+    };
+    let id = file
+        .build_id()
+        .ok()
+        .flatten()
+        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
+    let segments = file
+        .segments()
+        .map(|s| {
+            let (start, len) = s.file_range();
+            (start, len, s.address())
+        })
+        .collect();
+    (id, segments)
+}
+
+/// Build the pprof profile: samples aggregated by stack, values scaled to estimates,
+/// locations resolved to functions with file:line (inlined frames too) where the
+/// mapped files carry debug info.
+pub fn build(raw: &RawProfile) -> proto::Profile {
+    let mut strings = Strings::new();
+    let sample_type = [
+        "alloc_objects",
+        "alloc_space",
+        "inuse_objects",
+        "inuse_space",
+    ]
+    .iter()
+    .zip(["count", "bytes", "count", "bytes"])
+    .map(|(t, u)| proto::ValueType {
+        r#type: strings.id(t),
+        unit: strings.id(u),
+    })
+    .collect::<Vec<_>>();
+    let mut mappings = Vec::new();
+    let mut symbols = Vec::new();
+    for (i, m) in raw.mappings.iter().enumerate() {
+        let loader = addr2line::Loader::new(&m.path).ok();
+        let (id, segments) = file_facts(&m.path);
+        mappings.push(proto::Mapping {
+            id: i as u64 + 1,
+            memory_start: m.start,
+            memory_limit: m.end,
+            file_offset: m.offset,
+            filename: strings.id(&m.path),
+            build_id: strings.id(&id.unwrap_or_default()),
+            has_functions: loader.is_some(),
+            has_filenames: loader.is_some(),
+            has_line_numbers: loader.is_some(),
+            has_inline_frames: loader.is_some(),
+        });
+        symbols.push(Symbols { loader, segments });
+    }
+    let mut locations: Vec<proto::Location> = Vec::new();
+    let mut location_of: HashMap<u64, u64> = HashMap::new();
+    let mut functions: Vec<proto::Function> = Vec::new();
+    let mut function_of: HashMap<(String, String), u64> = HashMap::new();
+    let mut aggregated: HashMap<Vec<u64>, [f64; 4]> = HashMap::new();
+    for s in &raw.samples {
+        let mut ids = Vec::with_capacity(s.pcs.len());
+        for &pc in &s.pcs {
+            let id = *location_of.entry(pc).or_insert_with(|| {
+                let id = locations.len() as u64 + 1;
+                let mapping = raw
+                    .mappings
+                    .iter()
+                    .position(|m| m.start <= pc && pc < m.end);
+                let mut lines = Vec::new();
+                if let Some(mi) = mapping {
+                    let m = &raw.mappings[mi];
+                    // A return address: look up the call instruction before it.
+                    let probe = symbols[mi].address_of(pc - 1 - m.start + m.offset);
+                    if let Some(loader) = &symbols[mi].loader {
+                        let mut frames_found = false;
+                        if let Ok(mut frames) = loader.find_frames(probe) {
+                            while let Ok(Some(frame)) = frames.next() {
+                                let Some(name) = frame
+                                    .function
+                                    .as_ref()
+                                    .and_then(|f| f.demangle().ok())
+                                    .map(|n| n.into_owned())
+                                else {
+                                    continue;
+                                };
+                                let (file, line) = frame
+                                    .location
+                                    .map(|l| {
+                                        (l.file.unwrap_or("").to_string(), l.line.unwrap_or(0))
+                                    })
+                                    .unwrap_or_default();
+                                let fid = function_id(
+                                    &mut functions,
+                                    &mut function_of,
+                                    &mut strings,
+                                    &name,
+                                    &file,
+                                );
+                                lines.push(proto::Line {
+                                    function_id: fid,
+                                    line: line as i64,
+                                });
+                                frames_found = true;
+                            }
+                        }
+                        if !frames_found {
+                            if let Some(name) = loader.find_symbol(probe) {
+                                let name = addr2line::demangle_auto(name.into(), None).into_owned();
+                                let fid = function_id(
+                                    &mut functions,
+                                    &mut function_of,
+                                    &mut strings,
+                                    &name,
+                                    "",
+                                );
+                                lines.push(proto::Line {
+                                    function_id: fid,
+                                    line: 0,
+                                });
+                            }
+                        }
+                    }
+                }
+                locations.push(proto::Location {
+                    id,
+                    mapping_id: mapping.map_or(0, |m| m as u64 + 1),
+                    address: pc,
+                    line: lines,
+                });
+                id
+            });
+            ids.push(id);
+        }
+        let w = sample_weight(s.size, raw.rate);
+        let v = aggregated.entry(ids).or_default();
+        v[0] += w;
+        v[1] += w * s.size as f64;
+        if s.live {
+            v[2] += w;
+            v[3] += w * s.size as f64;
+        }
+    }
+    let mut sample: Vec<proto::Sample> = aggregated
+        .into_iter()
+        .map(|(location_id, v)| proto::Sample {
+            location_id,
+            value: v.iter().map(|x| x.round() as i64).collect(),
+        })
+        .collect();
+    sample.sort_by(|a, b| b.value[1].cmp(&a.value[1]));
+    let period_type = Some(proto::ValueType {
+        r#type: strings.id("space"),
+        unit: strings.id("bytes"),
+    });
+    let default_sample_type = strings.id("inuse_space");
+    let comment = vec![strings.id("ebb sampling heap profile")];
+    proto::Profile {
+        sample_type,
+        sample,
+        mapping: mappings,
+        location: locations,
+        function: functions,
+        string_table: strings.table,
+        time_nanos: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64),
+        period_type,
+        period: raw.rate as i64,
+        comment,
+        default_sample_type,
+    }
+}
+
+fn function_id(
+    functions: &mut Vec<proto::Function>,
+    function_of: &mut HashMap<(String, String), u64>,
+    strings: &mut Strings,
+    name: &str,
+    file: &str,
+) -> u64 {
+    *function_of
+        .entry((name.to_string(), file.to_string()))
+        .or_insert_with(|| {
+            let id = functions.len() as u64 + 1;
+            functions.push(proto::Function {
+                id,
+                name: strings.id(name),
+                system_name: strings.id(name),
+                filename: strings.id(file),
+                start_line: 0,
+            });
+            id
+        })
+}
+
+/// Encode `profile` gzipped, as pprof reads it.
+pub fn write_gzipped(profile: &proto::Profile, out: &Path) -> std::io::Result<()> {
+    use prost::Message;
+    let bytes = profile.encode_to_vec();
+    let mut gz = GzEncoder::new(std::fs::File::create(out)?, flate2::Compression::default());
+    gz.write_all(&bytes)?;
+    gz.finish()?.sync_all()
+}

@@ -1,0 +1,656 @@
+//! The retention report: why is RSS above what the program holds?
+//!
+//! It splits the process's RSS, as `/proc/self/smaps` gives it, into parts that add up
+//! to it: inside ebb's memory each span's resident OS pages (`mincore`) go to what
+//! they hold — live blocks first, then blocks freed by other threads, then free
+//! blocks — and outside it each mapping's `Rss` goes to file-backed memory, stacks,
+//! or anonymous memory ebb does not own, listed largest first. Residency inside a
+//! page is known per OS page, not per block: a page's resident bytes are given to its
+//! live blocks first, so "free blocks in pages that hold live blocks" is what stays
+//! resident beyond them.
+//!
+//! Nothing here allocates; the report is a fixed-size value.
+
+use super::smaps::{self, Mapping};
+use super::{
+    check_bitmap_of, for_each_ebb_window, free_slices_of, heap_bytes, heaps_in, huge_in_use,
+    resident_bytes, SegmentResidency,
+};
+use crate::diag::StderrWriter;
+use crate::size_class::{class_size, CLASS_COUNT};
+use crate::span::arena;
+use crate::span::page::{FREE, HUGE, LARGE, THREAD_FREE_COUNT_SHIFT};
+use crate::span::segment::{Segment, HEADER_BYTES, HEADER_SLICES, SLICES_PER_SEGMENT, SLICE_SIZE};
+use crate::stats::{Bytes, FixedBuf};
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// Anonymous mappings not owned by ebb listed by address (the largest ones).
+pub const FOREIGN_LISTED: usize = 16;
+const FOREIGN_NAME_MAX: usize = 40;
+/// Pages at most this full (live blocks / blocks that fit, as 1/N) count as sparse.
+const SPARSE_DIVISOR: u64 = 4;
+
+/// Per size class: pages that hold live blocks, and what they keep resident.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassRetention {
+    pub block_size: u64,
+    /// Pages of the class holding at least one live block.
+    pub pages: u64,
+    pub live_blocks: u64,
+    /// Resident OS pages in those pages.
+    pub resident_os_pages: u64,
+    /// Resident bytes in those pages beyond their live blocks (free blocks).
+    pub free_resident: u64,
+    /// Pages at most a quarter full, the resident OS pages they pin, and the live
+    /// blocks pinning them.
+    pub sparse_pages: u64,
+    pub sparse_os_pages: u64,
+    pub sparse_live_blocks: u64,
+}
+
+/// An anonymous mapping holding memory ebb does not own.
+#[derive(Clone, Copy, Debug)]
+pub struct ForeignMapping {
+    pub start: usize,
+    pub end: usize,
+    /// Resident bytes in it that are not ebb's.
+    pub resident: u64,
+    name: [u8; FOREIGN_NAME_MAX],
+    name_len: u8,
+}
+
+impl ForeignMapping {
+    const EMPTY: ForeignMapping = ForeignMapping {
+        start: 0,
+        end: 0,
+        resident: 0,
+        name: [0; FOREIGN_NAME_MAX],
+        name_len: 0,
+    };
+
+    /// The kernel's name for it (`[heap]`, `[anon:...]`), or empty.
+    pub fn name(&self) -> &str {
+        core::str::from_utf8(&self.name[..self.name_len as usize]).unwrap_or("")
+    }
+}
+
+/// Where the process's resident memory is. Bytes are resident bytes unless said
+/// otherwise; the parts from `live` to `other` add up to `rss` (up to the changes other
+/// threads make while it is measured).
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    /// Resident set of the process: the sum of `Rss` over `/proc/self/smaps`.
+    pub rss: u64,
+    /// Bytes of live blocks, resident or not (what the program holds, at block size).
+    pub held: u64,
+    // -- ebb's memory
+    /// Resident bytes holding live blocks.
+    pub live: u64,
+    /// Page tails no block fits in, and resident pages of huge mappings past their
+    /// block's requested size.
+    pub rounding: u64,
+    /// Free blocks in pages that still hold live blocks (see `classes`).
+    pub free_in_live_pages: u64,
+    /// Free blocks in pages that hold no live block (a thread's current page, or one
+    /// not yet given back).
+    pub free_in_empty_pages: u64,
+    /// Free spans whose purge delay has not passed.
+    pub free_spans: u64,
+    /// Freed huge mappings kept for reuse.
+    pub huge_kept: u64,
+    /// Blocks freed by other threads and not yet taken in by the page's owner.
+    pub remote_freed: u64,
+    /// Segment headers, heaps, check bitmaps, the segment map.
+    pub metadata: u64,
+    // -- not ebb's
+    /// Anonymous memory ebb does not own, and in how many mappings.
+    pub foreign_anon: u64,
+    pub foreign_anon_mappings: u64,
+    /// Anonymous mappings right above a guard page: thread stacks, most likely.
+    pub thread_stacks: u64,
+    /// The main thread's stack.
+    pub stack: u64,
+    /// File-backed memory: code, data, mapped files, shared memory.
+    pub file_backed: u64,
+    /// Anything else (`[vdso]`, `[vsyscall]`).
+    pub other: u64,
+    pub classes: [ClassRetention; CLASS_COUNT],
+    /// The largest anonymous mappings with memory ebb does not own, largest first.
+    pub foreign: [ForeignMapping; FOREIGN_LISTED],
+    pub foreign_listed: usize,
+}
+
+impl Retention {
+    /// The sum of the parts (compare with `rss`).
+    pub fn parts_total(&self) -> u64 {
+        self.ebb_total()
+            + self.foreign_anon
+            + self.thread_stacks
+            + self.stack
+            + self.file_backed
+            + self.other
+    }
+
+    /// Resident bytes of ebb's own memory.
+    pub fn ebb_total(&self) -> u64 {
+        self.live
+            + self.rounding
+            + self.free_in_live_pages
+            + self.free_in_empty_pages
+            + self.free_spans
+            + self.huge_kept
+            + self.remote_freed
+            + self.metadata
+    }
+
+    fn empty() -> Self {
+        let mut r = Retention {
+            rss: 0,
+            held: 0,
+            live: 0,
+            rounding: 0,
+            free_in_live_pages: 0,
+            free_in_empty_pages: 0,
+            free_spans: 0,
+            huge_kept: 0,
+            remote_freed: 0,
+            metadata: 0,
+            foreign_anon: 0,
+            foreign_anon_mappings: 0,
+            thread_stacks: 0,
+            stack: 0,
+            file_backed: 0,
+            other: 0,
+            classes: [ClassRetention::default(); CLASS_COUNT],
+            foreign: [ForeignMapping::EMPTY; FOREIGN_LISTED],
+            foreign_listed: 0,
+        };
+        for (i, c) in r.classes.iter_mut().enumerate() {
+            c.block_size = class_size(i) as u64;
+        }
+        r
+    }
+
+    /// Keep `m`'s foreign bytes if they are among the largest seen.
+    fn list_foreign(&mut self, m: &Mapping, resident: u64) {
+        let mut entry = ForeignMapping::EMPTY;
+        entry.start = m.start;
+        entry.end = m.end;
+        entry.resident = resident;
+        let name = m.name().as_bytes();
+        let n = name.len().min(FOREIGN_NAME_MAX);
+        entry.name[..n].copy_from_slice(&name[..n]);
+        entry.name_len = n as u8;
+        let listed = &mut self.foreign[..self.foreign_listed];
+        let at = listed.iter().position(|f| f.resident < resident);
+        match at {
+            Some(at) => {
+                let last = self.foreign_listed.min(FOREIGN_LISTED - 1);
+                self.foreign.copy_within(at..last, at + 1);
+                self.foreign[at] = entry;
+                self.foreign_listed = (self.foreign_listed + 1).min(FOREIGN_LISTED);
+            }
+            None if self.foreign_listed < FOREIGN_LISTED => {
+                self.foreign[self.foreign_listed] = entry;
+                self.foreign_listed += 1;
+            }
+            None => {}
+        }
+    }
+}
+
+/// Measure. Costs a `mincore` per segment and per mapping ebb shares, and one read of
+/// `/proc/self/smaps`; changes no allocator state.
+pub fn measure() -> Retention {
+    let mut r = Retention::empty();
+    for seg in arena::segments() {
+        segment_parts(&mut r, seg);
+    }
+    let kept = crate::span::huge::kept_mappings();
+    for &(base, mapped) in kept.iter().filter(|k| k.0 != 0) {
+        r.huge_kept += resident_bytes(base, mapped);
+    }
+    let mut previous: Option<Mapping> = None;
+    smaps::for_each_mapping(true, |m| {
+        r.rss += m.rss;
+        if m.is_stack() {
+            r.stack += m.rss;
+        } else if m.is_file() {
+            r.file_backed += m.rss;
+        } else if !m.is_anonymous() {
+            r.other += m.rss;
+        } else {
+            let ebb_here = anonymous_parts(&mut r, m);
+            let foreign = m.rss.saturating_sub(ebb_here);
+            let after_guard = previous.is_some_and(|p| {
+                p.is_inaccessible() && p.end == m.start && p.end - p.start <= 1 << 20
+            });
+            if foreign > 0 && ebb_here == 0 && after_guard && m.end - m.start <= 64 << 20 {
+                r.thread_stacks += foreign;
+            } else if foreign > 0 {
+                r.foreign_anon += foreign;
+                r.foreign_anon_mappings += 1;
+                r.list_foreign(m, foreign);
+            }
+        }
+        previous = Some(*m);
+    });
+    r
+}
+
+/// Split one normal segment's resident pages.
+fn segment_parts(r: &mut Retention, seg: *mut Segment) {
+    let res = SegmentResidency::measure(seg);
+    let free = free_slices_of(seg);
+    let base = seg as usize;
+    r.metadata += res.bytes(base, base + HEADER_BYTES);
+    let page_size = crate::os::page_size() as u64;
+    for i in HEADER_SLICES..SLICES_PER_SEGMENT {
+        let slice = base + i * SLICE_SIZE;
+        if free.get(i) {
+            r.free_spans += res.bytes(slice, slice + SLICE_SIZE);
+            continue;
+        }
+        // SAFETY: segments are never unmapped; the descriptor fields read are atomics
+        // or written before the owner word is published (as in `stats::snapshot`).
+        let page = unsafe { &(*seg).pages[i] };
+        // SAFETY: as above.
+        if !unsafe { (*seg).starts_span(i) } {
+            continue;
+        }
+        let end = slice + page.span_bytes().max(SLICE_SIZE);
+        let resident = res.bytes(slice, end);
+        let owner = page.owner.load(Ordering::Acquire);
+        let size = page.block_size() as u64;
+        match owner {
+            HUGE => {}
+            FREE => r.free_in_empty_pages += resident,
+            LARGE => {
+                r.held += size;
+                r.live += resident;
+            }
+            _ if size == 0 => r.free_in_empty_pages += resident,
+            _ => {
+                let used = page.used() as u64;
+                let head = page.thread_free.load(Ordering::Relaxed) as usize;
+                let remote = ((head >> THREAD_FREE_COUNT_SHIFT) as u64).min(used);
+                let live_blocks = used - remote;
+                let reserved = page.reserved as u64;
+                let tail_start = slice + (reserved * size) as usize;
+                let mut rest = resident;
+                let tail = rest.min(res.bytes(tail_start, end));
+                rest -= tail;
+                let live = rest.min(live_blocks * size);
+                rest -= live;
+                let remote_bytes = rest.min(remote * size);
+                rest -= remote_bytes;
+                r.rounding += tail;
+                r.live += live;
+                r.remote_freed += remote_bytes;
+                r.held += live_blocks * size;
+                if live_blocks == 0 {
+                    r.free_in_empty_pages += rest;
+                    continue;
+                }
+                r.free_in_live_pages += rest;
+                let class = &mut r.classes[page.class as usize % CLASS_COUNT];
+                let os_pages = resident / page_size;
+                class.pages += 1;
+                class.live_blocks += live_blocks;
+                class.resident_os_pages += os_pages;
+                class.free_resident += rest;
+                if live_blocks * SPARSE_DIVISOR <= reserved {
+                    class.sparse_pages += 1;
+                    class.sparse_os_pages += os_pages;
+                    class.sparse_live_blocks += live_blocks;
+                }
+            }
+        }
+    }
+}
+
+/// Account for ebb's memory inside anonymous mapping `m` that the segment walk did not
+/// see (huge blocks, metadata outside segments) and return all of ebb's resident
+/// bytes in it.
+fn anonymous_parts(r: &mut Retention, m: &Mapping) -> u64 {
+    let mut ebb_here = 0;
+    let page = crate::os::page_size();
+    for_each_ebb_window(m.start, m.end, |seg, start, end| {
+        let resident = resident_bytes(start, end - start);
+        ebb_here += resident;
+        // A normal segment was walked already; a kept mapping is counted apart.
+        let Some(huge) = huge_in_use(seg) else {
+            return;
+        };
+        let base = seg as usize;
+        let (offset, used) = (huge.offset, huge.used);
+        let block = base + offset;
+        let live_end = block + used.saturating_sub(page);
+        let _ = resident;
+        let clip = |a: usize, b: usize| {
+            let (a, b) = (a.max(start), b.min(end));
+            if a < b {
+                resident_bytes(a, b - a)
+            } else {
+                0
+            }
+        };
+        let header = clip(base, block);
+        let live = clip(block, live_end);
+        r.metadata += header;
+        r.live += live;
+        r.rounding += clip(live_end.max(block), usize::MAX);
+        if (start..end).contains(&block) {
+            r.held += used.saturating_sub(page) as u64;
+        }
+    });
+    let (map, map_len) = crate::span::segment::map_extent();
+    let (a, b) = (map.max(m.start), (map + map_len).min(m.end));
+    if a < b {
+        let bytes = resident_bytes(a & !(page - 1), b - (a & !(page - 1)));
+        ebb_here += bytes;
+        r.metadata += bytes;
+    }
+    let heaps = heaps_in(m.start, m.end) * heap_bytes();
+    ebb_here += heaps;
+    r.metadata += heaps;
+    for seg in arena::segments() {
+        if let Some((bits, len)) = check_bitmap_of(seg) {
+            if m.start <= bits && bits < m.end {
+                let bytes = resident_bytes(bits, len);
+                ebb_here += bytes;
+                r.metadata += bytes;
+            }
+        }
+    }
+    ebb_here
+}
+
+/// `part` as a percentage of `whole`, one decimal (honours width, for columns).
+struct Percent(u64, u64);
+impl fmt::Display for Percent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tenths = (self.0 * 1000).checked_div(self.1).unwrap_or(0);
+        let mut buf = FixedBuf::new();
+        let _ = write!(buf, "{}.{}%", tenths / 10, tenths % 10);
+        f.pad(buf.as_str())
+    }
+}
+
+impl Retention {
+    /// Write the report for people.
+    pub fn write_to(&self, w: &mut impl Write) -> fmt::Result {
+        let rss = self.rss;
+        writeln!(
+            w,
+            "ebb retention report (pid {}): RSS {} (/proc/self/smaps); the program holds {} in live blocks",
+            crate::os::process_id(),
+            Bytes(rss),
+            Bytes(self.held)
+        )?;
+        let line = |w: &mut dyn Write, what: &str, bytes: u64| -> fmt::Result {
+            writeln!(
+                w,
+                "  {:>10} {:>6}  {}",
+                Bytes(bytes).to_padded(),
+                Percent(bytes, rss),
+                what
+            )
+        };
+        writeln!(w, " ebb's memory: {}", Bytes(self.ebb_total()))?;
+        line(w, "live blocks (resident part)", self.live)?;
+        line(
+            w,
+            "free blocks in pages that still hold live blocks",
+            self.free_in_live_pages,
+        )?;
+        line(
+            w,
+            "free blocks in pages with no live block",
+            self.free_in_empty_pages,
+        )?;
+        line(w, "free spans waiting for the purge delay", self.free_spans)?;
+        line(w, "kept huge mappings", self.huge_kept)?;
+        line(
+            w,
+            "blocks freed by other threads, not yet taken in",
+            self.remote_freed,
+        )?;
+        line(w, "page tails and huge-block rounding", self.rounding)?;
+        line(
+            w,
+            "ebb metadata (segment headers, heaps, maps)",
+            self.metadata,
+        )?;
+        writeln!(
+            w,
+            " not ebb's: {}",
+            Bytes(self.parts_total() - self.ebb_total())
+        )?;
+        line(w, "anonymous memory ebb does not own", self.foreign_anon)?;
+        line(
+            w,
+            "thread stacks (anonymous, above a guard page)",
+            self.thread_stacks,
+        )?;
+        line(w, "main thread stack", self.stack)?;
+        line(
+            w,
+            "file-backed (code, data, mapped files, shared memory)",
+            self.file_backed,
+        )?;
+        line(w, "other ([vdso], ...)", self.other)?;
+        writeln!(
+            w,
+            " parts add up to {} ({} of RSS)",
+            Bytes(self.parts_total()),
+            Percent(self.parts_total(), rss)
+        )?;
+        if self.foreign_anon > 0 {
+            writeln!(
+                w,
+                " {} of anonymous memory in {} mappings is not ebb's: another allocator or the program's own mmaps. Largest:",
+                Bytes(self.foreign_anon),
+                self.foreign_anon_mappings
+            )?;
+            for f in &self.foreign[..self.foreign_listed] {
+                writeln!(
+                    w,
+                    "  {:#x}-{:#x} {:>10} resident of {} {}",
+                    f.start,
+                    f.end,
+                    Bytes(f.resident).to_padded(),
+                    Bytes((f.end - f.start) as u64),
+                    f.name()
+                )?;
+            }
+        }
+        let mut order = [0u8; CLASS_COUNT];
+        for (i, o) in order.iter_mut().enumerate() {
+            *o = i as u8;
+        }
+        order.sort_unstable_by(|&a, &b| {
+            self.classes[b as usize]
+                .free_resident
+                .cmp(&self.classes[a as usize].free_resident)
+        });
+        let top = order
+            .iter()
+            .map(|&i| &self.classes[i as usize])
+            .filter(|c| c.free_resident > 0)
+            .take(10);
+        let mut header = false;
+        for c in top {
+            if !header {
+                writeln!(
+                    w,
+                    " free blocks kept resident by live ones, by class (largest first):"
+                )?;
+                header = true;
+            }
+            writeln!(
+                w,
+                "  {:>7} B blocks: {} free resident; {} pages hold {} live blocks in {} resident OS pages; {} pages at most 1/{} full pin {} OS pages with {} blocks",
+                c.block_size,
+                Bytes(c.free_resident),
+                c.pages,
+                c.live_blocks,
+                c.resident_os_pages,
+                c.sparse_pages,
+                SPARSE_DIVISOR,
+                c.sparse_os_pages,
+                c.sparse_live_blocks
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Write the report as one JSON object (no trailing newline).
+    pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
+        write!(
+            w,
+            "{{\"ebb_retention_version\":1,\"pid\":{}",
+            crate::os::process_id()
+        )?;
+        let fields: [(&str, u64); 18] = [
+            ("rss", self.rss),
+            ("parts_total", self.parts_total()),
+            ("held", self.held),
+            ("ebb_total", self.ebb_total()),
+            ("live", self.live),
+            ("free_in_live_pages", self.free_in_live_pages),
+            ("free_in_empty_pages", self.free_in_empty_pages),
+            ("free_spans", self.free_spans),
+            ("huge_kept", self.huge_kept),
+            ("remote_freed", self.remote_freed),
+            ("rounding", self.rounding),
+            ("metadata", self.metadata),
+            ("foreign_anon", self.foreign_anon),
+            ("foreign_anon_mappings", self.foreign_anon_mappings),
+            ("thread_stacks", self.thread_stacks),
+            ("stack", self.stack),
+            ("file_backed", self.file_backed),
+            ("other", self.other),
+        ];
+        for (name, value) in fields {
+            write!(w, ",\"{name}\":{value}")?;
+        }
+        w.write_str(",\"foreign\":[")?;
+        for (i, f) in self.foreign[..self.foreign_listed].iter().enumerate() {
+            if i > 0 {
+                w.write_char(',')?;
+            }
+            write!(
+                w,
+                "{{\"start\":{},\"end\":{},\"resident\":{},\"name\":\"",
+                f.start, f.end, f.resident
+            )?;
+            for ch in f.name().chars() {
+                match ch {
+                    '"' | '\\' => write!(w, "\\{ch}")?,
+                    c if (c as u32) < 0x20 => write!(w, "\\u{:04x}", c as u32)?,
+                    c => w.write_char(c)?,
+                }
+            }
+            w.write_str("\"}")?;
+        }
+        w.write_str("],\"classes\":[")?;
+        let mut first = true;
+        for c in self.classes.iter().filter(|c| c.pages > 0) {
+            if !first {
+                w.write_char(',')?;
+            }
+            first = false;
+            write!(
+                w,
+                "{{\"block_size\":{},\"pages\":{},\"live_blocks\":{},\"resident_os_pages\":{},\"free_resident\":{},\"sparse_pages\":{},\"sparse_os_pages\":{},\"sparse_live_blocks\":{}}}",
+                c.block_size, c.pages, c.live_blocks, c.resident_os_pages, c.free_resident,
+                c.sparse_pages, c.sparse_os_pages, c.sparse_live_blocks
+            )?;
+        }
+        w.write_str("]}")
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::fmt::Display for Retention {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.write_to(f)
+    }
+}
+
+/// Print the report to stderr.
+pub fn print() {
+    let mut w = StderrWriter::new();
+    let _ = measure().write_to(&mut w);
+}
+
+/// Write the report to the file `EBB_REPORT` names (`%p`: the process id): JSON if
+/// the path ends in `.json`, else text. Skipped silently if it cannot be opened.
+pub fn write_report_file() {
+    let Some(template) = crate::os::getenv(b"EBB_REPORT\0") else {
+        return;
+    };
+    let mut path = [0u8; 4096];
+    let Some(len) = crate::stats_json::expand_pid(template, crate::os::process_id(), &mut path)
+    else {
+        return;
+    };
+    let Some(fd) = crate::os::create_file(&path[..=len]) else {
+        return;
+    };
+    {
+        let report = measure();
+        let mut w = StderrWriter::to_fd(fd);
+        if path[..len].ends_with(b".json") {
+            let _ = report.write_json(&mut w);
+            let _ = w.write_char('\n');
+        } else {
+            let _ = report.write_to(&mut w);
+        }
+    }
+    crate::os::close_fd(fd);
+}
+
+extern "C" fn write_report_at_exit() {
+    write_report_file();
+}
+
+/// Bumped by the signal handler; the watcher thread writes a report per change.
+static SIGNALLED: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_report_signal(_: core::ffi::c_int) {
+    // Only async-signal-safe work here: a report takes locks the interrupted thread
+    // may hold, so a thread of its own writes it.
+    SIGNALLED.fetch_add(1, Ordering::Release);
+    crate::os::wake(&SIGNALLED, 1);
+}
+
+extern "C" fn report_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
+    let mut seen = SIGNALLED.load(Ordering::Acquire);
+    loop {
+        crate::os::wait(&SIGNALLED, seen, None);
+        let now = SIGNALLED.load(Ordering::Acquire);
+        if now != seen {
+            seen = now;
+            write_report_file();
+        }
+    }
+}
+
+/// Set up `EBB_REPORT` (at exit) and `EBB_REPORT_SIGNAL` (a report per signal, by a
+/// thread started for it). Called once from process set-up.
+pub fn register() {
+    if crate::os::getenv(b"EBB_REPORT\0").is_none() {
+        return;
+    }
+    crate::os::at_exit(write_report_at_exit);
+    if let Some(signo) =
+        crate::os::getenv(b"EBB_REPORT_SIGNAL\0").and_then(crate::os::signal_number)
+    {
+        if crate::os::spawn_detached(report_watcher, 256 << 10) {
+            crate::os::on_signal(signo, on_report_signal);
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The retention report and the measured stats: the report's parts add up to the
+//! process's RSS on a fragmented multi-threaded workload and name memory ebb does not
+//! own; stats read the remote-free lists and heap counts without changing them.
+//!
+//! The figures are process-wide, so the tests run one at a time.
+
+#[global_allocator]
+static A: ebb::Ebb = ebb::Ebb;
+
+mod common;
+
+use common::*;
+use std::sync::{mpsc, Barrier, Mutex, MutexGuard};
+use std::thread;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A block written whole, so its memory is resident.
+fn block(size: usize, fill: u8) -> Vec<u8> {
+    vec![fill; size]
+}
+
+fn report_text(r: &ebb::Retention) -> String {
+    let mut text = String::new();
+    r.write_to(&mut text).unwrap();
+    text
+}
+
+/// Four threads allocate ~100 MiB of mixed sizes, each hands nine in ten of its blocks
+/// to the next thread to free (cross-thread frees into pages still in use), and one in
+/// ten stays live: pages stay resident for few live blocks. The report's parts must add
+/// up to the RSS it measured within 3%, that RSS must agree with /proc/self/status,
+/// and the free memory kept by live blocks must show as such.
+#[test]
+fn retention_adds_up_to_rss_on_a_fragmented_multithreaded_heap() {
+    let _serial = serial();
+    const THREADS: usize = 4;
+    let barrier = std::sync::Arc::new(Barrier::new(THREADS + 1));
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let done_rx = std::sync::Arc::new(Mutex::new(done_rx));
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..THREADS {
+        let (tx, rx) = mpsc::channel::<Vec<Vec<u8>>>();
+        senders.push(tx);
+        receivers.push(rx);
+    }
+    let mut handles = Vec::new();
+    for (t, rx) in receivers.into_iter().enumerate() {
+        let to_next = senders[(t + 1) % THREADS].clone();
+        let barrier = barrier.clone();
+        let done_rx = done_rx.clone();
+        handles.push(thread::spawn(move || {
+            let mut rng = Rng::new(0x5e7e + t as u64);
+            let mut kept = Vec::new();
+            let mut give = Vec::new();
+            let mut bytes = 0;
+            while bytes < 25 << 20 {
+                let size = rng.range(16, 2048);
+                bytes += size;
+                let b = block(size, t as u8 + 1);
+                if rng.chance(1, 10) {
+                    kept.push(b);
+                } else {
+                    give.push(b);
+                }
+            }
+            // A large and a huge block too.
+            kept.push(block(3 << 20, 9));
+            if t == 0 {
+                kept.push(block(40 << 20, 9));
+            }
+            to_next.send(give).unwrap();
+            drop(rx.recv().unwrap()); // the previous thread's blocks, freed here
+            barrier.wait();
+            // Stay alive (and keep `kept`) until the report is taken.
+            let _ = done_rx.lock().unwrap().recv();
+            drop(kept);
+        }));
+    }
+    barrier.wait();
+    // First as the frees left it (most pushed onto other threads' pages, not yet
+    // taken in), then after a collection has taken them in.
+    let before = ebb::retention();
+    let before_text = report_text(&before);
+    ebb::collect(false);
+    let report = ebb::retention();
+    let status_rss = rss_bytes().expect("VmRSS");
+    let text = report_text(&report);
+    for _ in 0..THREADS {
+        done_tx.send(()).unwrap();
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert!(
+        before.parts_total().abs_diff(before.rss) * 100 <= before.rss * 3,
+        "{before_text}"
+    );
+    assert!(
+        before.remote_freed + before.free_in_live_pages > 20 << 20,
+        "{before_text}"
+    );
+    assert!(
+        report.remote_freed < before.remote_freed.max(1 << 20),
+        "{before_text}\n{text}"
+    );
+    let total = report.parts_total();
+    assert!(
+        total.abs_diff(report.rss) * 100 <= report.rss * 3,
+        "parts {total} vs RSS {}:\n{text}",
+        report.rss
+    );
+    assert!(
+        report.rss.abs_diff(status_rss) * 100 <= status_rss * 3,
+        "smaps RSS {} vs VmRSS {status_rss}:\n{text}",
+        report.rss
+    );
+    // ~10 MiB of small blocks, 12 MiB large, 40 MiB huge live.
+    assert!(
+        (55 << 20..80 << 20).contains(&report.held),
+        "held {}:\n{text}",
+        report.held
+    );
+    assert!(report.live * 10 >= report.held * 9, "{text}");
+    // Nine in ten small blocks were freed between the live ones: much more free
+    // memory stays resident in their pages than they hold.
+    assert!(
+        report.free_in_live_pages > 20 << 20,
+        "free in live pages {}:\n{text}",
+        report.free_in_live_pages
+    );
+    assert!(
+        report.metadata > 0 && report.file_backed > 0 && report.stack > 0,
+        "{text}"
+    );
+    assert!(
+        text.contains("free blocks kept resident by live ones"),
+        "{text}"
+    );
+}
+
+/// Memory the program maps itself is named, by address range, as not ebb's.
+#[test]
+fn retention_lists_the_programs_own_mappings() {
+    let _serial = serial();
+    const SIZE: usize = 96 << 20;
+    // SAFETY: a fresh private anonymous mapping, unmapped below.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED);
+    // SAFETY: the mapping is ours and SIZE bytes long.
+    unsafe { std::ptr::write_bytes(base as *mut u8, 1, SIZE) };
+    let report = ebb::retention();
+    let text = report_text(&report);
+    let start = base as usize;
+    let listed = report.foreign[..report.foreign_listed]
+        .iter()
+        .find(|f| f.start <= start && start + SIZE <= f.end);
+    // SAFETY: mapped above, no longer used.
+    unsafe { libc::munmap(base, SIZE) };
+    let listed = listed.unwrap_or_else(|| panic!("mapping {start:#x} not listed:\n{text}"));
+    assert!(listed.resident >= SIZE as u64, "{text}");
+    assert!(report.foreign_anon >= SIZE as u64, "{text}");
+    assert!(
+        text.contains("of anonymous memory in") && text.contains(&format!("{start:#x}")),
+        "{text}"
+    );
+    let mut json = String::new();
+    report.write_json(&mut json).unwrap();
+    assert!(json.contains(&format!("\"start\":{start},")), "{json}");
+}
+
+/// Stats count the blocks other threads freed and the owner has not taken in, from
+/// the lists' head words: reading twice gives the same count (nothing is drained),
+/// and the blocks still count as allocated. Heaps of live threads are counted.
+#[test]
+fn stats_read_remote_frees_and_heaps_without_draining() {
+    let _serial = serial();
+    // Few enough to stay in pages the owner keeps (a full page beyond the last few is
+    // abandoned, and frees into it are drained by the purger).
+    const BLOCKS: usize = 1_000;
+    let (to_freer, freer_rx) = mpsc::channel::<Vec<Box<[u8; 200]>>>();
+    let (freed_tx, freed_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    // The owner allocates, hands the blocks over and then waits without allocating,
+    // so nobody takes the remote frees in.
+    let owner = thread::spawn(move || {
+        let blocks: Vec<Box<[u8; 200]>> = (0..BLOCKS).map(|i| Box::new([i as u8; 200])).collect();
+        to_freer.send(blocks).unwrap();
+        go_rx.recv().unwrap();
+    });
+    let freer = thread::spawn(move || {
+        let blocks = freer_rx.recv().unwrap();
+        drop(blocks);
+        freed_tx.send(()).unwrap();
+    });
+    freed_rx.recv().unwrap();
+    let first = ebb::stats();
+    let second = ebb::stats();
+    go_tx.send(()).unwrap();
+    owner.join().unwrap();
+    freer.join().unwrap();
+    let remote_200: u64 = first
+        .classes
+        .iter()
+        .find(|c| c.block_size >= 200)
+        .map(|c| c.remote_freed_blocks)
+        .unwrap();
+    // The owner's pages may be taken over when it has been idle for the purge delay;
+    // most of the blocks are still on their lists in the microseconds between.
+    assert!(
+        remote_200 >= BLOCKS as u64 / 2,
+        "{remote_200} remote frees seen of {BLOCKS}: {first:?}"
+    );
+    assert!(second.remote_freed_blocks >= first.remote_freed_blocks * 9 / 10);
+    assert!(first.remote_freed_bytes >= remote_200 * 200);
+    assert!(first.heaps_live >= 3, "{first:?}");
+    assert!(first.resident > 4 << 20 && first.metadata > 0, "{first:?}");
+    assert!(
+        first.resident <= rss_bytes().unwrap() + (8 << 20),
+        "{first:?}"
+    );
+    let json = {
+        let mut s = String::new();
+        first.write_json(&mut s).unwrap();
+        s
+    };
+    for key in [
+        "\"resident\":",
+        "\"heaps_live\":",
+        "\"remote_freed_blocks\":",
+    ] {
+        assert!(json.contains(key), "{key} in {json}");
+    }
+}
