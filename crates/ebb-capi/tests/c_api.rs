@@ -680,3 +680,24 @@ fn malloc_in_constructors_threads_and_inside_libc() {
         .assert_success()
         .assert_stdout_has("destructor ran\n");
 }
+
+/// First-class heaps through the C API (tests/c/heap.c): allocation, frees by another
+/// thread, destroy, delete, and a thread that allocates from a heap it does not own.
+#[test]
+fn first_class_heaps() {
+    let run = run(&program("heap.c"), &[], true, &[]);
+    run.assert_success().assert_ebb(true);
+    for check in [
+        "ok alloc calloc aligned realloc stats",
+        "ok remote frees",
+        "ok destroy",
+        "ok delete",
+        "ok misuse aborts",
+    ] {
+        assert!(
+            run.stdout.contains(check),
+            "{check} missing: {}",
+            run.describe()
+        );
+    }
+}
