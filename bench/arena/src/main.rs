@@ -106,6 +106,9 @@ fn cpu_seconds() -> f64 {
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
+/// A way to let a request's objects go: its name, and `run(objects, requests)`.
+type Variant = (&'static str, fn(usize, usize) -> usize);
+
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -114,7 +117,7 @@ fn main() {
     let n = args.first().copied().unwrap_or(10_000);
     let requests = args.get(1).copied().unwrap_or(200);
     let rounds = args.get(2).copied().unwrap_or(7);
-    let variants: [(&str, fn(usize, usize) -> usize); 3] = [
+    let variants: [Variant; 3] = [
         ("frees", run_frees),
         ("heap", run_heap),
         ("bumpalo", run_bumpalo),
