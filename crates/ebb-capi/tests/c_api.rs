@@ -701,3 +701,17 @@ fn first_class_heaps() {
         );
     }
 }
+
+/// The same under check mode (every allocation recorded in the segment bitmap): no
+/// error may be reported, although destroy gives spans back with their bits set.
+#[test]
+fn first_class_heaps_in_check_mode() {
+    let run = run(&program("heap.c"), &[], true, &[("EBB_CHECK", "1")]);
+    run.assert_success().assert_ebb(true);
+    assert!(
+        run.stdout.contains("ok misuse aborts"),
+        "{}",
+        run.describe()
+    );
+    assert!(!run.stderr.contains("ebb: free"), "{}", run.describe());
+}

@@ -561,11 +561,16 @@ pub unsafe fn destroy(fc: *mut FirstClass) {
     }
     // SAFETY: per the contract; every page is ours and unlinked before it is released.
     unsafe {
+        let check_mode = (*fc).heap.owner_word & CHECK_TAG != 0;
         for_each_page(fc, |page| {
             (*page).set_is_current(false);
             (*page).listed = false;
             (*page).next = null_mut();
             (*page).prev = null_mut();
+            if check_mode {
+                let start = ((*page).start as usize & !(SLICE_SIZE - 1)) as *mut u8;
+                check::forget_span(start, (*page).span_bytes());
+            }
             release(page);
         });
         dispose(fc);
