@@ -93,6 +93,35 @@ int ebb_option_set(const char *name, int64_t value);
 /* The library version, e.g. "0.1.0". */
 const char *ebb_version(void);
 
+/* First-class heaps. A heap belongs to the thread that made it: only that thread
+ * allocates from it, destroys or deletes it (another thread doing so aborts with a
+ * message). Any thread frees its blocks with ebb_free (or free under LD_PRELOAD).
+ * Blocks above 16 MiB are ordinary blocks, not part of the heap: free them yourself. */
+typedef struct ebb_heap_s ebb_heap_t;
+typedef struct ebb_heap_stats_s {
+    uint64_t pages;        /* pages (and large-block spans) the heap holds */
+    uint64_t page_bytes;   /* bytes of those pages */
+    uint64_t live_blocks;  /* blocks in use (frees by other threads taken in first) */
+    uint64_t live_bytes;   /* bytes of those blocks, at block size */
+    uint64_t large_blocks; /* blocks above 512 KiB among them */
+} ebb_heap_stats_t;
+ebb_heap_t *ebb_heap_new(void);
+void *ebb_heap_malloc(ebb_heap_t *heap, size_t size);
+void *ebb_heap_calloc(ebb_heap_t *heap, size_t count, size_t size);
+/* ptr NULL: malloc; size 0: free and return NULL; else resize within the heap. */
+void *ebb_heap_realloc(ebb_heap_t *heap, void *ptr, size_t size);
+/* align: a power of two (else NULL, errno EINVAL). */
+void *ebb_heap_malloc_aligned(ebb_heap_t *heap, size_t align, size_t size);
+/* Free every block of the heap at once (in time proportional to its pages, not its
+ * blocks), and the heap. Every pointer into it becomes invalid. */
+void ebb_heap_destroy(ebb_heap_t *heap);
+/* Free the heap but not its blocks: they stay valid, any thread frees them. */
+void ebb_heap_delete(ebb_heap_t *heap);
+/* Take in frees other threads made into the heap; give its unused pages back. */
+void ebb_heap_collect(ebb_heap_t *heap);
+/* Fill *out with the heap's figures. 0 on success, -1 if a pointer is NULL. */
+int ebb_heap_stats(ebb_heap_t *heap, ebb_heap_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -788,4 +788,37 @@ fn retention_report_on_a_signal() {
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+/// First-class heaps through the C API (tests/c/heap.c): allocation, frees by another
+/// thread, destroy, delete, and a thread that allocates from a heap it does not own.
+#[test]
+fn first_class_heaps() {
+    let run = run(&program("heap.c"), &[], true, &[]);
+    run.assert_success().assert_ebb(true);
+    for check in [
+        "ok alloc calloc aligned realloc stats",
+        "ok remote frees",
+        "ok destroy",
+        "ok delete",
+        "ok misuse aborts",
+    ] {
+        assert!(
+            run.stdout.contains(check),
+            "{check} missing: {}",
+            run.describe()
+        );
+    }
+}
+
+/// The same under check mode (every allocation recorded in the segment bitmap): no
+/// error may be reported, although destroy gives spans back with their bits set.
+#[test]
+fn first_class_heaps_in_check_mode() {
+    let run = run(&program("heap.c"), &[], true, &[("EBB_CHECK", "1")]);
+    run.assert_success().assert_ebb(true);
+    assert!(
+        run.stdout.contains("ok misuse aborts"),
+        "{}",
+        run.describe()
+    );
+    assert!(!run.stderr.contains("ebb: free"), "{}", run.describe());
 }

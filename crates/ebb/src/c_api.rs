@@ -423,3 +423,4 @@ pub const VERSION: &[u8] = concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes();
 /// The exported symbols. `ebb_*` with `c-api`; standard names with `override`.
 #[cfg(feature = "c-api")]
 mod exports;
+mod heap;

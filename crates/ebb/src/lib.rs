@@ -16,6 +16,7 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::missing_safety_doc)]
+#![cfg_attr(feature = "nightly", feature(allocator_api))]
 
 #[cfg(any(feature = "std", test))]
 extern crate std;
@@ -77,6 +78,7 @@ mod counters;
 mod diag;
 mod front;
 mod handoff;
+mod heap_api;
 mod observe;
 mod options;
 mod os;
@@ -94,6 +96,7 @@ use core::alloc::{GlobalAlloc, Layout};
 
 #[doc(hidden)] // for tests: see `front::slow::find_page`
 pub use front::slow::FULL_PAGE_SLICES_KEPT;
+pub use heap_api::{heap_tests_support, Heap, HeapStats};
 pub use observe::retention::{ClassRetention, ForeignMapping, Retention};
 pub use options::Options;
 pub use size_class::{CLASS_COUNT, LARGE_MAX, MEDIUM_MAX};

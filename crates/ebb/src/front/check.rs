@@ -87,6 +87,18 @@ pub fn mark_allocated(block: *mut u8) {
     }
 }
 
+/// Forget every allocation recorded in a span given back whole, its blocks never
+/// freed (`first_class::destroy`): a later page in the span must not find them set.
+/// `start` is slice aligned, so every bitmap word (64 granules, 512 bytes) is the
+/// span's alone.
+pub fn forget_span(start: *mut u8, bytes: usize) {
+    for offset in (0..bytes).step_by(64 * GRANULE) {
+        if let Some((word, _)) = bit_of(start.wrapping_add(offset), false) {
+            word.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Clear `block`'s allocated bit; false if it was not set (a double free, or a block
 /// start never allocated).
 fn take_allocated(block: *mut u8) -> bool {

@@ -74,7 +74,7 @@ pub struct Heap {
 }
 
 impl Heap {
-    const fn empty() -> Self {
+    pub const fn empty() -> Self {
         Self {
             handshake: Handshake {
                 in_op: AtomicU32::new(0),

@@ -6,10 +6,12 @@
 //! - `slow`: the malloc and free slow paths, sweeping and retiring pages;
 //! - `takeover`: which heaps are idle, and taking one over (for the purger);
 //! - `tls`: how a thread finds its heap;
-//! - `check`: check mode's validation of frees (`EBB_CHECK=1`).
+//! - `check`: check mode's validation of frees (`EBB_CHECK=1`);
+//! - `first_class`: heaps the program creates and destroys (`ebb::Heap`).
 
 pub mod alloc;
 pub mod check;
+pub mod first_class;
 pub mod heap;
 pub mod queue;
 pub mod slow;
