@@ -788,6 +788,8 @@ fn retention_report_on_a_signal() {
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// First-class heaps through the C API (tests/c/heap.c): allocation, frees by another
 /// thread, destroy, delete, and a thread that allocates from a heap it does not own.
 #[test]
