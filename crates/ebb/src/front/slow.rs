@@ -47,6 +47,7 @@ pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
     unsafe {
         let keep_full = FULL_PAGE_SLICES_KEPT / page_slices(class);
         let mut full_kept = 0;
+        let mut abandoned = false;
         let mut page = (*heap).queues[class].first;
         while !page.is_null() {
             let next = (*page).next;
@@ -56,6 +57,9 @@ pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
                     (*heap).queues[class].remove(page);
                     (*heap).queues[class].push_front(page);
                     (*heap).set_current(class, page);
+                }
+                if abandoned {
+                    after_slow_path();
                 }
                 return page;
             }
@@ -68,10 +72,12 @@ pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
                 // Full and older: let it go, so frees into it make it claimable by anyone.
                 queue_remove(heap, class, page);
                 abandon::abandon(page, heap as usize, os::now_ms());
+                abandoned = true;
             }
             page = next;
         }
         let page = take_page(class, heap);
+        after_slow_path();
         if page.is_null() {
             return null_mut();
         }
@@ -153,7 +159,6 @@ pub fn malloc_slow(class: usize) -> *mut u8 {
             block
         }
     };
-    after_slow_path();
     // SAFETY: as above.
     unsafe { (*heap).leave() };
     block
@@ -192,6 +197,7 @@ unsafe fn sweep(heap: *mut Heap) {
         }
     }
     COUNTERS.sweeps.fetch_add(1, Ordering::Relaxed);
+    after_slow_path();
 }
 
 /// Take the first free block of `page` (which must have one).
@@ -229,7 +235,6 @@ pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
     // SAFETY: page is a valid descriptor; ownership decides who touches what.
     unsafe {
         free_slow_inner(heap, page, block);
-        after_slow_path();
         if own {
             (*heap).leave();
         }
@@ -268,8 +273,13 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
                 (*page).set_used(0);
                 COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
                 arena::free_span(page, os::now_ms());
+                after_slow_path();
             }
-            HUGE => huge::free(page),
+            HUGE => {
+                huge::free(page);
+                // Without a background purger, this is where an expired kept mapping goes.
+                after_slow_path();
+            }
             FREE => crate::diag::report_invalid_free(block, "block is not in use (double free?)"),
             ABANDONED
                 if heap != empty_heap()
@@ -328,8 +338,6 @@ pub unsafe fn page_emptied(page: *mut Page) {
         if (*page).owner.load(Ordering::Relaxed) & !CHECK_TAG == heap as usize {
             retire(heap, page);
         }
-        after_slow_path();
-        after_slow_path();
         (*heap).leave();
     }
 }
@@ -355,6 +363,7 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
         // then writes FREE).
         (*page).owner.store(DRAINING, Ordering::Relaxed);
         arena::free_span(page, os::now_ms());
+        after_slow_path();
     }
 }
 
