@@ -122,6 +122,10 @@ pub struct RunResult {
     pub samples: Vec<Sample>,
     /// The statistics each ebb process of the tree wrote at exit (`EBB_STATS_FILE`).
     pub ebb_stats: Vec<serde_json::Value>,
+    /// The retention report each ebb process of the tree wrote at exit (`EBB_REPORT`):
+    /// its RSS split into what ebb holds and why, and what is not ebb's.
+    #[serde(default)]
+    pub ebb_retention: Vec<serde_json::Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub output_tail: Vec<String>,
 }
@@ -249,13 +253,21 @@ impl StatsDir {
         Ok(StatsDir(dir))
     }
 
-    /// Every statistics file an ebb process wrote, with its pid added.
-    fn collect(&self) -> Vec<serde_json::Value> {
+    /// Every file named `PREFIX-<pid>.json` an ebb process wrote, with its pid added.
+    fn collect(&self, prefix: &str) -> Vec<serde_json::Value> {
         let mut all = Vec::new();
         let Ok(entries) = std::fs::read_dir(&self.0) else {
             return all;
         };
-        let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        let mut paths: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(prefix))
+            })
+            .collect();
         paths.sort();
         for path in paths {
             let Ok(text) = std::fs::read_to_string(&path) else {
@@ -306,6 +318,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     }
     if spec.allocator.is_ebb {
         cmd.env("EBB_STATS_FILE", stats_dir.0.join("ebb-stats-%p.json"));
+        cmd.env("EBB_REPORT", stats_dir.0.join("ebb-retention-%p.json"));
     }
     let capture = spec.ready.is_some() || !spec.show_output;
     if capture {
@@ -363,6 +376,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
         interrupted: false,
         samples: Vec::new(),
         ebb_stats: Vec::new(),
+        ebb_retention: Vec::new(),
         output_tail: Vec::new(),
     };
     let mut seen = std::collections::HashSet::new();
@@ -550,7 +564,8 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
         result.wall_s = result.idle_start_s.unwrap_or(result.elapsed_s);
     }
     result.processes_seen = seen.len();
-    result.ebb_stats = stats_dir.collect();
+    result.ebb_stats = stats_dir.collect("ebb-stats-");
+    result.ebb_retention = stats_dir.collect("ebb-retention-");
     result.output_tail = tail.into_iter().collect();
     if let Some(message) = failure {
         if !result.output_tail.is_empty() && !spec.show_output {

@@ -391,6 +391,14 @@ fn builtin_workload_runs_as_a_server_with_idle_marks() {
     let stats = c["results"][1][0]["ebb_stats"].as_array().unwrap();
     assert_eq!(stats.len(), 1, "{stats:?}");
     assert!(stats[0]["purged"].as_u64().unwrap() > 0, "{}", stats[0]);
+    // And its retention report: the process's RSS at exit, split into parts.
+    let retention = c["results"][1][0]["ebb_retention"].as_array().unwrap();
+    assert_eq!(retention.len(), 1, "{retention:?}");
+    assert!(
+        retention[0]["rss"].as_u64().unwrap() > 0 && retention[0]["parts_total"].is_u64(),
+        "{}",
+        retention[0]
+    );
 }
 
 #[test]
