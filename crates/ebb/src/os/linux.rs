@@ -46,6 +46,9 @@ pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
     let Some(over) = size.checked_add(align) else {
         return null_mut();
     };
+    if super::fault::refuse(super::fault::Kind::Reserve, size) {
+        return null_mut();
+    }
     // SAFETY: an anonymous private mapping at a kernel-chosen address touches no
     // existing memory. A failure is reported by returning null (the C API sets ENOMEM).
     let raw = preserving_errno(|| unsafe {
@@ -82,6 +85,7 @@ pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
 /// # Safety
 /// `[ptr, ptr + size)` must be a range this module reserved and nobody uses any more.
 pub unsafe fn release(ptr: *mut u8, size: usize) {
+    super::fault::released(size);
     // SAFETY: per the contract above.
     unsafe { libc::munmap(ptr as *mut c_void, size) };
 }
@@ -91,6 +95,9 @@ pub unsafe fn release(ptr: *mut u8, size: usize) {
 /// # Safety
 /// The range must be page aligned, reserved by this module and hold no live data.
 pub unsafe fn decommit(ptr: *mut u8, size: usize) -> bool {
+    if super::fault::refuse(super::fault::Kind::Decommit, size) {
+        return false;
+    }
     // SAFETY: per the contract above.
     let ok = preserving_errno(|| unsafe {
         libc::madvise(ptr as *mut c_void, size, libc::MADV_DONTNEED) == 0
@@ -140,6 +147,9 @@ pub fn valgrind_mark_defined(ptr: *mut u8, size: usize) {
 /// `old` must be a reservation of `old_size` bytes; `dest`, if non-null, a reservation
 /// of at least `new_size` bytes that nobody uses.
 pub unsafe fn remap(old: *mut u8, old_size: usize, new_size: usize, dest: *mut u8) -> *mut u8 {
+    if super::fault::refuse(super::fault::Kind::Remap, new_size) {
+        return null_mut();
+    }
     // SAFETY: per the contract above.
     let res = preserving_errno(|| unsafe {
         if dest.is_null() {
