@@ -284,4 +284,3 @@ mod assertion_tests {
         assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{:?}", out.status);
     }
 }
-

@@ -62,7 +62,9 @@ pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
         )
     });
     if raw == libc::MAP_FAILED {
-        return null_mut();
+        // Too little address space for the over-sized mapping (`ulimit -v`): look for
+        // an aligned hole of just `size` bytes.
+        return reserve_aligned_exact(size, align);
     }
     let raw = raw as usize;
     let start = (raw + align - 1) & !(align - 1);
@@ -78,6 +80,55 @@ pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
         }
     }
     start as *mut u8
+}
+
+/// Map `size` bytes at an `align`ed address without mapping more than `size` at any
+/// time: where the kernel would put the mapping, else at aligned addresses below that
+/// (the kernel hands out addresses top-down). Null if no hole is found.
+fn reserve_aligned_exact(size: usize, align: usize) -> *mut u8 {
+    const ATTEMPTS: usize = 64;
+    let map = |hint: usize, flags: c_int| {
+        // SAFETY: an anonymous mapping at a hint, never MAP_FIXED: with
+        // MAP_FIXED_NOREPLACE (ignored, so just a hint, before Linux 4.17) the kernel
+        // fails rather than replace an existing mapping.
+        preserving_errno(|| unsafe {
+            libc::mmap(
+                hint as *mut c_void,
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | flags,
+                -1,
+                0,
+            )
+        })
+    };
+    let unmap = |at: *mut c_void| {
+        // SAFETY: `at` is a mapping of `size` bytes just made here and not handed out.
+        unsafe { libc::munmap(at, size) };
+    };
+    let probe = map(0, 0);
+    if probe == libc::MAP_FAILED {
+        return null_mut();
+    }
+    if probe as usize % align == 0 {
+        return probe as *mut u8;
+    }
+    unmap(probe);
+    let mut hint = probe as usize & !(align - 1);
+    for _ in 0..ATTEMPTS {
+        let got = map(hint, libc::MAP_FIXED_NOREPLACE);
+        if got as usize == hint {
+            return hint as *mut u8;
+        }
+        if got != libc::MAP_FAILED {
+            unmap(got);
+        }
+        match hint.checked_sub(align) {
+            Some(lower) if lower > 0 => hint = lower,
+            _ => break,
+        }
+    }
+    null_mut()
 }
 
 /// Give a reservation back to the OS.
