@@ -47,14 +47,20 @@ fn check_and_fill(p: *mut u8, size: usize, align: usize, zeroed: bool, fill: u8)
         assert!(bytes.iter().all(|&b| b == 0), "zeroed block is not zero");
     }
     // SAFETY: p is live.
-    assert!(unsafe { ebb::usable_size(p) } >= size, "usable size too small");
+    assert!(
+        unsafe { ebb::usable_size(p) } >= size,
+        "usable size too small"
+    );
     bytes.fill(fill);
 }
 
 pub fn check_intact(block: &Live) {
     // SAFETY: the block is live with `size` bytes.
     let bytes = unsafe { core::slice::from_raw_parts(block.ptr, block.size) };
-    assert!(bytes.iter().all(|&b| b == block.fill), "block contents changed");
+    assert!(
+        bytes.iter().all(|&b| b == block.fill),
+        "block contents changed"
+    );
 }
 
 /// Free `block` through the Rust API or the C ABI.
@@ -106,7 +112,11 @@ pub fn step(live: &mut Vec<Live>, op: &[u8; 4], counter: &mut u8) {
             let p = unsafe { ebb_calloc(count, each) } as *mut u8;
             if !p.is_null() {
                 check_and_fill(p, count * each, 1, true, fill);
-                live.push(Live { ptr: p, size: count * each, fill });
+                live.push(Live {
+                    ptr: p,
+                    size: count * each,
+                    fill,
+                });
             }
         }
         4 => {
@@ -122,7 +132,11 @@ pub fn step(live: &mut Vec<Live>, op: &[u8; 4], counter: &mut u8) {
             let mut out = core::ptr::null_mut();
             if unsafe { ebb_posix_memalign(&mut out, align, size) } == 0 {
                 check_and_fill(out as *mut u8, size, align, false, fill);
-                live.push(Live { ptr: out as *mut u8, size, fill });
+                live.push(Live {
+                    ptr: out as *mut u8,
+                    size,
+                    fill,
+                });
             }
         }
         6 | 7 if !live.is_empty() => {
@@ -148,7 +162,10 @@ pub fn step(live: &mut Vec<Live>, op: &[u8; 4], counter: &mut u8) {
                 return;
             }
             let bytes = unsafe { core::slice::from_raw_parts(p, kept) };
-            assert!(bytes.iter().all(|&b| b == live[i].fill), "realloc lost contents");
+            assert!(
+                bytes.iter().all(|&b| b == live[i].fill),
+                "realloc lost contents"
+            );
             check_and_fill(p, size, 1, false, fill);
             live[i] = Live { ptr: p, size, fill };
         }
