@@ -31,7 +31,7 @@ fn size_from(a: u8, b: u8) -> usize {
         8..=11 => (b as usize) << 6,
         12..=13 => (b as usize) << 11,
         14 => (b as usize) << 15,
-        _ => ((b as usize % 4) + 1) << 24,
+        _ => (16 << 20) + ((b as usize) << 12),
     }
 }
 
@@ -177,9 +177,9 @@ pub fn step(live: &mut Vec<Live>, op: &[u8; 4], counter: &mut u8) {
         11 => ebb::collect(op[1] % 2 == 0),
         _ => {}
     }
-    // Keep the model's footprint bounded (huge blocks are up to 64 MiB).
+    // Keep the model's footprint bounded (huge blocks are up to 17 MiB).
     let total: usize = live.iter().map(|b| b.size).sum();
-    if total > 256 << 20 || live.len() > 4096 {
+    if total > 64 << 20 || live.len() > 4096 {
         let block = live.swap_remove(0);
         release(block, false);
     }
