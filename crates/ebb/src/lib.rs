@@ -99,6 +99,8 @@ pub use front::slow::FULL_PAGE_SLICES_KEPT;
 pub use heap_api::{heap_tests_support, Heap, HeapStats};
 pub use observe::retention::{ClassRetention, ForeignMapping, Retention};
 pub use options::Options;
+#[doc(hidden)] // for tests: the OS memory calls fault injection can refuse
+pub use os::fault::{Kind as FaultKind, ALL_KINDS as ALL_FAULT_KINDS};
 pub use size_class::{CLASS_COUNT, LARGE_MAX, MEDIUM_MAX};
 pub use stats::{ClassStats, Stats};
 
@@ -245,6 +247,22 @@ pub fn set_options(options: Options) {
 /// True if the background purger thread is running.
 pub fn background_purger_running() -> bool {
     span::deadline::purger_running()
+}
+
+/// Fault injection (tests; `EBB_FAULT_AFTER` / `EBB_FAULT_BUDGET` arm it from the
+/// environment): from now on, OS memory calls of the kinds in `kinds` (bits of
+/// [`FaultKind`]) are numbered from 1 and those numbered in `[fail_from, fail_until)`
+/// fail, as does a reservation past `budget` bytes reserved from now on.
+/// `fault_injection(u64::MAX, u64::MAX, 0, usize::MAX)` turns it off.
+#[doc(hidden)]
+pub fn fault_injection(fail_from: u64, fail_until: u64, kinds: u8, budget: usize) {
+    os::fault::arm(fail_from, fail_until, kinds, budget);
+}
+
+/// OS memory calls fault injection has refused since the process started.
+#[doc(hidden)]
+pub fn faults_refused() -> u64 {
+    os::fault::refused()
 }
 
 #[cfg(test)]

@@ -46,6 +46,9 @@ pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
     let Some(over) = size.checked_add(align) else {
         return null_mut();
     };
+    if super::fault::refuse(super::fault::Kind::Reserve, size) {
+        return null_mut();
+    }
     // SAFETY: an anonymous private mapping at a kernel-chosen address touches no
     // existing memory. A failure is reported by returning null (the C API sets ENOMEM).
     let raw = preserving_errno(|| unsafe {
@@ -59,7 +62,9 @@ pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
         )
     });
     if raw == libc::MAP_FAILED {
-        return null_mut();
+        // Too little address space for the over-sized mapping (`ulimit -v`): look for
+        // an aligned hole of just `size` bytes.
+        return reserve_aligned_exact(size, align);
     }
     let raw = raw as usize;
     let start = (raw + align - 1) & !(align - 1);
@@ -77,11 +82,61 @@ pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
     start as *mut u8
 }
 
+/// Map `size` bytes at an `align`ed address without mapping more than `size` at any
+/// time: where the kernel would put the mapping, else at aligned addresses below that
+/// (the kernel hands out addresses top-down). Null if no hole is found.
+fn reserve_aligned_exact(size: usize, align: usize) -> *mut u8 {
+    const ATTEMPTS: usize = 64;
+    let map = |hint: usize, flags: c_int| {
+        // SAFETY: an anonymous mapping at a hint, never MAP_FIXED: with
+        // MAP_FIXED_NOREPLACE (ignored, so just a hint, before Linux 4.17) the kernel
+        // fails rather than replace an existing mapping.
+        preserving_errno(|| unsafe {
+            libc::mmap(
+                hint as *mut c_void,
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | flags,
+                -1,
+                0,
+            )
+        })
+    };
+    let unmap = |at: *mut c_void| {
+        // SAFETY: `at` is a mapping of `size` bytes just made here and not handed out.
+        unsafe { libc::munmap(at, size) };
+    };
+    let probe = map(0, 0);
+    if probe == libc::MAP_FAILED {
+        return null_mut();
+    }
+    if probe as usize % align == 0 {
+        return probe as *mut u8;
+    }
+    unmap(probe);
+    let mut hint = probe as usize & !(align - 1);
+    for _ in 0..ATTEMPTS {
+        let got = map(hint, libc::MAP_FIXED_NOREPLACE);
+        if got as usize == hint {
+            return hint as *mut u8;
+        }
+        if got != libc::MAP_FAILED {
+            unmap(got);
+        }
+        match hint.checked_sub(align) {
+            Some(lower) if lower > 0 => hint = lower,
+            _ => break,
+        }
+    }
+    null_mut()
+}
+
 /// Give a reservation back to the OS.
 ///
 /// # Safety
 /// `[ptr, ptr + size)` must be a range this module reserved and nobody uses any more.
 pub unsafe fn release(ptr: *mut u8, size: usize) {
+    super::fault::released(size);
     // SAFETY: per the contract above.
     unsafe { libc::munmap(ptr as *mut c_void, size) };
 }
@@ -91,6 +146,9 @@ pub unsafe fn release(ptr: *mut u8, size: usize) {
 /// # Safety
 /// The range must be page aligned, reserved by this module and hold no live data.
 pub unsafe fn decommit(ptr: *mut u8, size: usize) -> bool {
+    if super::fault::refuse(super::fault::Kind::Decommit, size) {
+        return false;
+    }
     // SAFETY: per the contract above.
     let ok = preserving_errno(|| unsafe {
         libc::madvise(ptr as *mut c_void, size, libc::MADV_DONTNEED) == 0
@@ -140,6 +198,9 @@ pub fn valgrind_mark_defined(ptr: *mut u8, size: usize) {
 /// `old` must be a reservation of `old_size` bytes; `dest`, if non-null, a reservation
 /// of at least `new_size` bytes that nobody uses.
 pub unsafe fn remap(old: *mut u8, old_size: usize, new_size: usize, dest: *mut u8) -> *mut u8 {
+    if super::fault::refuse(super::fault::Kind::Remap, new_size) {
+        return null_mut();
+    }
     // SAFETY: per the contract above.
     let res = preserving_errno(|| unsafe {
         if dest.is_null() {

@@ -75,12 +75,17 @@
 //! from our own memory, false instead of a fault if another thread unmapped it: the
 //! header of a huge mapping found through the segment map may be freed meanwhile).
 //!
+//! Fault injection (`fault.rs`, shared by every implementation): `reserve_aligned`,
+//! `decommit` and `remap` ask [`fault::refuse`] first and fail as the OS would when it
+//! says so; `release` reports the bytes it gives back with [`fault::released`].
+//!
 //! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
 //! `preserving_errno(f)`.
 //!
 //! Thread-local storage is not part of this contract: `front::tls` reaches the heap
 //! pointer with initial-exec TLS on x86-64 Linux and through the thread key elsewhere.
 
+pub mod fault;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]

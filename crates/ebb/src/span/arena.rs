@@ -48,6 +48,28 @@ pub fn segments() -> impl Iterator<Item = *mut Segment> {
 /// Returns the span's first descriptor, set up as a span but owned by nobody yet
 /// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
 pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
+    take_span(count, align, true)
+}
+
+/// Large blocks above this many slices (4 MiB) never make a new segment: three 8 MiB
+/// blocks fill a 32 MiB segment to 75% (its address space is the budget under
+/// `ulimit -v`), so one that finds no room in an existing segment gets a mapping of its
+/// own (`huge.rs`) instead.
+pub const LARGE_NEW_SEGMENT_MAX_SLICES: usize = SLICES_PER_SEGMENT / 8;
+
+/// `alloc_span`, reserving a new segment only if `may_reserve`. If the OS refuses a
+/// segment while freed huge mappings are kept, they go back first (they hold address
+/// space the OS may be short of) and the search runs again.
+fn take_span(count: usize, align: usize, may_reserve: bool) -> Option<(*mut Page, bool)> {
+    let found = search_or_reserve(count, align, may_reserve);
+    if found.is_none() && may_reserve && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
+        crate::span::huge::purge_cache(os::now_ms(), 0, true);
+        return search_or_reserve(count, align, may_reserve);
+    }
+    found
+}
+
+fn search_or_reserve(count: usize, align: usize, may_reserve: bool) -> Option<(*mut Page, bool)> {
     debug_assert!(count > 0 && count < SLICES_PER_SEGMENT);
     let _guard = SPAN_LOCK.lock();
     let mut found = None;
@@ -65,6 +87,9 @@ pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
     let (seg, index) = match found {
         Some(f) => f,
         None => {
+            if !may_reserve {
+                return None;
+            }
             let seg = Segment::reserve();
             if seg.is_null() {
                 return None;
@@ -128,7 +153,11 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
     if count + align_slices > SLICES_PER_SEGMENT {
         return None;
     }
-    let (page, _) = alloc_span(count, align_slices)?;
+    let (page, _) = take_span(
+        count,
+        align_slices,
+        count + align_slices <= LARGE_NEW_SEGMENT_MAX_SLICES,
+    )?;
     // SAFETY: the span is ours: the arena gave it to us and nobody else has its address.
     unsafe {
         (*page)

@@ -7,7 +7,8 @@
 //! its bits are cleared in `free_slices` (so `alloc_span` and `resize_large` cannot
 //! take it) but still set in `committed_slices`, and `free_count` does not count it.
 //! Nothing else reads a hidden run's descriptors. Once decommitted, the run is made
-//! free again, now uncommitted, under the lock.
+//! free again, now uncommitted, under the lock; a run the OS refused to decommit is
+//! made free again still committed, and the scan stops until the next purge.
 
 use crate::counters::COUNTERS;
 use crate::os;
@@ -71,22 +72,28 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
                 break;
             }
             let mut bytes = 0;
-            for &(start, count) in &runs[..run_count] {
+            let mut decommitted = [false; RUNS_PER_BATCH];
+            for (&(start, count), done) in runs[..run_count].iter().zip(&mut decommitted) {
                 // SAFETY: the run is free and hidden from allocation, so no one uses it.
-                unsafe { os::decommit((*seg).slice_start(start), count * SLICE_SIZE) };
-                bytes += count * SLICE_SIZE;
+                *done = unsafe { os::decommit((*seg).slice_start(start), count * SLICE_SIZE) };
+                if *done {
+                    bytes += count * SLICE_SIZE;
+                }
             }
+            let refused = decommitted[..run_count].contains(&false);
             {
                 let _guard = SPAN_LOCK.lock();
                 // SAFETY: as above.
                 let seg_ref = unsafe { &mut *seg };
-                for &(start, count) in &runs[..run_count] {
+                for (&(start, count), &done) in runs[..run_count].iter().zip(&decommitted) {
                     debug_assert!(
                         seg_ref.free_slices.all(start, count, false)
                             && seg_ref.committed_slices.all(start, count, true),
                         "a hidden run changed while it was decommitted"
                     );
-                    seg_ref.committed_slices.assign_range(start, count, false);
+                    // A run the OS refused to decommit keeps its data: it stays
+                    // committed (so it is never taken for zeroed memory).
+                    seg_ref.committed_slices.assign_range(start, count, !done);
                     seg_ref.free_slices.assign_range(start, count, true);
                     seg_ref.free_count += count as u32;
                 }
@@ -98,6 +105,11 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
             COUNTERS
                 .purge_calls
                 .fetch_add(run_count as u64, Ordering::Relaxed);
+            if refused {
+                // The OS refuses now; the purger tries again after another delay
+                // rather than finding the same runs again and again.
+                return next_due.min(now.saturating_add(delay.max(1)));
+            }
             if run_count < runs.len() {
                 break;
             }

@@ -4,8 +4,8 @@
 //! The mapping is a segment of kind `Huge`: it starts on a 32 MiB boundary with the
 //! usual header in its first slice, so `free` finds it through the segment map like any
 //! other block. The block starts at `huge_offset` (one slice, or the alignment if that
-//! is larger) and the mapping is a whole number of 32 MiB windows, so no other segment
-//! ever shares a window with it. Untouched tail pages cost address space, not memory.
+//! is larger) and the mapping is a whole number of slices; no other segment ever
+//! shares a window with it, since every segment starts on a window of its own.
 //!
 //! A freed mapping of up to [`CACHE_MAX_MAPPING`] is kept (at most [`CACHE_SLOTS`] of
 //! them, in [`CACHE`] under its own lock) and handed to the next huge request
@@ -19,15 +19,17 @@ use crate::os;
 use crate::span::deadline;
 use crate::span::page::{Page, FREE, HUGE};
 use crate::span::segment::{
-    self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT,
+    self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT, SLICE_SIZE,
 };
 use crate::sync::Mutex;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
-/// Round a huge request up to whole windows, or None on overflow.
+/// Round a huge request up to whole slices, or None on overflow. (Not to whole 32 MiB
+/// windows: under `ulimit -v` every mapped byte counts, and the window's tail is left
+/// to other mappings, never to another segment, since segments start on windows.)
 fn mapping_size(offset: usize, size: usize) -> Option<usize> {
-    let total = offset.checked_add(size)?.checked_add(SEGMENT_SIZE - 1)? & !(SEGMENT_SIZE - 1);
+    let total = offset.checked_add(size)?.checked_add(SLICE_SIZE - 1)? & !(SLICE_SIZE - 1);
     (total <= isize::MAX as usize).then_some(total)
 }
 
@@ -237,7 +239,13 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
             return block;
         }
     }
-    let base = os::reserve_aligned(mapped, align.max(SEGMENT_SIZE));
+    let mut base = os::reserve_aligned(mapped, align.max(SEGMENT_SIZE));
+    if base.is_null() && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
+        // Kept mappings hold address space the OS may be short of: give them back
+        // and try once more.
+        purge_cache(os::now_ms(), 0, true);
+        base = os::reserve_aligned(mapped, align.max(SEGMENT_SIZE));
+    }
     if base.is_null() {
         return null_mut();
     }
@@ -328,8 +336,13 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
             return base.add(offset);
         }
         if needed < mapped {
-            // Shrink in place: give back whole windows at the end.
-            segment::unmap_windows(base as usize + needed, mapped - needed);
+            // Shrink in place: give back the tail, and forget the windows it no longer
+            // reaches (the window of its new end stays ours).
+            let kept_end = (base as usize + needed).next_multiple_of(SEGMENT_SIZE);
+            let old_end = base as usize + mapped;
+            if old_end > kept_end {
+                segment::unmap_windows(kept_end, old_end - kept_end);
+            }
             os::release(base.add(needed), mapped - needed);
             COUNTERS
                 .huge_bytes
