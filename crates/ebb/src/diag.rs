@@ -86,3 +86,92 @@ pub fn report_invalid(function: &str, ptr: *mut u8, what: &str) {
         os::abort();
     }
 }
+
+/// A byte count for reports: B, KiB, MiB or GiB, whichever keeps it readable.
+pub(crate) struct Bytes(pub u64);
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        if b >= 10 << 30 {
+            write!(f, "{} GiB", b >> 30)
+        } else if b >= 10 << 20 {
+            write!(f, "{} MiB", b >> 20)
+        } else if b >= 10 << 10 {
+            write!(f, "{} KiB", b >> 10)
+        } else {
+            write!(f, "{} B", b)
+        }
+    }
+}
+
+impl Bytes {
+    pub(crate) fn to_padded(&self) -> PaddedBytes {
+        PaddedBytes(self.0)
+    }
+}
+
+pub(crate) struct PaddedBytes(u64);
+impl fmt::Display for PaddedBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = FixedBuf::new();
+        let _ = write!(buf, "{}", Bytes(self.0));
+        f.pad(buf.as_str())
+    }
+}
+
+pub(crate) struct FixedBuf {
+    buf: [u8; 32],
+    len: usize,
+}
+impl FixedBuf {
+    pub(crate) fn new() -> Self {
+        Self {
+            buf: [0; 32],
+            len: 0,
+        }
+    }
+    pub(crate) fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+impl Write for FixedBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// Copy `template` into `out` with every `%p` replaced by `pid` and a NUL after it.
+/// Returns the length without the NUL, or `None` if it does not fit.
+pub(crate) fn expand_pid(template: &[u8], pid: u64, out: &mut [u8]) -> Option<usize> {
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    let mut v = pid;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let mut len = 0;
+    let mut i = 0;
+    while i < template.len() {
+        if template[i] == b'%' && template.get(i + 1) == Some(&b'p') {
+            for k in (0..n).rev() {
+                *out.get_mut(len)? = digits[k];
+                len += 1;
+            }
+            i += 2;
+        } else {
+            *out.get_mut(len)? = template[i];
+            len += 1;
+            i += 1;
+        }
+    }
+    *out.get_mut(len)? = 0;
+    Some(len)
+}

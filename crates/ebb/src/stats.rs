@@ -4,7 +4,7 @@
 //! monitoring loop.
 
 use crate::counters::COUNTERS;
-use crate::diag::StderrWriter;
+use crate::diag::{Bytes, StderrWriter};
 use crate::size_class::{class_size, CLASS_COUNT};
 use crate::span::arena;
 use crate::span::page::{FREE, HUGE, LARGE, MARKER_LIMIT};
@@ -217,22 +217,6 @@ pub fn register_exit_report() {
     crate::os::at_exit(print_at_exit);
 }
 
-pub(crate) struct Bytes(pub u64);
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.0;
-        if b >= 10 << 30 {
-            write!(f, "{} GiB", b >> 30)
-        } else if b >= 10 << 20 {
-            write!(f, "{} MiB", b >> 20)
-        } else if b >= 10 << 10 {
-            write!(f, "{} KiB", b >> 10)
-        } else {
-            write!(f, "{} B", b)
-        }
-    }
-}
-
 impl Stats {
     /// Write a human-readable report.
     pub fn write_to(&self, w: &mut impl Write) -> fmt::Result {
@@ -319,45 +303,6 @@ impl Stats {
                 Bytes(c.live_blocks * c.block_size).to_padded()
             )?;
         }
-        Ok(())
-    }
-}
-
-impl Bytes {
-    pub(crate) fn to_padded(&self) -> PaddedBytes {
-        PaddedBytes(self.0)
-    }
-}
-
-pub(crate) struct PaddedBytes(u64);
-impl fmt::Display for PaddedBytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut buf = FixedBuf::new();
-        let _ = write!(buf, "{}", Bytes(self.0));
-        f.pad(buf.as_str())
-    }
-}
-
-pub(crate) struct FixedBuf {
-    buf: [u8; 32],
-    len: usize,
-}
-impl FixedBuf {
-    pub(crate) fn new() -> Self {
-        Self {
-            buf: [0; 32],
-            len: 0,
-        }
-    }
-    pub(crate) fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
-    }
-}
-impl Write for FixedBuf {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
         Ok(())
     }
 }

@@ -4,7 +4,7 @@
 //! snapshot can be written from an `atexit` handler of a program whose heap is ebb.
 //! Field names are those of [`Stats`](crate::Stats); byte counts are bytes.
 
-use crate::diag::StderrWriter;
+use crate::diag::{expand_pid, StderrWriter};
 use crate::stats::{snapshot, Stats};
 use core::fmt::{self, Write};
 
@@ -135,39 +135,6 @@ pub extern "C" fn write_stats_file_at_exit() {
         let _ = w.write_char('\n');
     }
     crate::os::close_fd(fd);
-}
-
-/// Copy `template` into `out` with every `%p` replaced by `pid` and a NUL after it.
-/// Returns the length without the NUL, or `None` if it does not fit.
-pub(crate) fn expand_pid(template: &[u8], pid: u64, out: &mut [u8]) -> Option<usize> {
-    let mut digits = [0u8; 20];
-    let mut n = 0;
-    let mut v = pid;
-    loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    let mut len = 0;
-    let mut i = 0;
-    while i < template.len() {
-        if template[i] == b'%' && template.get(i + 1) == Some(&b'p') {
-            for k in (0..n).rev() {
-                *out.get_mut(len)? = digits[k];
-                len += 1;
-            }
-            i += 2;
-        } else {
-            *out.get_mut(len)? = template[i];
-            len += 1;
-            i += 1;
-        }
-    }
-    *out.get_mut(len)? = 0;
-    Some(len)
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 /// Bytes per bit of the allocation bitmap: the smallest block size and alignment.
 const GRANULE: usize = crate::size_class::MIN_BLOCK;
 /// Bytes of one segment's bitmap.
-pub const BITMAP_BYTES: usize = SEGMENT_SIZE / GRANULE / 8;
+const BITMAP_BYTES: usize = crate::span::segment::CHECK_BITMAP_BYTES;
 const _: () = assert!(GRANULE == 8 && BITMAP_BYTES % 4096 == 0);
 
 /// The bitmap word and bit of `block`, creating the segment's bitmap if `create`.

@@ -179,7 +179,23 @@ static HOOKS: process::Hooks = process::Hooks {
     thread_exit,
     after_fork_child: abandon_foreign_heaps_after_fork,
     take_over_idle: takeover::take_over_idle,
+    heap_bytes: core::mem::size_of::<Heap>(),
 };
+
+/// Arm the reports at exit and on a signal (`EBB_SHOW_STATS`, `EBB_STATS_FILE`,
+/// `EBB_REPORT`, `EBB_REPORT_SIGNAL`), once, right after the process set-up. Here and
+/// not in `process::init`: the reports read the heap registry and the spans, so they
+/// sit between the front end and the process layer. May allocate (re-entry is safe
+/// once set-up is done).
+fn arm_reports() {
+    if crate::options::get().show_stats {
+        crate::stats::register_exit_report();
+    }
+    if os::getenv(b"EBB_STATS_FILE\0").is_some() {
+        os::at_exit(crate::stats_json::write_stats_file_at_exit);
+    }
+    crate::observe::retention::register();
+}
 
 /// The calling thread's heap, made on first use. Null if the OS refused memory.
 #[cold]
@@ -188,7 +204,9 @@ pub fn ensure_heap() -> *mut Heap {
     if heap != empty_heap() {
         return heap;
     }
-    process::init(&HOOKS);
+    if process::init(&HOOKS) {
+        arm_reports();
+    }
     let heap = new_heap();
     if heap.is_null() {
         return null_mut();

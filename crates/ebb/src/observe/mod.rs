@@ -13,7 +13,6 @@
 pub mod retention;
 pub mod smaps;
 
-use crate::front::heap::Heap;
 use crate::os;
 use crate::process::registry;
 use crate::span::arena;
@@ -91,7 +90,7 @@ pub fn free_slices_of(seg: *const Segment) -> Bitmap512 {
 
 /// Bytes of one heap's mapping (heaps are written whole when made, so all resident).
 pub fn heap_bytes() -> u64 {
-    core::mem::size_of::<Heap>().next_multiple_of(os::page_size()) as u64
+    crate::process::heap_bytes().next_multiple_of(os::page_size()) as u64
 }
 
 /// Heaps of live threads and spare heaps of exited ones (walked under the registry
@@ -114,16 +113,17 @@ pub fn heap_counts() -> (u64, u64) {
     (live, spare)
 }
 
-/// Heaps whose mapping starts in `[start, end)` (the retention report's split of an
-/// anonymous mapping into ebb's and not ebb's).
+/// Heaps whose registry link lies in `[start, end)`, i.e. whose mapping is in that range
+/// (the retention report's split of an anonymous mapping into ebb's and not ebb's; a
+/// heap's link sits inside its own mapping).
 pub fn heaps_in(start: usize, end: usize) -> u64 {
     let registry = registry::lock();
     let mut n = 0;
     for head in [registry.live, registry.spare] {
         let mut link = head;
         while !link.is_null() {
-            let heap = Heap::from_link(link) as usize;
-            n += (start <= heap && heap < end) as u64;
+            let at = link as usize;
+            n += (start <= at && at < end) as u64;
             // SAFETY: links on the lists stay valid while the lock is held.
             link = unsafe { (*link).next };
         }
@@ -135,7 +135,7 @@ pub fn heaps_in(start: usize, end: usize) -> u64 {
 pub fn check_bitmap_of(seg: *const Segment) -> Option<(usize, usize)> {
     // SAFETY: segments are never unmapped; `check_bits` is atomic.
     let bits = unsafe { (*seg).check_bits.load(Ordering::Acquire) };
-    (!bits.is_null()).then_some((bits as usize, crate::front::check::BITMAP_BYTES))
+    (!bits.is_null()).then_some((bits as usize, crate::span::segment::CHECK_BITMAP_BYTES))
 }
 
 /// Resident bytes of ebb's metadata outside segments: the segment map, heaps, and

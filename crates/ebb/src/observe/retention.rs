@@ -17,11 +17,11 @@ use super::{
     resident_bytes, SegmentResidency,
 };
 use crate::diag::StderrWriter;
+use crate::diag::{Bytes, FixedBuf};
 use crate::size_class::{class_size, CLASS_COUNT};
 use crate::span::arena;
 use crate::span::page::{FREE, HUGE, LARGE, THREAD_FREE_COUNT_SHIFT};
 use crate::span::segment::{Segment, HEADER_BYTES, HEADER_SLICES, SLICES_PER_SEGMENT, SLICE_SIZE};
-use crate::stats::{Bytes, FixedBuf};
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -593,8 +593,7 @@ pub fn write_report_file() {
         return;
     };
     let mut path = [0u8; 4096];
-    let Some(len) = crate::stats_json::expand_pid(template, crate::os::process_id(), &mut path)
-    else {
+    let Some(len) = crate::diag::expand_pid(template, crate::os::process_id(), &mut path) else {
         return;
     };
     let Some(fd) = crate::os::create_file(&path[..=len]) else {

@@ -28,6 +28,8 @@ pub struct Hooks {
     /// The purger's pass over idle heaps (`now`, idle time in ms): take over those idle
     /// that long; returns when the next may be (`u64::MAX`: no heap owns pages).
     pub take_over_idle: fn(u64, u64) -> u64,
+    /// Bytes of one heap (the front end's type), for the stats' metadata figure.
+    pub heap_bytes: usize,
 }
 
 static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(null_mut());
@@ -50,11 +52,17 @@ fn hooks() -> Option<&'static Hooks> {
     unsafe { HOOKS.load(Ordering::Acquire).as_ref() }
 }
 
-/// One-time process set-up: options, the thread-exit key, fork and exit handlers.
-/// Every caller passes the same `hooks`; concurrent callers wait for the first.
-pub fn init(hooks: &'static Hooks) {
+/// Bytes of one heap (0 before `init`).
+pub fn heap_bytes() -> usize {
+    hooks().map_or(0, |h| h.heap_bytes)
+}
+
+/// One-time process set-up: options, the thread-exit key, fork handlers. Every caller
+/// passes the same `hooks`; concurrent callers wait for the first. True for the one
+/// call that did the set-up (which then arms what sits above, the exit reports).
+pub fn init(hooks: &'static Hooks) -> bool {
     if PROCESS_INIT.load(Ordering::Acquire) == INIT_DONE {
-        return;
+        return false;
     }
     if PROCESS_INIT
         .compare_exchange(INIT_NONE, INIT_RUNNING, Ordering::AcqRel, Ordering::Acquire)
@@ -63,7 +71,7 @@ pub fn init(hooks: &'static Hooks) {
         while PROCESS_INIT.load(Ordering::Acquire) != INIT_DONE {
             os::yield_now();
         }
-        return;
+        return false;
     }
     HOOKS.store(hooks as *const Hooks as *mut Hooks, Ordering::Release);
     crate::options::get();
@@ -73,13 +81,7 @@ pub fn init(hooks: &'static Hooks) {
     PROCESS_INIT.store(INIT_DONE, Ordering::Release);
     // These may allocate, so they run after the state is DONE (re-entry is then safe).
     os::at_fork(fork_prepare, fork_parent, fork_child);
-    if crate::options::get().show_stats {
-        crate::stats::register_exit_report();
-    }
-    if os::getenv(b"EBB_STATS_FILE\0").is_some() {
-        os::at_exit(crate::stats_json::write_stats_file_at_exit);
-    }
-    crate::observe::retention::register();
+    true
 }
 
 /// Take every lock before `fork`, so the child does not inherit one mid-update. No

@@ -26,6 +26,9 @@ pub const SLICE_SHIFT: usize = 16;
 pub const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
 pub const SEGMENT_SHIFT: usize = 25;
 pub const SEGMENT_SIZE: usize = 1 << SEGMENT_SHIFT;
+/// Bytes of a segment's check-mode allocation bitmap (`Segment::check_bits`): one bit
+/// per 8-byte granule, the smallest block size and alignment.
+pub const CHECK_BITMAP_BYTES: usize = SEGMENT_SIZE / 8 / 8;
 pub const SLICES_PER_SEGMENT: usize = SEGMENT_SIZE / SLICE_SIZE;
 /// User address space covered by the segment map: the platform's (see the OS contract).
 pub const ADDRESS_BITS: usize = os::ADDRESS_BITS;
