@@ -12,11 +12,13 @@
 //! `memalign` rounds a non-power-of-two alignment up; `aligned_alloc` rejects one with
 //! `EINVAL`.
 
-use crate::front::{alloc, check};
+use crate::front::{alloc, check, freed_key, tls};
+use crate::span::page::{CHECK_TAG, DRAINING, FREE, HUGE, LARGE};
 use crate::span::segment;
 use crate::{counters, diag, options, os, stats};
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
 
 /// The alignment glibc guarantees (`MALLOC_ALIGNMENT` on 64-bit).
 pub const C_ALIGN: usize = 16;
@@ -167,7 +169,11 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
     }
 }
 
-/// True if `ptr` is in ebb memory (and, in check mode, a live block); else reports it.
+/// True if `ptr` is a block of ebb's; else reports it (see `diag`): outside ebb's
+/// memory, the foreign-pointer policy; inside, a pointer that is no block start, or
+/// into a span not in use, or a small block holding the freed key and found on its
+/// page's free lists (or, on a page another thread owns, just holding the key), is a
+/// corrupted pointer. In check mode, the check bitmap decides.
 ///
 /// # Safety
 /// `ptr` is any address (the segment map decides whether it is ebb's) and, if ebb's,
@@ -175,15 +181,48 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
 unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
     let seg = segment::segment_of(ptr);
     if seg.is_null() {
-        report(ptr, what, "pointer not allocated by ebb");
+        diag::report_unknown(what, ptr);
         return false;
     }
+    // SAFETY: seg is the segment of ptr.
+    let page = unsafe { segment::page_of(seg, ptr) };
     if options::get().check {
-        // SAFETY: seg is the segment of ptr.
-        let page = unsafe { segment::page_of(seg, ptr) };
         // SAFETY: page is the descriptor of ptr.
         if !unsafe { check::is_live_block(page, ptr) } {
             report(ptr, what, "pointer is not a live block");
+            return false;
+        }
+        return true;
+    }
+    // SAFETY: page is the descriptor of ptr; its block size and start do not change
+    // while it holds blocks, and the owner's lists are walked only by the owner.
+    unsafe {
+        let owner = (*page).owner.load(Ordering::Acquire);
+        let size = (*page).block_size();
+        let start = (*page).start as usize;
+        let problem = match owner {
+            FREE | DRAINING => Some("pointer into memory not in use (freed?)"),
+            LARGE | HUGE if ptr as usize != start => Some("pointer is not the start of a block"),
+            LARGE | HUGE => None,
+            _ if size == 0 || (ptr as usize).wrapping_sub(start) % size != 0 => {
+                Some("pointer is not the start of a block")
+            }
+            _ if freed_key::is_marked(ptr) => {
+                let heap = tls::heap();
+                let own = owner & !CHECK_TAG == heap as usize;
+                if !own {
+                    Some("block is not in use (freed)")
+                } else {
+                    (*heap).enter();
+                    let freed = freed_key::is_on_free_list(page, ptr);
+                    (*heap).leave();
+                    freed.then_some("block is not in use (freed)")
+                }
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            diag::report_invalid_sized(what, ptr, problem, if owner == HUGE { 0 } else { size });
             return false;
         }
     }

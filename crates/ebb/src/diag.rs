@@ -65,26 +65,85 @@ pub fn assertion_failed(what: fmt::Arguments, file: &str, line: u32) -> ! {
     os::abort()
 }
 
-/// Report an invalid free on stderr (without allocating) and abort if asked to.
+/// Report a corrupted free on stderr (without allocating); aborts unless
+/// `EBB_ABORT_ON_ERROR=0`.
 #[cold]
 pub fn report_invalid_free(ptr: *mut u8, what: &str) {
     report_invalid("free", ptr, what);
 }
 
-/// Report an invalid pointer given to `function` (`free`, `realloc`,
-/// `malloc_usable_size`): count it, print `ebb: function(ptr): what` unless
-/// `EBB_SHOW_ERRORS=0`, and abort with `EBB_ABORT_ON_ERROR=1`.
+/// Report a bad pointer given to `function` (`free`, `realloc`, `malloc_usable_size`)
+/// that can only be a bug of the program (a double free, a pointer into ebb's memory
+/// that is no block start): count it, print `ebb: function(ptr): what` unless
+/// `EBB_SHOW_ERRORS=0`, and abort unless `EBB_ABORT_ON_ERROR=0`.
 #[cold]
 pub fn report_invalid(function: &str, ptr: *mut u8, what: &str) {
+    report_invalid_sized(function, ptr, what, 0);
+}
+
+/// `report_invalid` naming the block size of the page the pointer falls in (0: none).
+#[cold]
+pub fn report_invalid_sized(function: &str, ptr: *mut u8, what: &str, block_size: usize) {
     COUNTERS.invalid_frees.fetch_add(1, Ordering::Relaxed);
     let options = options::get();
     if options.show_errors {
         let mut w = StderrWriter::new();
-        let _ = writeln!(w, "ebb: {}({:p}): {}", function, ptr, what);
+        let _ = write!(w, "ebb: {}({:p}): {}", function, ptr, what);
+        if block_size != 0 {
+            let _ = write!(w, " [{}-byte blocks]", block_size);
+        }
+        let _ = writeln!(
+            w,
+            "{}",
+            if options.abort_on_error {
+                "; aborting (EBB_ABORT_ON_ERROR=0 to go on)"
+            } else {
+                ""
+            }
+        );
     }
     if options.abort_on_error {
         os::abort();
     }
+}
+
+/// Report a pointer outside every ebb region given to `function`. One that could be
+/// another allocator's block (mapped, 16-byte aligned: memory the dynamic loader
+/// allocated before ebb was loaded, say) is reported as `pointer not allocated by ebb`
+/// and left alone, aborting only with `EBB_ABORT_ON_ERROR=1`; one that cannot
+/// (unmapped, unaligned, beyond the user address space) is a corrupted pointer,
+/// reported and aborted on as `report_invalid` does.
+#[cold]
+pub fn report_unknown(function: &str, ptr: *mut u8) {
+    let addr = ptr as usize;
+    let what = if addr % 16 != 0 {
+        "invalid pointer (unaligned, not allocated by ebb)"
+    } else if !crate::span::segment::in_map_range(ptr) || !is_mapped(addr) {
+        "invalid pointer (not mapped)"
+    } else {
+        COUNTERS.invalid_frees.fetch_add(1, Ordering::Relaxed);
+        let options = options::get();
+        if options.show_errors {
+            let mut w = StderrWriter::new();
+            let _ = writeln!(
+                w,
+                "ebb: {}({:p}): pointer not allocated by ebb",
+                function, ptr
+            );
+        }
+        if options.abort_on_foreign {
+            os::abort();
+        }
+        return;
+    };
+    report_invalid(function, ptr, what);
+}
+
+/// True if the OS page holding `addr` is mapped (`mincore` fails on unmapped ranges).
+fn is_mapped(addr: usize) -> bool {
+    let page = os::page_size();
+    let mut residency = [0u8; 1];
+    os::mincore((addr & !(page - 1)) as *const u8, page, &mut residency)
 }
 
 /// A byte count for reports: B, KiB, MiB or GiB, whichever keeps it readable.

@@ -31,7 +31,15 @@ pub struct Options {
     pub stats_json: bool,
     pub show_errors: bool,
     pub check: bool,
+    /// Abort after reporting a corrupted heap: a double free, or a pointer that cannot
+    /// be a block of any allocator (unmapped, unaligned, not a block start in ebb's
+    /// memory). On by default; `EBB_ABORT_ON_ERROR=0` reports and goes on (unsafe: the
+    /// program keeps running on a heap it damaged).
     pub abort_on_error: bool,
+    /// Abort after reporting a pointer that may be another allocator's block (mapped,
+    /// 16-byte aligned, outside ebb's memory: the dynamic loader's, say). Off by
+    /// default (it is reported and left alone); `EBB_ABORT_ON_ERROR=1` turns it on.
+    pub abort_on_foreign: bool,
 }
 
 impl Options {
@@ -42,7 +50,8 @@ impl Options {
         stats_json: false,
         show_errors: true,
         check: false,
-        abort_on_error: false,
+        abort_on_error: true,
+        abort_on_foreign: false,
     };
 
     /// Build options from a lookup function (the environment, or a test's table).
@@ -70,6 +79,7 @@ impl Options {
         }
         if let Some(v) = lookup(b"EBB_ABORT_ON_ERROR\0").and_then(parse_bool) {
             o.abort_on_error = v;
+            o.abort_on_foreign = v;
         }
         o
     }

@@ -183,6 +183,15 @@ impl Run {
 /// Run `exe args` with `LD_PRELOAD=libebb.so` if `preload`, with `env` added to an
 /// environment cleared of `LD_PRELOAD` and every `EBB_*` variable.
 pub fn run(exe: &Path, args: &[&str], preload: bool, env: &[(&str, &str)]) -> Run {
+    run_with(exe, args, preload.then(libebb), env)
+}
+
+/// Run `exe` with `LD_PRELOAD=library` (another build of ebb, say), as `run` does.
+pub fn run_preloading(exe: &Path, library: &Path, env: &[(&str, &str)]) -> Run {
+    run_with(exe, &[], Some(library), env)
+}
+
+fn run_with(exe: &Path, args: &[&str], preload: Option<&Path>, env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(exe);
     cmd.args(args)
         .stdin(Stdio::null())
@@ -196,8 +205,8 @@ pub fn run(exe: &Path, args: &[&str], preload: bool, env: &[(&str, &str)]) -> Ru
             cmd.env_remove(key);
         }
     }
-    if preload {
-        cmd.env("LD_PRELOAD", libebb());
+    if let Some(library) = preload {
+        cmd.env("LD_PRELOAD", library);
     }
     cmd.envs(env.iter().copied());
     let what = format!(
@@ -205,10 +214,12 @@ pub fn run(exe: &Path, args: &[&str], preload: bool, env: &[(&str, &str)]) -> Ru
         env.iter()
             .map(|(k, v)| format!("{k}={v} "))
             .collect::<String>(),
-        if preload {
-            "LD_PRELOAD=libebb.so"
-        } else {
-            "(glibc malloc)"
+        match preload {
+            Some(library) => format!(
+                "LD_PRELOAD={}",
+                library.file_name().unwrap().to_string_lossy()
+            ),
+            None => "(glibc malloc)".to_string(),
         },
         exe.file_name().unwrap().to_string_lossy(),
         args.iter().map(|a| format!(" {a}")).collect::<String>()

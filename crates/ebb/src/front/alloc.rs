@@ -10,7 +10,8 @@
 //!   the count is 0 and the page is not current, see page::CURRENT)
 //!   else -> slow path (remote push, large span, huge mapping, or invalid pointer).
 
-use crate::diag::report_invalid_free;
+use crate::diag::{report_invalid_free, report_unknown};
+use crate::front::freed_key;
 use crate::front::heap;
 use crate::front::slow::{self, malloc_slow};
 use crate::front::tls;
@@ -111,6 +112,7 @@ unsafe fn pop_or_slow<const C: bool>(
             return malloc_local_or_slow(size, page, heap, C);
         }
         (*page).free = (*block).next;
+        freed_key::clear(block);
         (*page).inc_used();
         (*heap).leave();
         block as *mut u8
@@ -169,6 +171,7 @@ fn malloc_local_or_slow(
             return malloc_slow_and_leave(size, heap, c);
         }
         (*page).local_free = (*block).next;
+        freed_key::clear(block);
         (*page).free = core::ptr::null_mut();
         core::mem::swap(&mut (*page).free, &mut (*page).local_free);
         (*page).free_is_zero = false;
@@ -293,6 +296,7 @@ fn malloc_zeroed(size: usize) -> *mut u8 {
         }
         let zero = (*page).free_is_zero;
         (*page).free = (*block).next;
+        freed_key::clear(block);
         (*page).inc_used();
         (*heap).leave();
         if zero {
@@ -375,6 +379,10 @@ pub unsafe fn free(ptr: *mut u8) {
         if (*page).owner.load(Ordering::Relaxed) != heap as usize {
             return free_slow_and_leave(ptr, page, heap);
         }
+        if freed_key::is_marked(ptr) {
+            return free_marked_and_leave(ptr, page, heap);
+        }
+        freed_key::mark(ptr);
         // A page that empties goes back to the arena, except the heap's current page of
         // its class (`free_local` says which: see `page::CURRENT`).
         if (*page).free_local(ptr as *mut Block) {
@@ -432,12 +440,39 @@ unsafe fn page_emptied_and_leave(heap: *mut heap::Heap, page: *mut crate::span::
     }
 }
 
+/// Out of line (a tail call from `free`); leaves the window `free` entered. The block
+/// holds the freed key: a double free if it is on the page's free lists (reported),
+/// else a live block whose program stored the key value, freed as usual.
+///
+/// # Safety
+/// As `free`; `page` is `ptr`'s, owned by `heap`, inside the window `free` entered.
+#[cold]
+#[inline(never)]
+unsafe fn free_marked_and_leave(
+    ptr: *mut u8,
+    page: *mut crate::span::page::Page,
+    heap: *mut heap::Heap,
+) {
+    // SAFETY: forwarded from `free`.
+    unsafe {
+        if freed_key::is_on_free_list(page, ptr) {
+            freed_key::report_double_free(page, ptr);
+            (*heap).leave();
+            return;
+        }
+        if (*page).free_local(ptr as *mut Block) {
+            return page_emptied_and_leave(heap, page);
+        }
+        (*heap).leave();
+    }
+}
+
 /// `free` of a pointer in no ebb segment: null, or not ours.
 #[cold]
 #[inline(never)]
 fn free_unknown(ptr: *mut u8) {
     if !ptr.is_null() {
-        report_invalid_free(ptr, "pointer not allocated by ebb");
+        report_unknown("free", ptr);
     }
 }
 

@@ -7,11 +7,13 @@
 //! - `takeover`: which heaps are idle, and taking one over (for the purger);
 //! - `tls`: how a thread finds its heap;
 //! - `check`: check mode's validation of frees (`EBB_CHECK=1`);
+//! - `freed_key`: the key in freed blocks that catches double frees in the default mode;
 //! - `first_class`: heaps the program creates and destroys (`ebb::Heap`).
 
 pub mod alloc;
 pub mod check;
 pub mod first_class;
+pub mod freed_key;
 pub mod heap;
 pub mod queue;
 pub mod slow;

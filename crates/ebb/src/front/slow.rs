@@ -5,7 +5,7 @@
 use crate::counters::COUNTERS;
 use crate::front::heap::{empty_heap, ensure_heap, Heap};
 use crate::front::queue::{queue_is_short, queue_push_back, queue_push_front, queue_remove};
-use crate::front::{check, tls};
+use crate::front::{check, freed_key, tls};
 use crate::handoff::{abandon, drain};
 use crate::os;
 use crate::process::purger::after_slow_path;
@@ -211,6 +211,7 @@ pub unsafe fn pop(page: *mut Page) -> *mut u8 {
         let block = (*page).free;
         debug_assert!(!block.is_null());
         (*page).free = (*block).next;
+        crate::front::freed_key::clear(block);
         (*page).inc_used();
         block as *mut u8
     }
@@ -258,9 +259,16 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         if owner >= MARKER_LIMIT && owner & !CHECK_TAG == heap as usize {
             // Our own page: in check mode, or the fast path raced with a steal that was
             // undone.
-            if (owner & CHECK_TAG == 0 || check::small_free_is_valid(page, block))
-                && (*page).free_local(block as *mut Block)
-            {
+            if owner & CHECK_TAG == 0 && freed_key::is_marked(block) {
+                if freed_key::is_on_free_list(page, block) {
+                    freed_key::report_double_free(page, block);
+                    return;
+                }
+            } else if owner & CHECK_TAG != 0 && !check::small_free_is_valid(page, block) {
+                return;
+            }
+            freed_key::mark(block);
+            if (*page).free_local(block as *mut Block) {
                 retire(heap, page);
             }
             return;
