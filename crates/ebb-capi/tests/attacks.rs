@@ -263,6 +263,7 @@ fn cell(run: &Run) -> String {
         }
     });
     match message {
+        Some(m) if why == "SIGABRT" => format!("**dies**: `{m}`"),
         Some(m) => format!("**dies** ({why}): `{m}`"),
         None => format!("**dies** ({why})"),
     }

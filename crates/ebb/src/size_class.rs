@@ -70,6 +70,11 @@ pub const fn class_size(class: usize) -> usize {
 
 /// Number of 64 KiB slices in a page of this class: enough that the page holds at
 /// least 8 blocks, so the unusable tail of a page stays under 1/8 of it.
+///
+/// Blocks above `MEDIUM_PAGE_BLOCK_MAX` get just the slices 8 blocks need (9 to 64),
+/// not 64 each: a heap keeps the only page of a class when it empties, and python3
+/// starting up leaves one block in each of eight classes of 66-208 KiB, which took
+/// eight 4 MiB pages (address space, which `ulimit -v` counts: a second segment).
 #[inline]
 pub const fn page_slices(class: usize) -> usize {
     let size = class_size(class);
@@ -78,7 +83,7 @@ pub const fn page_slices(class: usize) -> usize {
     } else if size <= MEDIUM_PAGE_BLOCK_MAX {
         8
     } else {
-        64
+        (8 * size).div_ceil(crate::span::segment::SLICE_SIZE)
     }
 }
 
