@@ -15,7 +15,7 @@
 use crate::front::{alloc, check, freed_key, tls};
 use crate::span::page::{CHECK_TAG, DRAINING, FREE, HUGE, LARGE};
 use crate::span::segment;
-use crate::{counters, diag, options, os, stats};
+use crate::{counters, diag, memcheck, options, os, stats};
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
@@ -33,6 +33,9 @@ fn fail_enomem() -> *mut c_void {
 /// the slow paths, so the fast path is a tail call with no test).
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
+    if memcheck::ENABLED {
+        return memcheck::malloc_c(size) as *mut c_void;
+    }
     alloc::malloc_c(size) as *mut c_void
 }
 
@@ -40,7 +43,12 @@ pub fn calloc(count: usize, size: usize) -> *mut c_void {
     let Some(total) = count.checked_mul(size) else {
         return fail_enomem();
     };
-    let p = alloc::alloc_zeroed(total, if total <= 8 { 8 } else { C_ALIGN });
+    let align = if total <= 8 { 8 } else { C_ALIGN };
+    let p = if memcheck::ENABLED {
+        memcheck::alloc_zeroed(total, align)
+    } else {
+        alloc::alloc_zeroed(total, align)
+    };
     if p.is_null() {
         fail_enomem()
     } else {
@@ -53,7 +61,12 @@ pub fn calloc(count: usize, size: usize) -> *mut c_void {
 #[inline(always)]
 pub unsafe fn free(ptr: *mut c_void) {
     // SAFETY: per the contract.
-    unsafe { alloc::free(ptr as *mut u8) }
+    unsafe {
+        if memcheck::ENABLED {
+            return memcheck::free(ptr as *mut u8);
+        }
+        alloc::free(ptr as *mut u8)
+    }
 }
 
 /// # Safety
@@ -74,8 +87,11 @@ pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
         if !is_ours(ptr, "realloc") {
             return fail_enomem();
         }
-        let old = alloc::usable_size(ptr);
-        let p = alloc::realloc(ptr, old, size, C_ALIGN);
+        let p = if memcheck::ENABLED {
+            memcheck::realloc(ptr, size, C_ALIGN)
+        } else {
+            alloc::realloc(ptr, alloc::usable_size(ptr), size, C_ALIGN)
+        };
         if p.is_null() {
             fail_enomem()
         } else {
@@ -102,6 +118,11 @@ fn aligned(align: usize, size: usize) -> *mut c_void {
         alloc::malloc_c(size.max(C_ALIGN))
     } else {
         alloc::alloc(size, align)
+    };
+    let p = if memcheck::ENABLED {
+        memcheck::reported(p)
+    } else {
+        p
     };
     if p.is_null() {
         fail_enomem()

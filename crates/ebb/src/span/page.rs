@@ -377,6 +377,7 @@ impl Page {
         // owner has exclusive use of; nobody else has seen them yet.
         unsafe {
             let first = self.start.add(self.capacity as usize * size);
+            crate::memcheck::carving(first, count * size);
             let mut block = first;
             for _ in 1..count {
                 let next = block.add(size);
