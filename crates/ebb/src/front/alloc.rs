@@ -6,7 +6,8 @@
 //!   block = page.free; if null -> slow path; page.free = block.next; page.used += 1.
 //! free:
 //!   segment = SEGMENT_MAP[ptr >> 25]; page = segment.span_page[slice];
-//!   if page.owner == heap: push on page.local_free; page.used -= 1 (slow if it hits 0:
+//!   if page.owner == heap: push on page.free (page.local_free while the free list is
+//!   known zero); page.used -= 1 (slow if it hits 0:
 //!   the count is 0 and the page is not current, see page::CURRENT)
 //!   else -> slow path (remote push, large span, huge mapping, or invalid pointer).
 

@@ -313,6 +313,21 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
                     drain::free_remote(page, block);
                 }
             }
+            ABANDONED if heap != empty_heap() => {
+                // Ours, but we hold spare pages of the class: forget that we abandoned
+                // it, so our next frees into it take `free`'s direct remote push (no
+                // slow path, no queue walk: ~150 instructions less each; tree-rebuild
+                // and the Rust tool of the real-programs suite free whole trees into
+                // such pages). It comes back to us, or to anyone, through the abandoned
+                // list. A CAS: a page re-abandoned meanwhile keeps its new last owner.
+                let _ = (*page).last_owner.compare_exchange(
+                    heap as usize,
+                    0,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                drain::free_remote(page, block);
+            }
             _ => drain::free_remote(page, block),
         }
     }
