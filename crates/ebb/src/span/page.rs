@@ -73,8 +73,9 @@ pub struct Block {
 /// Descriptor of a span of slices.
 ///
 /// Invariants (checked with `debug_assert!` where they are relied on):
-/// - `used + blocks in free/local_free/thread_free + (reserved - capacity) == reserved`,
-///   i.e. `used` counts blocks handed out and not yet given back to the owner;
+/// - `used + blocks in free/local_free/thread_free + blocks in holes + (reserved -
+///   capacity) == reserved`, i.e. `used` counts blocks handed out and not yet given
+///   back to the owner (holes: `span::holes`);
 /// - `capacity <= reserved`, and blocks `capacity..reserved` have never been handed out;
 /// - `free_is_zero` implies every block on `free` is zero except its link word;
 /// - a page is in at most one list (a heap queue or an abandoned list), and
@@ -116,6 +117,9 @@ pub struct Page {
     pub prev: *mut Page,
     /// Slices in the span (first slice only).
     pub slice_count: u32,
+    /// OS pages given back while the page holds live blocks, one bit each; the blocks
+    /// overlapping them are on no list (`span::holes`). Owner only.
+    pub holes: u16,
     // -- line 1: read by every free
     _line1: [CacheLine; 0],
     /// Heap address, or a marker (`FREE`, `ABANDONED`, ...).
@@ -149,7 +153,7 @@ struct CacheLine;
 const _: () = {
     use core::mem::{offset_of, size_of};
     assert!(size_of::<Page>() == 192);
-    assert!(offset_of!(Page, slice_count) < 64);
+    assert!(offset_of!(Page, holes) < 64);
     assert!(offset_of!(Page, owner) == 64 && offset_of!(Page, freed_at) < 128);
     assert!(offset_of!(Page, thread_free) == 128);
 };
@@ -170,6 +174,7 @@ impl Page {
             next: null_mut(),
             prev: null_mut(),
             slice_count: 0,
+            holes: 0,
             _line1: [],
             owner: AtomicUsize::new(FREE),
             last_owner: AtomicUsize::new(0),
@@ -244,6 +249,7 @@ impl Page {
         self.reserved = (bytes / block_size) as u32;
         self.class = class as u8;
         self.free_is_zero = false;
+        self.holes = 0;
         self.block_size.store(block_size, Ordering::Relaxed);
         self.thread_free.store(null_mut(), Ordering::Relaxed);
         self.next = null_mut();
@@ -265,13 +271,17 @@ impl Page {
     /// True if some block is free or not yet carved.
     #[inline]
     pub fn has_room(&self) -> bool {
-        !self.free.is_null() || !self.local_free.is_null() || self.capacity < self.reserved
+        !self.free.is_null()
+            || !self.local_free.is_null()
+            || self.capacity < self.reserved
+            || self.holes != 0
     }
 
     /// Return to the OS the memory of this page that holds no live block: the part never
     /// carved into blocks, if the span was reused (a fresh one was never touched there),
     /// and, for blocks of at least `PURGE_INSIDE_MIN`, the inside of each free block but
-    /// its first OS page (its link word lives there). For pages whose owner went idle or
+    /// its first OS page (its link word lives there); for smaller blocks, the OS pages
+    /// that hold only free blocks (`span::holes::purge`). For pages whose owner went idle or
     /// that nobody claimed, where a few survivors would otherwise keep the whole page
     /// resident. Returns the bytes given back. Owner only.
     pub fn purge_free_blocks(&mut self) -> usize {
@@ -290,7 +300,7 @@ impl Page {
             }
         }
         if size < PURGE_INSIDE_MIN {
-            return purged;
+            return purged + crate::span::holes::purge(self);
         }
         for mut block in [self.free, self.local_free] {
             while !block.is_null() {
@@ -365,9 +375,13 @@ impl Page {
     /// makes its memory resident. (Carving 8 big blocks at once was measured: faster
     /// malloc/free sweeps of 16-256 KiB blocks, but ~12% more RSS in the mixed C/Rust
     /// scenario, where threads leave pages with carved blocks they never use.)
-    /// Returns false if the page is fully carved. Owner only.
+    /// Holes (`span::holes`) are refilled first. Returns false if the page is fully
+    /// carved and has no holes. Owner only.
     pub fn extend(&mut self) -> bool {
         debug_assert!(self.free.is_null());
+        if self.holes != 0 {
+            return crate::span::holes::refill(self);
+        }
         if self.capacity >= self.reserved {
             return false;
         }
