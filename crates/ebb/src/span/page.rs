@@ -63,6 +63,10 @@ const _: () = {
 
 /// Bytes of blocks `Page::extend` carves at a time (at least one block).
 pub const CARVE_BYTES: usize = 16 * 1024;
+/// Bytes of a page's first carve (at least one block): one OS page, so a thread that
+/// takes a few blocks of many classes touches one OS page per class, not four (issue
+/// 14's many-threads shape: 1,000 threads of 50 blocks each).
+pub const FIRST_CARVE_BYTES: usize = 4 * 1024;
 
 /// A free block: its first word links to the next one.
 #[repr(C)]
@@ -386,7 +390,12 @@ impl Page {
             return false;
         }
         let size = self.block_size();
-        let count = (CARVE_BYTES / size).clamp(1, (self.reserved - self.capacity) as usize);
+        let carve = if self.capacity == 0 {
+            FIRST_CARVE_BYTES
+        } else {
+            CARVE_BYTES
+        };
+        let count = (carve / size).clamp(1, (self.reserved - self.capacity) as usize);
         // SAFETY: blocks capacity..capacity+count lie inside the page's span, which the
         // owner has exclusive use of; nobody else has seen them yet.
         unsafe {
@@ -718,7 +727,17 @@ mod tests {
         let mut buf = vec![0u8; 65536];
         let mut page = page_over(&mut buf, 16);
         assert!(page.extend());
-        assert_eq!(page.capacity as usize, 16 * 1024 / 16);
+        assert_eq!(
+            page.capacity as usize,
+            FIRST_CARVE_BYTES / 16,
+            "first carve: one OS page"
+        );
+        page.free = null_mut();
+        assert!(page.extend());
+        assert_eq!(
+            page.capacity as usize,
+            (FIRST_CARVE_BYTES + CARVE_BYTES) / 16
+        );
         assert!(page.capacity < page.reserved);
     }
 }
