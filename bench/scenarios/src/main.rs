@@ -9,6 +9,7 @@
 
 mod burst_idle;
 mod many_threads;
+mod mesh;
 mod mixed;
 mod probe;
 mod sleeping_owner;

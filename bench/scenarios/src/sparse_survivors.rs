@@ -182,6 +182,9 @@ pub fn run(quick: bool) {
             }
             kept.shrink_to_fit();
             let mut pages = Pages::new();
+            if cfg!(feature = "alloc-ebb") {
+                pages.record_small();
+            }
             pages.add_vec(&kept);
             for o in &kept {
                 o.add_pages(&mut pages);
@@ -219,7 +222,11 @@ pub fn run(quick: bool) {
         }
         readings[n] = (rec.elapsed_ms(), probe::mem());
     }
-    let touched = shared.pages.lock().unwrap().bytes();
+    let (touched, mesh) = {
+        let mut pages = shared.pages.lock().unwrap();
+        let mesh = crate::mesh::count(pages.small_blocks());
+        (pages.bytes(), mesh)
+    };
     for (n, &ms) in sample_ms.iter().enumerate() {
         let (t_ms, m) = readings[n];
         rec.print_sample_bound(t_ms, "idle", ms, live, touched, m);
@@ -229,8 +236,10 @@ pub fn run(quick: bool) {
         live,
         format_args!(
             ",\"threads\":{THREADS},\"total_bytes\":{total},\"touched_bytes\":{touched},\
-             \"last_free_ms\":{:.1}",
-            last_free_ns as f64 / 1e6
+             \"last_free_ms\":{:.1},\"small_os_pages\":{},\"mesh_pairs\":{}",
+            last_free_ns as f64 / 1e6,
+            mesh.os_pages,
+            mesh.pairs
         ),
     );
     // The parked threads hold their survivors until the process exits.

@@ -16,7 +16,13 @@ const OS_PAGE: usize = 4096;
 #[derive(Default)]
 pub struct Pages {
     pages: Vec<usize>,
+    /// Blocks of up to `SMALL_MAX` usable bytes (address, usable size), for the
+    /// meshing count (`mesh.rs`); kept only when `record_small` was called.
+    small: Option<Vec<(usize, usize)>>,
 }
+
+/// The biggest block ebb puts in a page of one 64 KiB slice.
+pub const SMALL_MAX: usize = 8192;
 
 extern "C" {
     fn malloc_usable_size(ptr: *mut c_void) -> usize;
@@ -35,6 +41,11 @@ impl Pages {
         }
         // SAFETY: `ptr` is a live block of the process's allocator (the caller holds it).
         let usable = unsafe { malloc_usable_size(ptr as *mut c_void) }.max(requested);
+        if let Some(small) = &mut self.small {
+            if usable <= SMALL_MAX {
+                small.push((ptr as usize, usable));
+            }
+        }
         self.add_range(ptr as usize, usable);
     }
 
@@ -58,9 +69,22 @@ impl Pages {
         }
     }
 
-    /// Add every page another collection counted.
+    /// Also keep the small blocks added from now on (for `mesh::count`).
+    pub fn record_small(&mut self) {
+        self.small.get_or_insert_with(Vec::new);
+    }
+
+    /// The small blocks recorded (see `record_small`).
+    pub fn small_blocks(&self) -> &[(usize, usize)] {
+        self.small.as_deref().unwrap_or(&[])
+    }
+
+    /// Add every page (and recorded small block) another collection counted.
     pub fn merge(&mut self, other: Pages) {
         self.pages.extend(other.pages);
+        if let Some(theirs) = other.small {
+            self.small.get_or_insert_with(Vec::new).extend(theirs);
+        }
         self.compact();
     }
 
