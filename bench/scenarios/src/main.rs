@@ -206,7 +206,8 @@ scenarios:
   many-threads                1,000 threads each hold 50 blocks of 16 B..2 KiB, idle 3 s
 
   --quick       tiny sizes (a smoke test)
-  --rounds N    rounds (builds for worker-pool) instead of the default, for longer runs
+  --rounds N    rounds (builds for worker-pool) instead of the default, for longer runs;
+                for sparse-survivors, N x 300 MB
 Output: JSON lines (samples, then a summary).
 ";
 

@@ -10,7 +10,7 @@
 //! measures what an allocator gives back around survivors it cannot move.
 //!
 //! Before parking, each thread collects the OS pages its survivors touch (the
-//! touched-page bound, `touched.rs`); the main thread samples at 0, 1, 2 and 10 s after
+//! touched-page bound, `touched.rs`); the main thread samples at 0, 0.1, 0.25, 0.5, 1, 2 and 10 s after
 //! the last free without allocating, then merges the page lists for the summary.
 
 use crate::probe::{self, Recorder, Rng};
@@ -128,7 +128,7 @@ struct Shared {
 }
 
 const THREADS: usize = 3;
-const FULL_SAMPLES_MS: &[u64] = &[0, 1000, 2000, 10000];
+const FULL_SAMPLES_MS: &[u64] = &[0, 100, 250, 500, 1000, 2000, 10000];
 const QUICK_SAMPLES_MS: &[u64] = &[0, 200];
 /// Survivors: this many in 1000 whole objects.
 const KEEP_PER_MILLE: usize = 50;
@@ -139,7 +139,8 @@ pub fn run(quick: bool) {
     let (total, sample_ms): (usize, &[u64]) = if quick {
         (12 << 20, QUICK_SAMPLES_MS)
     } else {
-        (300 << 20, FULL_SAMPLES_MS)
+        // `--rounds 5`: the report's 1.5 GB.
+        (crate::rounds(1) * (300 << 20), FULL_SAMPLES_MS)
     };
     let per_thread = total / THREADS;
     let rec = Arc::new(Recorder::new("sparse-survivors"));
