@@ -16,7 +16,7 @@
 //! bit of `holes` is off the lists, every other free block is on one.
 //!
 //! Only pages of one slice (blocks up to 8 KiB: sixteen 4 KiB OS pages, one bit each)
-//! have holes; bigger blocks have their insides purged per block
+//! have holes; bigger blocks (`PURGE_INSIDE_MIN`) have their insides purged per block
 //! (`Page::purge_free_blocks`). The mask is the owner's, like the free lists, so it
 //! adds no concurrent state: whoever may touch `free` may touch `holes`.
 

@@ -26,8 +26,10 @@ use crate::protocol;
 pub use crate::protocol::{ABANDONED, DRAINING, FREE, HUGE, LARGE, MARKER_LIMIT, STOLEN};
 
 /// Blocks at least this big have the memory inside them purged when their page is
-/// taken from an idle owner (see `Page::purge_free_blocks`).
-pub const PURGE_INSIDE_MIN: usize = 16 * 1024;
+/// taken from an idle owner (see `Page::purge_free_blocks`): every block above 8 KiB,
+/// i.e. in pages of 8 or 64 slices; pages of one slice give back holes instead
+/// (`span::holes`).
+pub const PURGE_INSIDE_MIN: usize = 8 * 1024 + 1;
 /// Set in the owner word of pages owned by a heap in check mode (`EBB_CHECK=1`): the
 /// free fast path compares the word with the plain heap address, so every free of a
 /// checked heap takes the slow path, where it is validated. Costs nothing when off.
@@ -65,7 +67,8 @@ const _: () = {
 pub const CARVE_BYTES: usize = 16 * 1024;
 /// Bytes of a page's first carve (at least one block): one OS page, so a thread that
 /// takes a few blocks of many classes touches one OS page per class, not four (issue
-/// 14's many-threads shape: 1,000 threads of 50 blocks each).
+/// 14's many-threads shape: 1,000 threads of 50 blocks each). Later carves double what
+/// was carved, up to `CARVE_BYTES`: 4, 4, 8, 16, 16 ... KiB.
 pub const FIRST_CARVE_BYTES: usize = 4 * 1024;
 
 /// A free block: its first word links to the next one.
@@ -303,8 +306,11 @@ impl Page {
                 purged += end - start;
             }
         }
-        if size < PURGE_INSIDE_MIN {
+        if crate::span::holes::can_have_holes(self) {
             return purged + crate::span::holes::purge(self);
+        }
+        if size < PURGE_INSIDE_MIN {
+            return purged;
         }
         for mut block in [self.free, self.local_free] {
             while !block.is_null() {
@@ -390,11 +396,7 @@ impl Page {
             return false;
         }
         let size = self.block_size();
-        let carve = if self.capacity == 0 {
-            FIRST_CARVE_BYTES
-        } else {
-            CARVE_BYTES
-        };
+        let carve = (self.capacity as usize * size).clamp(FIRST_CARVE_BYTES, CARVE_BYTES);
         let count = (carve / size).clamp(1, (self.reserved - self.capacity) as usize);
         // SAFETY: blocks capacity..capacity+count lie inside the page's span, which the
         // owner has exclusive use of; nobody else has seen them yet.
@@ -732,12 +734,15 @@ mod tests {
             FIRST_CARVE_BYTES / 16,
             "first carve: one OS page"
         );
-        page.free = null_mut();
-        assert!(page.extend());
-        assert_eq!(
-            page.capacity as usize,
-            (FIRST_CARVE_BYTES + CARVE_BYTES) / 16
-        );
+        for carved_kib in [8, 16, 32, 48] {
+            page.free = null_mut();
+            assert!(page.extend());
+            assert_eq!(
+                page.capacity as usize,
+                carved_kib * 1024 / 16,
+                "doubling to 16 KiB"
+            );
+        }
         assert!(page.capacity < page.reserved);
     }
 }
