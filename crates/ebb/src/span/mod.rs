@@ -7,6 +7,7 @@ pub mod arena;
 pub mod bitmap;
 pub mod deadline;
 pub mod decommit;
+pub mod holes;
 pub mod huge;
 pub mod page;
 pub mod segment;

@@ -29,8 +29,10 @@ use crate::protocol;
 pub use crate::protocol::{ABANDONED, DRAINING, FREE, HUGE, LARGE, MARKER_LIMIT, STOLEN};
 
 /// Blocks at least this big have the memory inside them purged when their page is
-/// taken from an idle owner (see `Page::purge_free_blocks`).
-pub const PURGE_INSIDE_MIN: usize = 16 * 1024;
+/// taken from an idle owner (see `Page::purge_free_blocks`): every block above 8 KiB,
+/// i.e. in pages of 8 or 64 slices; pages of one slice give back holes instead
+/// (`span::holes`).
+pub const PURGE_INSIDE_MIN: usize = 8 * 1024 + 1;
 /// Set in the owner word of pages owned by a heap in check mode (`EBB_CHECK=1`): the
 /// free fast path compares the word with the plain heap address, so every free of a
 /// checked heap takes the slow path, where it is validated. Costs nothing when off.
@@ -66,6 +68,11 @@ const _: () = {
 
 /// Bytes of blocks `Page::extend` carves at a time (at least one block).
 pub const CARVE_BYTES: usize = 16 * 1024;
+/// Bytes of a page's first carve (at least one block): one OS page, so a thread that
+/// takes a few blocks of many classes touches one OS page per class, not four (issue
+/// 14's many-threads shape: 1,000 threads of 50 blocks each). Later carves double what
+/// was carved, up to `CARVE_BYTES`: 4, 4, 8, 16, 16 ... KiB.
+pub const FIRST_CARVE_BYTES: usize = 4 * 1024;
 
 /// A free block: its first word links to the next one.
 #[repr(C)]
@@ -76,8 +83,9 @@ pub struct Block {
 /// Descriptor of a span of slices.
 ///
 /// Invariants (checked with `debug_assert!` where they are relied on):
-/// - `used + blocks in free/local_free/thread_free + (reserved - capacity) == reserved`,
-///   i.e. `used` counts blocks handed out and not yet given back to the owner;
+/// - `used + blocks in free/local_free/thread_free + blocks in holes + (reserved -
+///   capacity) == reserved`, i.e. `used` counts blocks handed out and not yet given
+///   back to the owner (holes: `span::holes`);
 /// - `capacity <= reserved`, and blocks `capacity..reserved` have never been handed out;
 /// - `free_is_zero` implies every block on `free` is zero except its link word;
 /// - a page is in at most one list (a heap queue or an abandoned list), and
@@ -119,6 +127,9 @@ pub struct Page {
     pub prev: *mut Page,
     /// Slices in the span (first slice only).
     pub slice_count: u32,
+    /// OS pages given back while the page holds live blocks, one bit each; the blocks
+    /// overlapping them are on no list (`span::holes`). Owner only.
+    pub holes: u16,
     // -- line 1: read by every free
     _line1: [CacheLine; 0],
     /// Heap address, or a marker (`FREE`, `ABANDONED`, ...).
@@ -152,7 +163,7 @@ struct CacheLine;
 const _: () = {
     use core::mem::{offset_of, size_of};
     assert!(size_of::<Page>() == 192);
-    assert!(offset_of!(Page, slice_count) < 64);
+    assert!(offset_of!(Page, holes) < 64);
     assert!(offset_of!(Page, owner) == 64 && offset_of!(Page, freed_at) < 128);
     assert!(offset_of!(Page, thread_free) == 128);
 };
@@ -173,6 +184,7 @@ impl Page {
             next: null_mut(),
             prev: null_mut(),
             slice_count: 0,
+            holes: 0,
             _line1: [],
             owner: AtomicUsize::new(FREE),
             last_owner: AtomicUsize::new(0),
@@ -247,6 +259,7 @@ impl Page {
         self.reserved = (bytes / block_size) as u32;
         self.class = class as u8;
         self.free_is_zero = false;
+        self.holes = 0;
         self.block_size.store(block_size, Ordering::Relaxed);
         self.thread_free.store(null_mut(), Ordering::Relaxed);
         self.next = null_mut();
@@ -268,13 +281,17 @@ impl Page {
     /// True if some block is free or not yet carved.
     #[inline]
     pub fn has_room(&self) -> bool {
-        !self.free.is_null() || !self.local_free.is_null() || self.capacity < self.reserved
+        !self.free.is_null()
+            || !self.local_free.is_null()
+            || self.capacity < self.reserved
+            || self.holes != 0
     }
 
     /// Return to the OS the memory of this page that holds no live block: the part never
     /// carved into blocks, if the span was reused (a fresh one was never touched there),
     /// and, for blocks of at least `PURGE_INSIDE_MIN`, the inside of each free block but
-    /// its first OS page (its link word lives there). For pages whose owner went idle or
+    /// its first OS page (its link word lives there); for smaller blocks, the OS pages
+    /// that hold only free blocks (`span::holes::purge`). For pages whose owner went idle or
     /// that nobody claimed, where a few survivors would otherwise keep the whole page
     /// resident. Returns the bytes given back. Owner only.
     pub fn purge_free_blocks(&mut self) -> usize {
@@ -291,6 +308,9 @@ impl Page {
             if start < end && unsafe { crate::os::decommit(start as *mut u8, end - start) } {
                 purged += end - start;
             }
+        }
+        if crate::span::holes::can_have_holes(self) {
+            return purged + crate::span::holes::purge(self);
         }
         if size < PURGE_INSIDE_MIN {
             return purged;
@@ -368,14 +388,19 @@ impl Page {
     /// makes its memory resident. (Carving 8 big blocks at once was measured: faster
     /// malloc/free sweeps of 16-256 KiB blocks, but ~12% more RSS in the mixed C/Rust
     /// scenario, where threads leave pages with carved blocks they never use.)
-    /// Returns false if the page is fully carved. Owner only.
+    /// Holes (`span::holes`) are refilled first. Returns false if the page is fully
+    /// carved and has no holes. Owner only.
     pub fn extend(&mut self) -> bool {
         debug_assert!(self.free.is_null());
+        if self.holes != 0 {
+            return crate::span::holes::refill(self);
+        }
         if self.capacity >= self.reserved {
             return false;
         }
         let size = self.block_size();
-        let count = (CARVE_BYTES / size).clamp(1, (self.reserved - self.capacity) as usize);
+        let carve = (self.capacity as usize * size).clamp(FIRST_CARVE_BYTES, CARVE_BYTES);
+        let count = (carve / size).clamp(1, (self.reserved - self.capacity) as usize);
         // SAFETY: blocks capacity..capacity+count lie inside the page's span, which the
         // owner has exclusive use of; nobody else has seen them yet.
         unsafe {
@@ -751,7 +776,20 @@ mod tests {
         let mut buf = vec![0u8; 65536];
         let mut page = page_over(&mut buf, 16);
         assert!(page.extend());
-        assert_eq!(page.capacity as usize, 16 * 1024 / 16);
+        assert_eq!(
+            page.capacity as usize,
+            FIRST_CARVE_BYTES / 16,
+            "first carve: one OS page"
+        );
+        for carved_kib in [8, 16, 32, 48] {
+            page.free = null_mut();
+            assert!(page.extend());
+            assert_eq!(
+                page.capacity as usize,
+                carved_kib * 1024 / 16,
+                "doubling to 16 KiB"
+            );
+        }
         assert!(page.capacity < page.reserved);
     }
 }
