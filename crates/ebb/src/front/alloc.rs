@@ -164,7 +164,10 @@ fn malloc_local_or_slow(
     // SAFETY: `page` came from the heap's table, so it is owned by this thread (or is the
     // empty page, whose lists are always null and which is never written here).
     unsafe {
-        let block = (*page).local_free;
+        // The heap's mask is 0 while it samples: then this refill is the slow path's,
+        // which counts the blocks (`profile::sampler`). One `and`, on the flags the
+        // null test needs anyway. (The cast exposes the pointer's provenance.)
+        let block = ((*page).local_free as usize & (*heap).local_mask) as *mut Block;
         if block.is_null() {
             return malloc_slow_and_leave(size, heap, c);
         }
@@ -192,7 +195,12 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
             (false, true) => class_of((size + 15) & !15),
         }
     };
-    let block = malloc_slow(class);
+    // The address of a local of this frame, the first below the caller's (the fast
+    // path reached it by tail calls): where a sample's stack capture looks for the
+    // caller's return address.
+    let marker = 0u8;
+    let entry_hint = core::hint::black_box(&marker) as *const u8 as usize;
+    let block = malloc_slow(class, size, entry_hint);
     // SAFETY: the fast path entered this heap's window.
     unsafe { (*heap).leave() };
     if c && block.is_null() {
@@ -250,13 +258,21 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
 #[cold]
 #[inline(never)]
 fn alloc_big(size: usize, align: usize) -> *mut u8 {
-    if size <= LARGE_MAX {
-        if let Some(page) = arena::alloc_large(size.max(1), align) {
-            // SAFETY: alloc_large returns a valid span head.
-            return unsafe { (*page).start };
+    let block = 'found: {
+        if size <= LARGE_MAX {
+            if let Some(page) = arena::alloc_large(size.max(1), align) {
+                // SAFETY: alloc_large returns a valid span head.
+                break 'found unsafe { (*page).start };
+            }
         }
+        huge::alloc(size, align)
+    };
+    if crate::profile::is_active() && !block.is_null() {
+        let marker = 0u8;
+        let entry_hint = core::hint::black_box(&marker) as *const u8 as usize;
+        crate::profile::big_allocated(block, size, entry_hint);
     }
-    huge::alloc(size, align)
+    block
 }
 
 /// Allocate zeroed memory. Memory fresh from the OS is known to be zero and is not
@@ -490,6 +506,7 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
             HUGE if fits || new_size > LARGE_MAX => {
                 let p = huge::resize(page, new_size.max(LARGE_MAX + 1));
                 if !p.is_null() {
+                    crate::profile::moved(ptr, p);
                     return p;
                 }
                 if fits {

@@ -9,6 +9,7 @@ use crate::front::{check, tls};
 use crate::handoff::{abandon, drain};
 use crate::os;
 use crate::process::purger::after_slow_path;
+use crate::profile;
 use crate::protocol;
 use crate::size_class::{class_size, page_slices, CLASS_COUNT};
 use crate::span::page::{
@@ -134,10 +135,12 @@ fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
 /// stranded page would cost most and churn matters least, are never kept.
 pub const FULL_PAGE_SLICES_KEPT: usize = 4;
 
-/// Allocate a block of `class` when the fast path found no free block.
+/// Allocate a block of `class` (for a request of `size` bytes) when the fast path
+/// found no free block. `entry_hint`: the address of a local in the allocator's
+/// outermost frame, for a sample's stack (`profile::stack::capture`).
 #[cold]
 #[inline(never)]
-pub fn malloc_slow(class: usize) -> *mut u8 {
+pub fn malloc_slow(class: usize, size: usize, entry_hint: usize) -> *mut u8 {
     let heap = ensure_heap();
     if heap.is_null() {
         return null_mut();
@@ -148,15 +151,35 @@ pub fn malloc_slow(class: usize) -> *mut u8 {
         if (*heap).sweep_wanted.load(Ordering::Relaxed) {
             sweep(heap);
         }
-        let page = find_page(heap, class);
-        if page.is_null() {
-            null_mut()
+        // The sample-point hook: while the heap samples, this slow path runs at every
+        // sample point (see profile/sampler.rs) and serves that allocation itself.
+        let h = &mut *heap;
+        let sampling = profile::sync(
+            &mut h.sampler,
+            &mut h.local_mask,
+            h.owner_word & CHECK_TAG == 0,
+        );
+        let block_size = class_size(class);
+        let mut sampled = null_mut();
+        if sampling && profile::sample_point(&mut h.sampler, class, block_size) {
+            sampled = profile::serve_sampled(size, block_size, entry_hint);
+        }
+        if !sampled.is_null() {
+            sampled
         } else {
-            let block = pop(page);
-            if (*heap).owner_word & CHECK_TAG != 0 {
-                check::mark_allocated(block);
+            let page = find_page(heap, class);
+            if page.is_null() {
+                null_mut()
+            } else {
+                let block = pop(page);
+                if (*heap).owner_word & CHECK_TAG != 0 {
+                    check::mark_allocated(block);
+                }
+                if sampling {
+                    profile::cut(&mut (*heap).sampler, page, class, block_size);
+                }
+                block
             }
-            block
         }
     };
     // SAFETY: as above.
@@ -270,12 +293,14 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         }
         match owner {
             LARGE => {
+                profile::freed(block);
                 (*page).set_used(0);
                 COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
                 arena::free_span(page, os::now_ms());
                 after_slow_path();
             }
             HUGE => {
+                profile::freed(block);
                 huge::free(page);
                 // Without a background purger, this is where an expired kept mapping goes.
                 after_slow_path();
