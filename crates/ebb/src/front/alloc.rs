@@ -186,6 +186,11 @@ fn malloc_local_or_slow(
 #[cold]
 #[inline(never)]
 fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8 {
+    // This frame is the first below the caller's (the fast path reached it by tail
+    // calls): where a sample's stack capture starts (`profile::Entry`), taken first,
+    // while the frame pointer register is still the caller's.
+    let marker = 0u8;
+    let entry = crate::profile::Entry::here(&marker);
     // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the same.
     let class = unsafe {
         match (size <= SMALL_MAX, c) {
@@ -195,12 +200,7 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
             (false, true) => class_of((size + 15) & !15),
         }
     };
-    // The address of a local of this frame, the first below the caller's (the fast
-    // path reached it by tail calls): where a sample's stack capture looks for the
-    // caller's return address.
-    let marker = 0u8;
-    let entry_hint = core::hint::black_box(&marker) as *const u8 as usize;
-    let block = malloc_slow(class, size, entry_hint);
+    let block = malloc_slow(class, size, entry);
     // SAFETY: the fast path entered this heap's window.
     unsafe { (*heap).leave() };
     if c && block.is_null() {
@@ -258,6 +258,8 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
 #[cold]
 #[inline(never)]
 fn alloc_big(size: usize, align: usize) -> *mut u8 {
+    let marker = 0u8;
+    let entry = crate::profile::Entry::here(&marker);
     let block = 'found: {
         if size <= LARGE_MAX {
             if let Some(page) = arena::alloc_large(size.max(1), align) {
@@ -268,9 +270,7 @@ fn alloc_big(size: usize, align: usize) -> *mut u8 {
         huge::alloc(size, align)
     };
     if crate::profile::is_active() && !block.is_null() {
-        let marker = 0u8;
-        let entry_hint = core::hint::black_box(&marker) as *const u8 as usize;
-        crate::profile::big_allocated(block, size, entry_hint);
+        crate::profile::big_allocated(block, size, entry);
     }
     block
 }

@@ -136,11 +136,11 @@ fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
 pub const FULL_PAGE_SLICES_KEPT: usize = 4;
 
 /// Allocate a block of `class` (for a request of `size` bytes) when the fast path
-/// found no free block. `entry_hint`: the address of a local in the allocator's
-/// outermost frame, for a sample's stack (`profile::stack::capture`).
+/// found no free block. `entry`: where the allocator was entered, for a sample's
+/// stack (`profile::Entry`).
 #[cold]
 #[inline(never)]
-pub fn malloc_slow(class: usize, size: usize, entry_hint: usize) -> *mut u8 {
+pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 {
     let heap = ensure_heap();
     if heap.is_null() {
         return null_mut();
@@ -162,7 +162,7 @@ pub fn malloc_slow(class: usize, size: usize, entry_hint: usize) -> *mut u8 {
         let block_size = class_size(class);
         let mut sampled = null_mut();
         if sampling && profile::sample_point(&mut h.sampler, class, block_size) {
-            sampled = profile::serve_sampled(size, block_size, entry_hint);
+            sampled = profile::serve_sampled(size, block_size, entry);
         }
         if !sampled.is_null() {
             sampled

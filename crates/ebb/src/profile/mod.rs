@@ -27,6 +27,7 @@ mod table;
 
 pub use sampler::HeapSampler;
 pub(crate) use sampler::{big_allocated, cut, freed, moved, sample_point, serve_sampled, sync};
+pub(crate) use stack::Entry;
 pub use stack::SEPARATOR as STACK_SEPARATOR;
 pub use table::MAX_DEPTH;
 
@@ -166,10 +167,22 @@ pub fn dump_to(path: &CStr, leaks_only: bool) -> bool {
         return false;
     }
     stack::refresh_executable_ranges();
-    match encoder() {
+    // The encoder allocates (symbols, the protobuf): those are not the program's.
+    let previous = WRITER.swap(stack::thread_pointer(), Ordering::AcqRel);
+    let written = match encoder() {
         Some(encode) => encode(path, leaks_only),
         None => write_raw(path, leaks_only),
-    }
+    };
+    WRITER.store(previous, Ordering::Release);
+    written
+}
+
+/// The thread writing a profile (its thread pointer), whose samples are not recorded.
+static WRITER: AtomicUsize = AtomicUsize::new(0);
+
+/// True if the calling thread is writing a profile.
+pub(crate) fn is_writer() -> bool {
+    WRITER.load(Ordering::Relaxed) == stack::thread_pointer()
 }
 
 /// The raw text format (version 2; `crates/ebb-pprof` parses it):

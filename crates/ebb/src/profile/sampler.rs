@@ -151,11 +151,11 @@ pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size
 
 /// Serve a sampled allocation of `size` bytes (counted as `block_size`) from a span of
 /// its own and record it; null if the arena has no room (the caller then serves it
-/// as usual, unsampled). `entry_hint`: see `stack::capture`.
+/// as usual, unsampled). `entry`: see `stack::Entry`.
 #[cold]
-pub fn serve_sampled(size: usize, block_size: usize, entry_hint: usize) -> *mut u8 {
+pub fn serve_sampled(size: usize, block_size: usize, entry: stack::Entry) -> *mut u8 {
     let mut pcs = [0usize; table::MAX_DEPTH];
-    let depth = stack::capture(entry_hint, &mut pcs);
+    let depth = stack::capture(entry, &mut pcs);
     let Some(page) = arena::alloc_large(size.max(1), SLICE_SIZE) else {
         return core::ptr::null_mut();
     };
@@ -174,13 +174,10 @@ pub fn serve_sampled(size: usize, block_size: usize, entry_hint: usize) -> *mut 
             }
         }
     }
-    let rate = RATE.load(Ordering::Relaxed);
-    table::record(
-        &pcs[..depth],
-        block as usize,
-        size,
-        math::sample_weight(block_size, rate),
-    );
+    if !super::is_writer() {
+        let weight = math::sample_weight(block_size, RATE.load(Ordering::Relaxed));
+        table::record(&pcs[..depth], block as usize, size, weight);
+    }
     block
 }
 
@@ -197,7 +194,7 @@ fn big_interval() -> i64 {
 /// A block above `MEDIUM_MAX` was allocated at `block`: count it, and record it if a
 /// sample point falls in it.
 #[cold]
-pub fn big_allocated(block: *mut u8, size: usize, entry_hint: usize) {
+pub fn big_allocated(block: *mut u8, size: usize, entry: stack::Entry) {
     let mut left = BIG_LEFT.load(Ordering::Relaxed);
     if left == 0 {
         // First big block since profiling started: draw (racing threads may both draw).
@@ -210,8 +207,11 @@ pub fn big_allocated(block: *mut u8, size: usize, entry_hint: usize) {
         return;
     }
     BIG_LEFT.store(big_interval(), Ordering::Relaxed);
+    if super::is_writer() {
+        return;
+    }
     let mut pcs = [0usize; table::MAX_DEPTH];
-    let depth = stack::capture(entry_hint, &mut pcs);
+    let depth = stack::capture(entry, &mut pcs);
     let rate = RATE.load(Ordering::Relaxed);
     table::record(
         &pcs[..depth],

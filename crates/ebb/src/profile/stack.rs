@@ -91,7 +91,7 @@ fn registers() -> (usize, usize) {
 
 /// The thread pointer (glibc: the thread control block, above a thread's stack).
 #[inline(always)]
-fn thread_pointer() -> usize {
+pub fn thread_pointer() -> usize {
     let tp: usize;
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `%fs:0` is the TCB's self pointer on x86_64 Linux (glibc and musl).
@@ -139,6 +139,29 @@ fn stack_top(sp: usize) -> Option<usize> {
         return Some(end);
     }
     None
+}
+
+/// Where the allocator was entered, for a sample's stack: the address of a local of
+/// the first allocator frame below the caller's, and the frame pointer register
+/// there (still the caller's: ebb's own code has no frame pointers, and the fast
+/// paths that lead there do not touch the register). Taken by `Entry::here` at the
+/// start of that frame.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Entry {
+    pub hint: usize,
+    pub fp: usize,
+}
+
+impl Entry {
+    /// `marker`: a local of the calling frame.
+    #[inline(always)]
+    pub fn here(marker: &u8) -> Entry {
+        let (_, fp) = registers();
+        Entry {
+            hint: core::hint::black_box(marker) as *const u8 as usize,
+            fp,
+        }
+    }
 }
 
 /// Between the candidates for the caller's return address and the frame-pointer
@@ -257,6 +280,26 @@ fn through_plt(target: usize, _: usize) -> usize {
     target
 }
 
+/// True if `fp` (above `floor`, below `top`) holds a frame record: the caller's frame
+/// pointer, further up the stack, then a return address that follows a call.
+fn frame_record_at(fp: usize, floor: usize, top: usize, count: usize) -> bool {
+    if fp <= floor || fp % 16 != 0 || fp + 16 > top {
+        return false;
+    }
+    // SAFETY: `[fp, fp + 16)` lies within this thread's live stack.
+    let (next, ret) = unsafe {
+        (
+            (fp as *const usize).read(),
+            (fp as *const usize).add(1).read(),
+        )
+    };
+    next > fp
+        && next < top
+        && next % 16 == 0
+        && is_code(ret, count)
+        && call_before(ret, count).is_some()
+}
+
 /// Capture the stack of the allocation being sampled into `out`, innermost first;
 /// returns the depth. `entry_hint`: the address of a local in the allocator frame just
 /// below the caller's (0 if unknown).
@@ -268,8 +311,9 @@ fn through_plt(target: usize, _: usize) -> usize {
 /// one; inside the program, the encoder drops the candidates that are the
 /// allocator's own return addresses (by name) and keeps the first other one.
 #[inline(never)]
-pub fn capture(entry_hint: usize, out: &mut [usize; MAX_DEPTH]) -> usize {
-    let (sp, fp) = registers();
+pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
+    let (sp, _) = registers();
+    let entry_hint = entry.hint;
     let Some(top) = stack_top(sp) else {
         return 0;
     };
@@ -279,10 +323,10 @@ pub fn capture(entry_hint: usize, out: &mut [usize; MAX_DEPTH]) -> usize {
         let count = RANGE_COUNT.load(Ordering::Relaxed);
         let shared = EBB_SHARED.load(Ordering::Relaxed) != 0;
         let mut end = top.min(entry_hint + SCAN_BYTES);
-        if fp > entry_hint && fp < end {
-            // The frame pointer is the caller's (ebb's frames do not set it): the
-            // return address into the caller lies below the caller's frame record.
-            end = fp;
+        if frame_record_at(entry.fp, entry_hint, top, count) && entry.fp < end {
+            // The caller's frame record: the return address into the caller lies
+            // below it.
+            end = entry.fp;
         }
         let mut at = entry_hint.next_multiple_of(8);
         let limit = if shared { 1 } else { MAX_CANDIDATES };
@@ -313,7 +357,22 @@ pub fn capture(entry_hint: usize, out: &mut [usize; MAX_DEPTH]) -> usize {
             n += 1;
         }
     }
-    let mut fp = fp;
+    // The caller's frame record: the frame pointer at entry if it is one, else the
+    // first word pair above the entry that looks like one (a saved frame pointer
+    // further up, then a return address after a call).
+    let count = RANGE_COUNT.load(Ordering::Relaxed);
+    let mut fp = entry.fp;
+    if !frame_record_at(fp, entry_hint, top, count) {
+        fp = 0;
+        let mut at = entry_hint.next_multiple_of(16);
+        while at + 16 <= top.min(entry_hint + SCAN_BYTES) {
+            if frame_record_at(at, entry_hint, top, count) {
+                fp = at;
+                break;
+            }
+            at += 16;
+        }
+    }
     while n < MAX_DEPTH {
         if fp < sp || fp % 8 != 0 || fp + 16 > top {
             break;
