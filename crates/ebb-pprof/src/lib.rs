@@ -556,3 +556,33 @@ fn encode_own_profile(path: &std::ffi::CStr, leaks_only: bool) -> bool {
 pub fn install() {
     ebb::profile::set_encoder(encode_own_profile);
 }
+
+/// Read a gzipped `profile.proto` (tests, tools).
+pub fn read_gzipped(path: &Path) -> std::io::Result<proto::Profile> {
+    use prost::Message;
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path)?).read_to_end(&mut bytes)?;
+    proto::Profile::decode(&*bytes).map_err(std::io::Error::other)
+}
+
+/// The values (`alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`) of the
+/// samples whose stack holds a function named `name` (or ending in `::name`).
+pub fn totals_at(profile: &proto::Profile, name: &str) -> [i64; 4] {
+    let mut totals = [0i64; 4];
+    for s in &profile.sample {
+        let hit = s.location_id.iter().any(|&id| {
+            profile.location[id as usize - 1].line.iter().any(|l| {
+                let f = &profile.function[l.function_id as usize - 1];
+                let n = &profile.string_table[f.name as usize];
+                n == name || n.ends_with(&format!("::{name}"))
+            })
+        });
+        if hit {
+            for (t, v) in totals.iter_mut().zip(&s.value) {
+                *t += v;
+            }
+        }
+    }
+    totals
+}

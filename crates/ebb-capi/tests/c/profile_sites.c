@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
     }
     /* The signal dump: written by ebb's own thread, named prefix.pid.1.pb.gz. */
     const char *prefix = getenv("EBB_PROFILE");
-    if (prefix) {
+    if (prefix && getenv("EBB_PROFILE_SIGNAL")) {
         snprintf(path, sizeof path, "%s.%d.1.pb.gz", prefix, (int)getpid());
         raise(SIGUSR1);
         for (int i = 0; i < 1000 && access(path, R_OK) != 0; i++)
