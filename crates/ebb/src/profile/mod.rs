@@ -20,12 +20,12 @@
 //! `EBB_PROFILE_SEED=<n>` fix the sample points (tests).
 
 mod maps;
-pub mod math;
+mod math;
 mod sampler;
 mod stack;
 mod table;
 
-pub use sampler::HeapSampler;
+pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{big_allocated, cut, freed, moved, sample_point, serve_sampled, sync};
 pub(crate) use stack::Entry;
 pub use stack::SEPARATOR as STACK_SEPARATOR;
@@ -81,6 +81,15 @@ pub fn is_active() -> bool {
 /// The mean sampling interval in bytes.
 pub fn rate() -> u64 {
     RATE.load(Ordering::Relaxed)
+}
+
+/// Capture the calling thread's stack as a sample would (benchmarks: the cost of a
+/// capture, `scripts/bench-profile.sh`); returns the depth written into `out`.
+#[doc(hidden)]
+#[inline(never)]
+pub fn capture_here(out: &mut [usize; MAX_DEPTH]) -> usize {
+    let marker = 0u8;
+    stack::capture(stack::Entry::here(&marker), out)
 }
 
 /// Samples that found no room in the record tables (0 unless tens of thousands of
