@@ -258,21 +258,29 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
 #[cold]
 #[inline(never)]
 fn alloc_big(size: usize, align: usize) -> *mut u8 {
-    let marker = 0u8;
-    let entry = crate::profile::Entry::here(&marker);
-    let block = 'found: {
-        if size <= LARGE_MAX {
-            if let Some(page) = arena::alloc_large(size.max(1), align) {
-                // SAFETY: alloc_large returns a valid span head.
-                break 'found unsafe { (*page).start };
-            }
+    if size <= LARGE_MAX {
+        if let Some(page) = arena::alloc_large(size.max(1), align) {
+            // SAFETY: alloc_large returns a valid span head.
+            return counted_big(unsafe { (*page).start }, size);
         }
-        huge::alloc(size, align)
-    };
+    }
+    counted_big(huge::alloc(size, align), size)
+}
+
+/// A block above `MEDIUM_MAX`: counted by the heap profiler while it runs.
+#[inline(always)]
+fn counted_big(block: *mut u8, size: usize) -> *mut u8 {
     if crate::profile::is_active() && !block.is_null() {
-        crate::profile::big_allocated(block, size, entry);
+        sample_big(block, size);
     }
     block
+}
+
+#[cold]
+#[inline(never)]
+fn sample_big(block: *mut u8, size: usize) {
+    let marker = 0u8;
+    crate::profile::big_allocated(block, size, crate::profile::Entry::here(&marker));
 }
 
 /// Allocate zeroed memory. Memory fresh from the OS is known to be zero and is not
