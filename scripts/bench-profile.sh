@@ -7,6 +7,9 @@
 #
 #   scripts/bench-profile.sh                 # every workload, RUNS=5, SCALE=1
 #   RUNS=3 SCALE=0.5 scripts/bench-profile.sh churn larson
+#   INSTR=1 SCALE=0.05 scripts/bench-profile.sh   # instructions instead (valgrind
+#                                                 # cachegrind, --cache-sim=no): the
+#                                                 # profiler's own work, free of noise
 #
 # Absolute times are noise on a shared machine; the ratios of interleaved runs are what
 # this reports.
@@ -17,9 +20,24 @@ SCALE=${SCALE:-1}
 RATE=${RATE:-512k}
 OUT=target/bench-profile
 mkdir -p "$OUT"
-cargo build --release -q -p ebb-bench-speed -p ebb-pprof --example capture_cost
+cargo build --release -q -p ebb-bench-speed
+cargo build --release -q -p ebb-pprof --example capture_cost
 BIN=target/release/ebb-bench-speed
 WORKLOADS=${*:-$("$BIN" --list)}
+if [ "${INSTR:-0}" = 1 ]; then
+    printf '%-16s %14s %14s %8s\n' workload "instr off" "instr on" ratio
+    for w in $WORKLOADS; do
+        count() {
+            env "$@" valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+                "$BIN" "$w" --scale "$SCALE" 2>&1 >/dev/null | sed -nE 's/.*I *refs: *([0-9,]+).*/\1/p' | tr -d ,
+        }
+        off=$(count EBB_BENCH=1)
+        on=$(count EBB_PROFILE="$OUT/prof-$w" EBB_PROFILE_RATE="$RATE")
+        printf '%-16s %14s %14s %8s\n' "$w" "$off" "$on" "$(python3 -c "print(f'{$on/$off:.4f}')")"
+    done
+    rm -f "$OUT"/prof-*
+    exit 0
+fi
 : >"$OUT/runs.tsv"
 for round in $(seq "$RUNS"); do
     for w in $WORKLOADS; do
@@ -29,8 +47,8 @@ for round in $(seq "$RUNS"); do
             else
                 line=$("$BIN" "$w" --scale "$SCALE")
             fi
-            wall=$(sed -E 's/.*"wall_ms":([0-9.]+).*/\1/' <<<"$line")
-            cpu=$(sed -E 's/.*"cpu_ms":([0-9.]+).*/\1/' <<<"$line")
+            wall=$(sed -E 's/.*"wall_ms": ?([0-9.]+).*/\1/' <<<"$line")
+            cpu=$(sed -E 's/.*"cpu_ms": ?([0-9.]+).*/\1/' <<<"$line")
             printf '%s\t%s\t%s\t%s\n' "$w" "$mode" "$wall" "$cpu" >>"$OUT/runs.tsv"
         done
     done

@@ -141,6 +141,10 @@ pub const FULL_PAGE_SLICES_KEPT: usize = 4;
 #[cold]
 #[inline(never)]
 pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 {
+    // SAFETY: the fast path that called us is inside the heap's `in_op` window.
+    if let Some(block) = unsafe { sampled_local_refill(tls::heap(), class, size, entry) } {
+        return block;
+    }
     let heap = ensure_heap();
     if heap.is_null() {
         return null_mut();
@@ -185,6 +189,48 @@ pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 
     // SAFETY: as above.
     unsafe { (*heap).leave() };
     block
+}
+
+/// While a heap samples, its fast path does not refill from `local_free` (see
+/// `profile::sampler`): this does it here, as cheaply, counting the blocks (and serving
+/// the allocation itself at a sample point). None if the heap does not sample or the
+/// current page has no such refill to give (then the full slow path runs).
+///
+/// # Safety
+/// `heap` is the calling thread's heap (or the empty heap), inside the `in_op` window
+/// its fast path entered: the same footing as the fast path's own refill.
+#[inline]
+unsafe fn sampled_local_refill(
+    heap: *mut Heap,
+    class: usize,
+    size: usize,
+    entry: profile::Entry,
+) -> Option<*mut u8> {
+    // SAFETY: per the contract; the current page is the heap's own (or the empty page,
+    // whose lists are null).
+    unsafe {
+        let h = &mut *heap;
+        if h.local_mask != 0 || !profile::in_step(&h.sampler) {
+            return None;
+        }
+        let page = h.current.get_unchecked(class).load(Ordering::Relaxed);
+        if (*page).local_free.is_null() || !(*page).free.is_null() {
+            return None;
+        }
+        let block_size = class_size(class);
+        if profile::sample_point(&mut h.sampler, class, block_size) {
+            let block = profile::serve_sampled(size, block_size, entry);
+            if !block.is_null() {
+                return Some(block);
+            }
+        }
+        (*page).free = (*page).local_free;
+        (*page).local_free = null_mut();
+        (*page).free_is_zero = false;
+        let block = pop(page);
+        profile::cut(&mut h.sampler, page, class, block_size);
+        Some(block)
+    }
 }
 
 /// Let go of every page of the heap but the current one of each class: free the unused

@@ -26,7 +26,9 @@ mod stack;
 mod table;
 
 pub(crate) use sampler::HeapSampler;
-pub(crate) use sampler::{big_allocated, cut, freed, moved, sample_point, serve_sampled, sync};
+pub(crate) use sampler::{
+    big_allocated, cut, freed, in_step, moved, sample_point, serve_sampled, sync,
+};
 pub(crate) use stack::Entry;
 pub use stack::SEPARATOR as STACK_SEPARATOR;
 pub use table::MAX_DEPTH;

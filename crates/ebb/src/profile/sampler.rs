@@ -82,6 +82,12 @@ pub fn sync(s: &mut HeapSampler, local_mask: &mut usize, allowed: bool) -> bool 
     *local_mask == 0
 }
 
+/// True if the heap's state is up to date with `start`/`stop` (`sync` has nothing to do).
+#[inline]
+pub fn in_step(s: &HeapSampler) -> bool {
+    s.epoch == EPOCH.load(Ordering::Relaxed)
+}
+
 /// Count one allocation of `block_size` bytes of `class`; true if it is a sample point.
 #[inline]
 pub fn sample_point(s: &mut HeapSampler, class: usize, block_size: usize) -> bool {

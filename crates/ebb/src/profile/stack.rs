@@ -52,6 +52,13 @@ pub fn refresh_executable_ranges() {
 }
 
 fn is_code(addr: usize, count: usize) -> bool {
+    // Most stack words are small numbers or stack addresses, outside every range.
+    if count == 0
+        || addr < RANGES[0][0].load(Ordering::Relaxed)
+        || addr >= RANGES[count - 1][1].load(Ordering::Relaxed)
+    {
+        return false;
+    }
     // Binary search for the last range starting at or below addr.
     let (mut lo, mut hi) = (0, count);
     while lo < hi {
