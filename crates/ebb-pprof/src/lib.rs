@@ -361,7 +361,10 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
             let loc = &locations[*id as usize - 1];
             loc.line.last().is_some_and(|l| {
                 let f = &functions[l.function_id as usize - 1];
-                is_allocator_function(&strings.table[f.name as usize])
+                is_allocator_line(
+                    &strings.table[f.name as usize],
+                    &strings.table[f.filename as usize],
+                )
             })
         };
         let drop_inner_allocator = |ids: &mut Vec<u64>| {
