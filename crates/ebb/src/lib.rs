@@ -84,6 +84,7 @@ mod observe;
 mod options;
 mod os;
 mod process;
+pub mod profile;
 mod protocol;
 mod size_class;
 mod span;

@@ -118,7 +118,7 @@ pub fn parse_bool(text: &[u8]) -> Option<bool> {
     }
 }
 
-fn trim(mut text: &[u8]) -> &[u8] {
+pub(crate) fn trim(mut text: &[u8]) -> &[u8] {
     while let [first, rest @ ..] = text {
         if first.is_ascii_whitespace() {
             text = rest;

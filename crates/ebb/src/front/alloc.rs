@@ -167,7 +167,10 @@ fn malloc_local_or_slow(
     // SAFETY: `page` came from the heap's table, so it is owned by this thread (or is the
     // empty page, whose lists are always null and which is never written here).
     unsafe {
-        let block = (*page).local_free;
+        // The heap's mask is 0 while it samples: then this refill is the slow path's,
+        // which counts the blocks (`profile::sampler`). One `and`, on the flags the
+        // null test needs anyway. (The cast exposes the pointer's provenance.)
+        let block = ((*page).local_free as usize & (*heap).local_mask) as *mut Block;
         if block.is_null() {
             return malloc_slow_and_leave(size, heap, c);
         }
@@ -176,6 +179,7 @@ fn malloc_local_or_slow(
         (*page).free = core::ptr::null_mut();
         core::mem::swap(&mut (*page).free, &mut (*page).local_free);
         (*page).free_is_zero = false;
+        (*page).frees_to_local = false;
         (*page).inc_used();
         (*heap).leave();
         block as *mut u8
@@ -187,6 +191,11 @@ fn malloc_local_or_slow(
 #[cold]
 #[inline(never)]
 fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8 {
+    // This frame is the first below the caller's (the fast path reached it by tail
+    // calls): where a sample's stack capture starts (`profile::Entry`), taken first,
+    // while the frame pointer register is still the caller's.
+    let marker = 0u8;
+    let entry = crate::profile::Entry::here(&marker);
     // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the same.
     let class = unsafe {
         match (size <= SMALL_MAX, c) {
@@ -196,7 +205,7 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
             (false, true) => class_of((size + 15) & !15),
         }
     };
-    let block = malloc_slow(class);
+    let block = malloc_slow(class, size, entry);
     // SAFETY: the fast path entered this heap's window.
     unsafe { (*heap).leave() };
     if c && block.is_null() {
@@ -257,10 +266,26 @@ fn alloc_big(size: usize, align: usize) -> *mut u8 {
     if size <= LARGE_MAX {
         if let Some(page) = arena::alloc_large(size.max(1), align) {
             // SAFETY: alloc_large returns a valid span head.
-            return unsafe { (*page).start };
+            return counted_big(unsafe { (*page).start }, size);
         }
     }
-    huge::alloc(size, align)
+    counted_big(huge::alloc(size, align), size)
+}
+
+/// A block above `MEDIUM_MAX`: counted by the heap profiler while it runs.
+#[inline(always)]
+fn counted_big(block: *mut u8, size: usize) -> *mut u8 {
+    if crate::profile::is_active() && !block.is_null() {
+        sample_big(block, size);
+    }
+    block
+}
+
+#[cold]
+#[inline(never)]
+fn sample_big(block: *mut u8, size: usize) {
+    let marker = 0u8;
+    crate::profile::big_allocated(block, size, crate::profile::Entry::here(&marker));
 }
 
 /// Allocate zeroed memory. Memory fresh from the OS is known to be zero and is not
@@ -526,6 +551,7 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
             HUGE if fits || new_size > LARGE_MAX => {
                 let p = huge::resize(page, new_size.max(LARGE_MAX + 1));
                 if !p.is_null() {
+                    crate::profile::moved(ptr, p);
                     return p;
                 }
                 if fits {

@@ -211,6 +211,7 @@ pub fn refill(page: &mut Page) -> bool {
     }
     page.free = list;
     page.free_is_zero = false;
+    page.frees_to_local = false;
     page.holes = holes & !run;
     true
 }
