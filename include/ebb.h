@@ -84,7 +84,8 @@ size_t ebb_retention_json(char *buf, size_t len);
  * whose purge delay has passed; with force, purge all free memory at once. */
 void ebb_collect(bool force);
 /* Options by name, with or without the EBB_ prefix, any case: "purge_delay" (ms),
- * "background", "show_stats", "show_errors", "check", "abort_on_error" (0/1).
+ * "background", "show_stats", "show_errors", "check", "abort_on_error", "large_pages"
+ * (0/1; "large_pages" advises only segments made after the change).
  * ebb_option_get returns -1 for an unknown name; ebb_option_set returns 0 on success,
  * -1 for an unknown name or a negative value. "check" is fixed when the process starts
  * (EBB_CHECK): setting it to another value returns -1. */

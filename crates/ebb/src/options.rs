@@ -12,6 +12,7 @@
 //! | `EBB_SHOW_ERRORS` | 1 | report invalid and double frees on stderr |
 //! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower; fixed at start) |
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
+//! | `EBB_LARGE_PAGES` | 0 | transparent huge pages: segments advised `MADV_HUGEPAGE`, purges that keep mostly used 2 MiB pages whole (`span/large_pages.rs`) |
 
 use crate::os;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -32,6 +33,9 @@ pub struct Options {
     pub show_errors: bool,
     pub check: bool,
     pub abort_on_error: bool,
+    /// `EBB_LARGE_PAGES`: ask for transparent huge pages on segments made from now on,
+    /// and purge free slices only out of 2 MiB ranges that are mostly free.
+    pub large_pages: bool,
 }
 
 impl Options {
@@ -43,6 +47,7 @@ impl Options {
         show_errors: true,
         check: false,
         abort_on_error: false,
+        large_pages: false,
     };
 
     /// Build options from a lookup function (the environment, or a test's table).
@@ -70,6 +75,9 @@ impl Options {
         }
         if let Some(v) = lookup(b"EBB_ABORT_ON_ERROR\0").and_then(parse_bool) {
             o.abort_on_error = v;
+        }
+        if let Some(v) = lookup(b"EBB_LARGE_PAGES\0").and_then(parse_bool) {
+            o.large_pages = v;
         }
         o
     }
@@ -210,8 +218,11 @@ mod tests {
             b"EBB_BACKGROUND\0" => Some(b"0"),
             b"EBB_SHOW_STATS\0" => Some(b"true"),
             b"EBB_CHECK\0" => Some(b"nonsense"),
+            b"EBB_LARGE_PAGES\0" => Some(b"on"),
             _ => None,
         });
+        assert!(o.large_pages);
+        assert!(!Options::DEFAULT.large_pages, "off unless asked for");
         assert_eq!(o.purge_delay_ms, 0);
         assert!(!o.background);
         assert!(o.show_stats);

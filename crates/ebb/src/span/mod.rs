@@ -8,5 +8,6 @@ pub mod bitmap;
 pub mod deadline;
 pub mod decommit;
 pub mod huge;
+pub mod large_pages;
 pub mod page;
 pub mod segment;
