@@ -222,7 +222,6 @@ mod tests {
             _ => None,
         });
         assert!(o.large_pages);
-        assert!(!Options::DEFAULT.large_pages, "off unless asked for");
         assert_eq!(o.purge_delay_ms, 0);
         assert!(!o.background);
         assert!(o.show_stats);
