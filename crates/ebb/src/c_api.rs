@@ -412,6 +412,7 @@ pub unsafe fn option_get(name: *const c_char) -> i64 {
         Some(OptionName::ShowErrors) => o.show_errors as i64,
         Some(OptionName::Check) => o.check as i64,
         Some(OptionName::AbortOnError) => o.abort_on_error as i64,
+        Some(OptionName::LargePages) => o.large_pages as i64,
         None => -1,
     }
 }
@@ -434,6 +435,7 @@ pub unsafe fn option_set(name: *const c_char, value: i64) -> c_int {
         // Check mode is fixed when the process starts (see check.rs).
         Some(OptionName::Check) => return if (value != 0) == o.check { 0 } else { -1 },
         Some(OptionName::AbortOnError) => o.abort_on_error = value != 0,
+        Some(OptionName::LargePages) => o.large_pages = value != 0,
         None => return -1,
     }
     options::set(o);
@@ -447,6 +449,7 @@ enum OptionName {
     ShowErrors,
     Check,
     AbortOnError,
+    LargePages,
 }
 
 /// The option a C string names (`EBB_` prefix optional, any case).
@@ -474,6 +477,7 @@ unsafe fn option_name(name: *const c_char) -> Option<OptionName> {
         b"show_errors" => Some(OptionName::ShowErrors),
         b"check" => Some(OptionName::Check),
         b"abort_on_error" => Some(OptionName::AbortOnError),
+        b"large_pages" => Some(OptionName::LargePages),
         _ => None,
     }
 }

@@ -12,6 +12,7 @@
 //! | `EBB_SHOW_ERRORS` | 1 | report invalid and double frees on stderr |
 //! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower; fixed at start) |
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
+//! | `EBB_LARGE_PAGES` | 0 | transparent huge pages: segments advised `MADV_HUGEPAGE`, purges that keep mostly used 2 MiB pages whole (`span/large_pages.rs`) |
 
 use crate::os;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -40,6 +41,9 @@ pub struct Options {
     /// 16-byte aligned, outside ebb's memory: the dynamic loader's, say). Off by
     /// default (it is reported and left alone); `EBB_ABORT_ON_ERROR=1` turns it on.
     pub abort_on_foreign: bool,
+    /// `EBB_LARGE_PAGES`: ask for transparent huge pages on segments made from now on,
+    /// and purge free slices only out of 2 MiB ranges that are mostly free.
+    pub large_pages: bool,
 }
 
 impl Options {
@@ -52,6 +56,7 @@ impl Options {
         check: false,
         abort_on_error: true,
         abort_on_foreign: false,
+        large_pages: false,
     };
 
     /// Build options from a lookup function (the environment, or a test's table).
@@ -80,6 +85,9 @@ impl Options {
         if let Some(v) = lookup(b"EBB_ABORT_ON_ERROR\0").and_then(parse_bool) {
             o.abort_on_error = v;
             o.abort_on_foreign = v;
+        }
+        if let Some(v) = lookup(b"EBB_LARGE_PAGES\0").and_then(parse_bool) {
+            o.large_pages = v;
         }
         o
     }
@@ -220,8 +228,10 @@ mod tests {
             b"EBB_BACKGROUND\0" => Some(b"0"),
             b"EBB_SHOW_STATS\0" => Some(b"true"),
             b"EBB_CHECK\0" => Some(b"nonsense"),
+            b"EBB_LARGE_PAGES\0" => Some(b"on"),
             _ => None,
         });
+        assert!(o.large_pages);
         assert_eq!(o.purge_delay_ms, 0);
         assert!(!o.background);
         assert!(o.show_stats);

@@ -22,6 +22,10 @@
 //! - [`HAS_MEMBARRIER`]: [`membarrier`] exists (a full barrier on every running thread
 //!   of the process). False: idle heaps are never taken over (their pages wait for
 //!   their thread's next allocator call or its exit).
+//! - [`HUGE_PAGE_SIZE`]: the size of a transparent huge page (the page a page-table
+//!   entry one level up maps: 2 MiB on x86-64 and on arm64 with 4 KiB pages), or 0 if
+//!   the target has none. `EBB_LARGE_PAGES=1` keeps purges in units of it
+//!   (`span/large_pages.rs`); with 0 the option does nothing.
 //!
 //! # Primitives
 //! Memory:
@@ -39,6 +43,11 @@
 //!   (`dest` null) or move its pages to the reservation at `dest`; null if it cannot.
 //!   Pre: `old` reserved with `old_size`; `dest` null or an unused reservation of
 //!   `new_size` bytes. Post: on success the contents are at the returned address.
+//! - `advise_huge_pages(ptr, size) -> bool`: ask the OS to back the range with huge
+//!   pages where whole aligned huge pages fit in it (Linux: `MADV_HUGEPAGE`, which is
+//!   what makes transparent huge pages used at all in the kernel's `madvise` mode).
+//!   Advice only: true if taken, false if the OS refused or has no huge pages; the
+//!   memory works the same either way. Pre: reserved, page aligned.
 //! - `page_size() -> usize`.
 //! - `valgrind_mark_defined(ptr, size)`: tell a memory checker the range is defined
 //!   (a no-op natively).
@@ -76,7 +85,7 @@
 //! header of a huge mapping found through the segment map may be freed meanwhile).
 //!
 //! Fault injection (`fault.rs`, shared by every implementation): `reserve_aligned`,
-//! `decommit` and `remap` ask [`fault::refuse`] first and fail as the OS would when it
+//! `decommit`, `remap` and `advise_huge_pages` ask [`fault::refuse`] first and fail as the OS would when it
 //! says so; `release` reports the bytes it gives back with [`fault::released`].
 //!
 //! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
@@ -108,11 +117,14 @@ mod contract {
     const _: bool = DECOMMIT_ZEROES;
     const _: bool = HAS_REMAP;
     const _: bool = HAS_MEMBARRIER;
+    const _: usize = HUGE_PAGE_SIZE;
+    const _: () = assert!(HUGE_PAGE_SIZE == 0 || HUGE_PAGE_SIZE.is_power_of_two());
     const _: () = assert!(ADDRESS_BITS >= 39 && ADDRESS_BITS <= 48);
     const _: fn(usize, usize) -> *mut u8 = reserve_aligned;
     const _: unsafe fn(*mut u8, usize) = release;
     const _: unsafe fn(*mut u8, usize) -> bool = decommit;
     const _: unsafe fn(*mut u8, usize, usize, *mut u8) -> *mut u8 = remap;
+    const _: unsafe fn(*mut u8, usize) -> bool = advise_huge_pages;
     const _: fn() -> usize = page_size;
     const _: fn(*mut u8, usize) = valgrind_mark_defined;
     const _: fn() -> u64 = now_ms;

@@ -156,6 +156,8 @@ impl Segment {
             }
             return core::ptr::null_mut();
         }
+        // SAFETY: just reserved; `EBB_LARGE_PAGES` asks for huge pages (a no-op if off).
+        unsafe { crate::span::large_pages::advise(base, SEGMENT_SIZE) };
         let segment = base as *mut Segment;
         // SAFETY: the mapping is fresh, zeroed and ours; the header fits in its slices.
         // Zero is a valid bit pattern for every header field except `kind`, and a zero
