@@ -234,3 +234,60 @@ pub(crate) fn expand_pid(template: &[u8], pid: u64, out: &mut [u8]) -> Option<us
     *out.get_mut(len)? = 0;
     Some(len)
 }
+
+/// Call `f` with every line of the file at `path` (NUL-terminated), read through a
+/// stack buffer (no allocation: the readers of `/proc/self/maps` and `smaps` run in
+/// `atexit` handlers and signal-driven dumps of programs whose heap is ebb). A line
+/// longer than the buffer is cut. False if the file cannot be opened.
+pub fn for_each_line(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
+    let Some(fd) = os::open_read(path) else {
+        return false;
+    };
+    let mut buf = [0u8; 4096];
+    let mut len = 0;
+    let mut eof = false;
+    while !eof || len > 0 {
+        if !eof && len < buf.len() {
+            let n = os::read_fd(fd, &mut buf[len..]);
+            if n <= 0 {
+                eof = true;
+            } else {
+                len += n as usize;
+            }
+        }
+        // Every whole line in the buffer (or the rest at the end, or a full buffer
+        // with no newline: a line too long, cut).
+        let mut consumed = 0;
+        loop {
+            let rest = &buf[consumed..len];
+            let line_len = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => i,
+                None if eof || (consumed == 0 && len == buf.len()) => rest.len(),
+                None => break,
+            };
+            if line_len == 0 && rest.is_empty() {
+                break;
+            }
+            f(&rest[..line_len]);
+            consumed += (line_len + 1).min(rest.len());
+        }
+        buf.copy_within(consumed..len, 0);
+        len -= consumed;
+    }
+    os::close_fd(fd);
+    true
+}
+
+/// A hexadecimal number without prefix, as `/proc` prints addresses; `None` if empty,
+/// not hexadecimal or too large.
+pub fn parse_hex(field: &[u8]) -> Option<usize> {
+    if field.is_empty() {
+        return None;
+    }
+    let mut v = 0usize;
+    for &b in field {
+        let d = (b as char).to_digit(16)?;
+        v = v.checked_mul(16)? + d as usize;
+    }
+    Some(v)
+}
