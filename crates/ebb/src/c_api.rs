@@ -34,7 +34,7 @@ fn fail_enomem() -> *mut c_void {
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
     if memcheck::ENABLED {
-        return memcheck::malloc_c(size) as *mut c_void;
+        return crate::front::valgrind::malloc_c(size) as *mut c_void;
     }
     alloc::malloc_c(size) as *mut c_void
 }
@@ -45,7 +45,7 @@ pub fn calloc(count: usize, size: usize) -> *mut c_void {
     };
     let align = if total <= 8 { 8 } else { C_ALIGN };
     let p = if memcheck::ENABLED {
-        memcheck::alloc_zeroed(total, align)
+        crate::front::valgrind::alloc_zeroed(total, align)
     } else {
         alloc::alloc_zeroed(total, align)
     };
@@ -63,7 +63,7 @@ pub unsafe fn free(ptr: *mut c_void) {
     // SAFETY: per the contract.
     unsafe {
         if memcheck::ENABLED {
-            return memcheck::free(ptr as *mut u8);
+            return crate::front::valgrind::free(ptr as *mut u8);
         }
         alloc::free(ptr as *mut u8)
     }
@@ -88,7 +88,7 @@ pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
             return fail_enomem();
         }
         let p = if memcheck::ENABLED {
-            memcheck::realloc(ptr, size, C_ALIGN)
+            crate::front::valgrind::realloc(ptr, size, C_ALIGN)
         } else {
             alloc::realloc(ptr, alloc::usable_size(ptr), size, C_ALIGN)
         };
@@ -120,7 +120,7 @@ fn aligned(align: usize, size: usize) -> *mut c_void {
         alloc::alloc(size, align)
     };
     let p = if memcheck::ENABLED {
-        memcheck::reported(p)
+        crate::front::valgrind::reported(p)
     } else {
         p
     };

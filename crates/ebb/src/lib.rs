@@ -117,7 +117,7 @@ unsafe impl GlobalAlloc for Ebb {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if memcheck::ENABLED {
-            return memcheck::alloc(layout.size(), layout.align());
+            return crate::front::valgrind::alloc(layout.size(), layout.align());
         }
         alloc::alloc(layout.size(), layout.align())
     }
@@ -127,7 +127,7 @@ unsafe impl GlobalAlloc for Ebb {
         // SAFETY: GlobalAlloc's contract: ptr came from this allocator.
         unsafe {
             if memcheck::ENABLED {
-                return memcheck::free(ptr);
+                return crate::front::valgrind::free(ptr);
             }
             alloc::free(ptr)
         }
@@ -136,7 +136,7 @@ unsafe impl GlobalAlloc for Ebb {
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if memcheck::ENABLED {
-            return memcheck::alloc_zeroed(layout.size(), layout.align());
+            return crate::front::valgrind::alloc_zeroed(layout.size(), layout.align());
         }
         alloc::alloc_zeroed(layout.size(), layout.align())
     }
@@ -146,7 +146,7 @@ unsafe impl GlobalAlloc for Ebb {
         // SAFETY: GlobalAlloc's contract: ptr is live with this layout.
         unsafe {
             if memcheck::ENABLED {
-                return memcheck::realloc(ptr, new_size, layout.align());
+                return crate::front::valgrind::realloc(ptr, new_size, layout.align());
             }
             alloc::realloc(ptr, layout.size(), new_size, layout.align())
         }
@@ -160,7 +160,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         return core::ptr::null_mut();
     }
     if memcheck::ENABLED {
-        return memcheck::alloc(size, align);
+        return crate::front::valgrind::alloc(size, align);
     }
     alloc::alloc(size, align)
 }
@@ -172,7 +172,7 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
         return core::ptr::null_mut();
     }
     if memcheck::ENABLED {
-        return memcheck::alloc_zeroed(size, align);
+        return crate::front::valgrind::alloc_zeroed(size, align);
     }
     alloc::alloc_zeroed(size, align)
 }
@@ -188,7 +188,7 @@ pub unsafe fn free(ptr: *mut u8) {
     // SAFETY: per the contract.
     unsafe {
         if memcheck::ENABLED {
-            return memcheck::free(ptr);
+            return crate::front::valgrind::free(ptr);
         }
         alloc::free(ptr)
     }
@@ -203,7 +203,7 @@ pub unsafe fn realloc(ptr: *mut u8, new_size: usize, align: usize) -> *mut u8 {
     // SAFETY: per the contract.
     unsafe {
         if memcheck::ENABLED {
-            return memcheck::realloc(ptr, new_size, align);
+            return crate::front::valgrind::realloc(ptr, new_size, align);
         }
         let old = alloc::usable_size(ptr);
         alloc::realloc(ptr, old, new_size, align)

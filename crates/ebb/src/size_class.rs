@@ -83,9 +83,13 @@ pub const fn page_slices(class: usize) -> usize {
     } else if size <= MEDIUM_PAGE_BLOCK_MAX {
         8
     } else {
-        (8 * size).div_ceil(crate::span::segment::SLICE_SIZE)
+        (8 * size).div_ceil(SLICE_BYTES)
     }
 }
+
+/// Bytes of a slice, the arena's unit (`span::segment::SLICE_SIZE`, asserted equal
+/// there): kept here so the size classes do not import the span layer that uses them.
+pub const SLICE_BYTES: usize = 64 * 1024;
 
 /// The largest block of a 1-slice (64 KiB) page: 8 blocks fit.
 pub const SMALL_PAGE_BLOCK_MAX: usize = 8 * 1024;

@@ -19,3 +19,4 @@ pub mod queue;
 pub mod slow;
 pub mod takeover;
 pub mod tls;
+pub mod valgrind;

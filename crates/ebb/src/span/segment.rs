@@ -24,6 +24,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 pub const SLICE_SHIFT: usize = 16;
 pub const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
+const _: () = assert!(SLICE_SIZE == crate::size_class::SLICE_BYTES);
 pub const SEGMENT_SHIFT: usize = 25;
 pub const SEGMENT_SIZE: usize = 1 << SEGMENT_SHIFT;
 /// Bytes of a segment's check-mode allocation bitmap (`Segment::check_bits`): one bit
