@@ -31,6 +31,7 @@ use crate::front::{check, slow, tls};
 use crate::handoff::abandon;
 use crate::os;
 use crate::process::purger::after_slow_path;
+use crate::profile;
 use crate::size_class::{
     class_for_aligned, class_of, class_size, page_slices, CLASS_COUNT, MEDIUM_MAX, MID_CLASS,
     MID_MAX, SMALL_MAX,
@@ -198,7 +199,7 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
             .load(Ordering::Relaxed);
         let block = (*page).free;
         if block.is_null() {
-            return malloc_slow(fc, class);
+            return malloc_slow(fc, class, size);
         }
         (*page).free = (*block).next;
         (*page).inc_used();
@@ -223,19 +224,39 @@ pub unsafe fn alloc_zeroed(fc: *mut FirstClass, size: usize, align: usize) -> *m
 
 #[cold]
 #[inline(never)]
-unsafe fn malloc_slow(fc: *mut FirstClass, class: usize) -> *mut u8 {
+unsafe fn malloc_slow(fc: *mut FirstClass, class: usize, size: usize) -> *mut u8 {
+    // Where a sample's stack starts (`profile::Entry`; the fast path is inlined into
+    // the caller, so this is the first allocator frame below it).
+    let marker = 0u8;
+    let entry = profile::Entry::here(&marker);
     if !on_owner_thread(fc) {
         wrong_thread(fc, "allocation");
     }
     // SAFETY: the calling thread owns the heap (checked above).
     let block = unsafe {
+        // Sampling as a thread heap's slow path does (`profile::sampler`), but a sample
+        // is served from a large span of the heap's own, so `destroy` takes it too
+        // (`release` credits it).
+        let h = &mut (*fc).heap;
+        let checked = h.owner_word & CHECK_TAG != 0;
+        let block_size = class_size(class);
+        let sampling = profile::sync(&mut h.sampler, &mut h.local_mask, true);
+        if sampling && profile::sample_point(&mut h.sampler, class, block_size) {
+            let block = alloc_large(fc, size, SLICE_SIZE);
+            if !block.is_null() {
+                profile::record_sampled(block, size, block_size, entry);
+                return block;
+            }
+        }
         let page = find_page(fc, class);
         if page.is_null() {
             return null_mut();
         }
         let block = slow::pop(page);
-        if (*fc).heap.owner_word & CHECK_TAG != 0 {
+        if checked {
             check::mark_allocated(block);
+        } else if sampling {
+            profile::cut(&mut (*fc).heap.sampler, page, class, block_size);
         }
         block
     };
@@ -353,6 +374,7 @@ unsafe fn unpark(fc: *mut FirstClass, list: *mut PageList, page: *mut Page) {
 unsafe fn release(page: *mut Page) {
     // SAFETY: per the contract.
     unsafe {
+        profile::span_released(page);
         // A late free (of a block `destroy` invalidated) finds a marker, then FREE.
         (*page).owner.store(DRAINING, Ordering::Relaxed);
         // Pushes nobody will take in: the next user of the span must not see them

@@ -156,13 +156,11 @@ pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 
             sweep(heap);
         }
         // The sample-point hook: while the heap samples, this slow path runs at every
-        // sample point (see profile/sampler.rs) and serves that allocation itself.
+        // sample point (see profile/sampler.rs) and serves that allocation itself. In
+        // check mode every malloc comes here (no list to cut).
         let h = &mut *heap;
-        let sampling = profile::sync(
-            &mut h.sampler,
-            &mut h.local_mask,
-            h.owner_word & CHECK_TAG == 0,
-        );
+        let checked = h.owner_word & CHECK_TAG != 0;
+        let sampling = profile::sync(&mut h.sampler, &mut h.local_mask, true);
         let block_size = class_size(class);
         let mut sampled = null_mut();
         if sampling && profile::sample_point(&mut h.sampler, class, block_size) {
@@ -176,10 +174,9 @@ pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 
                 null_mut()
             } else {
                 let block = pop(page);
-                if (*heap).owner_word & CHECK_TAG != 0 {
+                if checked {
                     check::mark_allocated(block);
-                }
-                if sampling {
+                } else if sampling {
                     profile::cut(&mut (*heap).sampler, page, class, block_size);
                 }
                 block
@@ -348,10 +345,12 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         }
         match owner {
             LARGE => {
-                profile::freed(block);
+                let sample = profile::freed(block);
                 (*page).set_used(0);
                 COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
-                arena::free_span(page, os::now_ms());
+                if !sample.is_some_and(|size| profile::keep_sampled_span(page, size)) {
+                    arena::free_span(page, os::now_ms());
+                }
                 after_slow_path();
             }
             HUGE => {

@@ -44,6 +44,8 @@ pub unsafe fn abandon(page: *mut Page, last_owner: usize, unused_since: u64) {
         (*page).set_is_current(false);
         (*page).gather_frees();
         if (*page).is_unused() {
+            // A deleted first-class heap's large span: its block, if sampled, is gone.
+            crate::profile::span_released(page);
             free_span(page, unused_since);
             return;
         }

@@ -105,6 +105,8 @@ pub unsafe fn finish_drain(page: *mut Page, took_frees: bool) {
     unsafe {
         debug_assert_eq!((*page).owner.load(Ordering::Relaxed), DRAINING);
         if (*page).is_unused() {
+            // A deleted first-class heap's large span: its block, if sampled, is gone.
+            crate::profile::span_released(page);
             abandon::unlist(page);
             free_span(page, os::now_ms());
             return;

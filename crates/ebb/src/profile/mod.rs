@@ -27,7 +27,8 @@ mod table;
 
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
-    big_allocated, cut, freed, in_step, moved, sample_point, serve_sampled, sync,
+    big_allocated, cut, freed, in_step, keep_sampled_span, moved, record_sampled, sample_point,
+    serve_sampled, span_released, sync,
 };
 pub(crate) use stack::Entry;
 pub use stack::SEPARATOR as STACK_SEPARATOR;
@@ -73,6 +74,7 @@ pub fn start(rate: u64) -> bool {
 pub fn stop() {
     ACTIVE.store(false, Ordering::Relaxed);
     EPOCH.fetch_add(1, Ordering::Release);
+    sampler::release_kept_spans();
 }
 
 /// True while sampling.

@@ -64,7 +64,8 @@ static HEAP_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 /// Bring a heap's sampling state up to date with `start`/`stop` (on its malloc slow
 /// path; one load and compare when nothing changed). `local_mask` is the heap's:
-/// 0 while it samples. Returns whether it samples. `allowed`: false in check mode.
+/// 0 while it samples. Returns whether it samples. `allowed`: false for a heap that
+/// must not sample.
 #[inline]
 pub fn sync(s: &mut HeapSampler, local_mask: &mut usize, allowed: bool) -> bool {
     let epoch = EPOCH.load(Ordering::Acquire);
@@ -110,7 +111,7 @@ pub fn sample_point(s: &mut HeapSampler, class: usize, block_size: usize) -> boo
 ///
 /// # Safety
 /// The caller owns `page` (its heap's slow path), whose lists hold `capacity - used`
-/// blocks between them.
+/// blocks between them, less those in purged holes.
 pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size: usize) {
     // SAFETY: per the contract, the lists are ours to relink.
     unsafe {
@@ -131,7 +132,15 @@ pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size
         }
         // Frees after the cut must not extend the list the fast path is counting down.
         page.frees_to_local = true;
-        let blocks = page.capacity.saturating_sub(page.used()) as i64;
+        // Blocks in purged holes are on no list (rare: a page purged while idle).
+        let in_holes = if page.holes != 0 {
+            crate::span::holes::hole_blocks(page)
+        } else {
+            0
+        };
+        let blocks = (page.capacity as usize)
+            .saturating_sub(page.used() as usize)
+            .saturating_sub(in_holes) as i64;
         let size = block_size as i64;
         let left = s.left[class];
         // Blocks the fast path may hand out with the countdown staying above 0.
@@ -165,29 +174,221 @@ pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size
 pub fn serve_sampled(size: usize, block_size: usize, entry: stack::Entry) -> *mut u8 {
     let mut pcs = [0usize; table::MAX_DEPTH];
     let depth = stack::capture(entry, &mut pcs);
-    let Some(page) = arena::alloc_large(size.max(1), SLICE_SIZE) else {
-        return core::ptr::null_mut();
+    let used = size.max(1).next_multiple_of(crate::os::page_size());
+    let page = match span_cache::take(used, size.max(1).div_ceil(SLICE_SIZE)) {
+        Some(page) => page,
+        None => {
+            let Some(page) = arena::alloc_large(size.max(1), SLICE_SIZE) else {
+                return core::ptr::null_mut();
+            };
+            // A reused span may be resident throughout; the block needs only its own
+            // pages, so a small sampled block does not pin a whole slice while it lives.
+            // SAFETY: the span is ours and nothing lives past the block's pages.
+            unsafe {
+                let span = (*page).span_bytes();
+                if !(*page).is_zero && used < span {
+                    crate::os::decommit((*page).start.add(used), span - used);
+                }
+            }
+            page
+        }
     };
-    // SAFETY: alloc_large returns a live span head whose block starts at `start`.
+    // SAFETY: a live span head (from the arena or the cache) whose block starts at `start`.
     let block = unsafe { (*page).start };
-    // A reused span may be resident throughout; the block needs only its own pages, so
-    // a small sampled block does not pin a whole slice while it lives.
-    // SAFETY: the span is ours and nothing lives past the block's pages.
+    record_stack(&pcs[..depth], block, size, block_size);
+    block
+}
+
+/// Record a sampled block at `block`, served by the caller in a span of one block whose
+/// release reaches [`span_released`] (a first-class heap's large span): captures the
+/// stack from `entry`.
+#[cold]
+pub fn record_sampled(block: *mut u8, size: usize, block_size: usize, entry: stack::Entry) {
+    let mut pcs = [0usize; table::MAX_DEPTH];
+    let depth = stack::capture(entry, &mut pcs);
+    record_stack(&pcs[..depth], block, size, block_size);
+}
+
+fn record_stack(pcs: &[usize], block: *mut u8, size: usize, block_size: usize) {
+    if !super::is_writer() {
+        let weight = math::sample_weight(block_size, RATE.load(Ordering::Relaxed));
+        table::record(pcs, block as usize, size, weight);
+    }
+}
+
+/// A span of one block goes back to the arena other than through `free` (a first-class
+/// heap's large span released, destroyed, or drained after `delete`): its block, if a
+/// sample, is no longer live.
+///
+/// # Safety
+/// `page` is a live span descriptor held by the caller.
+#[inline]
+pub unsafe fn span_released(page: *mut Page) {
+    // SAFETY: per the contract.
     unsafe {
-        if !(*page).is_zero {
-            let os_page = crate::os::page_size();
-            let used = size.max(1).next_multiple_of(os_page);
-            let span = (*page).span_bytes();
-            if used < span {
-                crate::os::decommit(block.add(used), span - used);
+        if table::LIVE_COUNT.load(Ordering::Relaxed) != 0 && (*page).reserved == 1 {
+            table::freed((*page).start as usize);
+        }
+    }
+}
+
+/// A large span was freed whose block was a tracked sample of `size` bytes: keep it for
+/// the next sample if it is one a sample of a sized class would take (see
+/// `span_cache`). True if kept.
+///
+/// # Safety
+/// `page` is the span of a large block being freed by its last user (owner `LARGE`,
+/// `used` already 0).
+pub unsafe fn keep_sampled_span(page: *mut Page, size: usize) -> bool {
+    // SAFETY: per the contract.
+    unsafe { span_cache::keep(page, size) }
+}
+
+/// Give every kept span back to the arena (profiling stops).
+pub fn release_kept_spans() {
+    span_cache::release_all();
+}
+
+/// Spans that served samples of blocks up to `MEDIUM_MAX` (1-8 slices), kept for the
+/// next such samples while profiling runs. Without them every small sample took a span from the arena
+/// (the span lock), gave back the pages past its block (`madvise`), and the next page
+/// carved there faulted them in again: on `sweep` (a sample every few allocations of
+/// 4-64 KiB blocks) that was 17,000 `madvise` calls and most of the profiler's CPU time.
+/// A kept span's pages past its last block stay given back; only what its next block
+/// leaves unused (if much) is given back again.
+///
+/// A kept span's owner is `FREE` (a double free of its old block is reported as such)
+/// and its slices stay taken in the arena's bitmaps, so nothing else hands them out.
+/// A try-lock: a thread that finds it taken uses the arena, so nobody waits on it.
+mod span_cache {
+    use crate::counters::COUNTERS;
+    use crate::size_class::MEDIUM_MAX;
+    use crate::span::arena;
+    use crate::span::page::{Page, DRAINING, FREE, LARGE};
+    use crate::span::segment::SLICE_SIZE;
+    use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+    /// Spans kept at most (address space: at most 32 x 512 KiB).
+    const KEPT: usize = 32;
+    /// Slices of the biggest span kept (a sample of the biggest sized class).
+    const MAX_SLICES: usize = MEDIUM_MAX.div_ceil(SLICE_SIZE);
+    /// Pages past a reused span's new block left resident rather than given back.
+    const SLACK_PAGES: usize = 4;
+    /// Resident bytes the kept spans may hold between them (their last blocks' pages).
+    const KEPT_RESIDENT: usize = 4 << 20;
+    static RESIDENT_TOTAL: AtomicUsize = AtomicUsize::new(0);
+
+    static LOCK: AtomicBool = AtomicBool::new(false);
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+    static SPANS: [AtomicPtr<Page>; KEPT] = [const { AtomicPtr::new(core::ptr::null_mut()) }; KEPT];
+    /// Bytes from the span's start that may be resident (its last block's pages).
+    static RESIDENT: [AtomicUsize; KEPT] = [const { AtomicUsize::new(0) }; KEPT];
+
+    fn try_lock() -> bool {
+        !LOCK.load(Ordering::Relaxed)
+            && LOCK
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    fn unlock() {
+        LOCK.store(false, Ordering::Release);
+    }
+
+    /// A kept span of `slices` slices for a block of `used` bytes (whole OS pages), set
+    /// up as a large span of one block; None if none is kept (or another thread holds
+    /// the lock).
+    pub fn take(used: usize, slices: usize) -> Option<*mut Page> {
+        if slices > MAX_SLICES || COUNT.load(Ordering::Relaxed) == 0 || !try_lock() {
+            return None;
+        }
+        let n = COUNT.load(Ordering::Relaxed);
+        let mut taken = None;
+        for i in (0..n).rev() {
+            let page = SPANS[i].load(Ordering::Relaxed);
+            // SAFETY: kept spans are live descriptors, ours while kept.
+            if unsafe { (*page).slice_count } as usize == slices {
+                let resident = RESIDENT[i].load(Ordering::Relaxed);
+                RESIDENT_TOTAL.fetch_sub(resident, Ordering::Relaxed);
+                taken = Some((page, resident));
+                SPANS[i].store(SPANS[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
+                RESIDENT[i].store(RESIDENT[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
+                COUNT.store(n - 1, Ordering::Relaxed);
+                break;
+            }
+        }
+        unlock();
+        let (page, resident) = taken?;
+        // SAFETY: a kept span is ours alone (off every list, its slices taken).
+        unsafe {
+            if resident > used + SLACK_PAGES * crate::os::page_size() {
+                crate::os::decommit((*page).start.add(used), resident - used);
+            }
+            (*page).is_zero = false;
+            (*page).set_used(1);
+            (*page).owner.store(LARGE, Ordering::Release);
+        }
+        COUNTERS.large_allocs.fetch_add(1, Ordering::Relaxed);
+        Some(page)
+    }
+
+    /// See `keep_sampled_span`.
+    ///
+    /// # Safety
+    /// As `keep_sampled_span`.
+    pub unsafe fn keep(page: *mut Page, size: usize) -> bool {
+        // SAFETY: per the contract, the span is the caller's.
+        if !super::super::is_active() || unsafe { (*page).slice_count } as usize > MAX_SLICES {
+            return false;
+        }
+        if COUNT.load(Ordering::Relaxed) >= KEPT || !try_lock() {
+            return false;
+        }
+        let n = COUNT.load(Ordering::Relaxed);
+        // SAFETY: as above.
+        let span = unsafe { (*page).span_bytes() };
+        let resident = size
+            .max(1)
+            .next_multiple_of(crate::os::page_size())
+            .min(span);
+        let total = RESIDENT_TOTAL.load(Ordering::Relaxed);
+        let kept = n < KEPT && total + resident <= KEPT_RESIDENT;
+        if kept {
+            // SAFETY: as above.
+            unsafe { (*page).owner.store(FREE, Ordering::Release) };
+            SPANS[n].store(page, Ordering::Relaxed);
+            RESIDENT[n].store(resident, Ordering::Relaxed);
+            RESIDENT_TOTAL.store(total + resident, Ordering::Relaxed);
+            COUNT.store(n + 1, Ordering::Relaxed);
+        }
+        unlock();
+        kept
+    }
+
+    pub fn release_all() {
+        while COUNT.load(Ordering::Relaxed) != 0 {
+            if !try_lock() {
+                crate::os::yield_now();
+                continue;
+            }
+            let n = COUNT.load(Ordering::Relaxed);
+            let page = (n > 0).then(|| {
+                COUNT.store(n - 1, Ordering::Relaxed);
+                RESIDENT_TOTAL
+                    .fetch_sub(RESIDENT[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
+                SPANS[n - 1].load(Ordering::Relaxed)
+            });
+            unlock();
+            if let Some(page) = page {
+                // SAFETY: a kept span is ours; `free_span` takes it from a holder
+                // (`DRAINING`), never from `FREE`.
+                unsafe {
+                    (*page).owner.store(DRAINING, Ordering::Relaxed);
+                    arena::free_span(page, crate::os::now_ms());
+                }
             }
         }
     }
-    if !super::is_writer() {
-        let weight = math::sample_weight(block_size, RATE.load(Ordering::Relaxed));
-        table::record(&pcs[..depth], block as usize, size, weight);
-    }
-    block
 }
 
 /// The process-wide countdown of blocks above `MEDIUM_MAX` and its generator.
@@ -235,11 +436,14 @@ pub fn reset_big() {
     BIG_LEFT.store(0, Ordering::Relaxed);
 }
 
-/// A span-backed block (large, huge, or a sampled one) is being freed.
+/// A span-backed block (large, huge, or a sampled one) is being freed: the sample's
+/// requested size if it was a tracked sample.
 #[inline]
-pub fn freed(block: *mut u8) {
+pub fn freed(block: *mut u8) -> Option<usize> {
     if table::LIVE_COUNT.load(Ordering::Relaxed) != 0 {
-        table::freed(block as usize);
+        table::freed(block as usize)
+    } else {
+        None
     }
 }
 

@@ -17,18 +17,47 @@
 //!    yields a few wrong frames); see README "Find a leak".
 
 use super::table::MAX_DEPTH;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Bytes above `entry_hint` searched for the caller's return address.
 const SCAN_BYTES: usize = 512;
 /// Executable mappings remembered (sorted by address, as `/proc/self/maps` is).
 const MAX_RANGES: usize = 512;
+/// Addresses from here up are the kernel's (x86-64 and aarch64 user space is below).
+const KERNEL_SPACE: usize = 1 << 56;
 
 static RANGE_VERSION: AtomicU32 = AtomicU32::new(0);
 static RANGE_COUNT: AtomicUsize = AtomicUsize::new(0);
 static RANGES: [[AtomicUsize; 2]; MAX_RANGES] =
     [const { [AtomicUsize::new(0), AtomicUsize::new(0)] }; MAX_RANGES];
 static REFRESHING: AtomicU32 = AtomicU32::new(0);
+
+/// A filter in front of the range search: one bit per 2 MiB of address space (modulo
+/// 64 GiB) that some executable mapping touches. Most words a capture looks at are
+/// data (heap pointers, sizes); their bit is clear and they cost a shift and a load
+/// instead of a binary search. Bits are only ever set (a stale one costs a search), so
+/// a refresh never makes code look like data.
+const GRANULE_SHIFT: u32 = 21;
+const GRANULE_WORDS: usize = 512;
+static CODE_GRANULES: [AtomicU64; GRANULE_WORDS] = [const { AtomicU64::new(0) }; GRANULE_WORDS];
+
+#[inline(always)]
+fn granule(addr: usize) -> (usize, u64) {
+    let g = (addr >> GRANULE_SHIFT) % (GRANULE_WORDS * 64);
+    (g / 64, 1 << (g % 64))
+}
+
+fn note_code_granules(start: usize, end: usize) {
+    let mut at = start & !((1 << GRANULE_SHIFT) - 1);
+    let mut left = GRANULE_WORDS * 64;
+    while at < end && left > 0 {
+        let (word, bit) = granule(at);
+        CODE_GRANULES[word].fetch_or(bit, Ordering::Relaxed);
+        at += 1 << GRANULE_SHIFT;
+        left -= 1;
+    }
+}
 
 /// Re-read the executable mappings (profiling start, each dump). A seqlock: captures
 /// that overlap a refresh skip the caller search rather than read a torn table.
@@ -39,9 +68,12 @@ pub fn refresh_executable_ranges() {
     RANGE_VERSION.fetch_add(1, Ordering::AcqRel); // odd: being written
     let mut n = 0;
     super::maps::for_each_executable(|start, end, _, _| {
-        if n < MAX_RANGES {
+        // Not `[vsyscall]` (kernel addresses, called by nobody's malloc): left out, the
+        // last range's end rejects stack words and most data before any search.
+        if n < MAX_RANGES && start < KERNEL_SPACE {
             RANGES[n][0].store(start, Ordering::Relaxed);
             RANGES[n][1].store(end, Ordering::Relaxed);
+            note_code_granules(start, end);
             n += 1;
         }
     });
@@ -51,25 +83,80 @@ pub fn refresh_executable_ranges() {
     REFRESHING.store(0, Ordering::Release);
 }
 
-fn is_code(addr: usize, count: usize) -> bool {
-    // Most stack words are small numbers or stack addresses, outside every range.
-    if count == 0
-        || addr < RANGES[0][0].load(Ordering::Relaxed)
-        || addr >= RANGES[count - 1][1].load(Ordering::Relaxed)
-    {
-        return false;
-    }
-    // Binary search for the last range starting at or below addr.
-    let (mut lo, mut hi) = (0, count);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if RANGES[mid][0].load(Ordering::Relaxed) <= addr {
-            lo = mid + 1;
+/// The executable ranges as one capture reads them, the range of its last hit and the
+/// gap between ranges of its last miss: return addresses cluster in one or two
+/// mappings and data pointers in a few regions (the heap, ebb's segments), so most
+/// lookups end at the first compares.
+struct Code {
+    count: usize,
+    first: usize,
+    end: usize,
+    last: Cell<usize>,
+    gap: Cell<(usize, usize)>,
+}
+
+impl Code {
+    fn now() -> Code {
+        let count = RANGE_COUNT.load(Ordering::Relaxed);
+        let (first, end) = if count == 0 {
+            (0, 0)
         } else {
-            hi = mid;
+            (
+                RANGES[0][0].load(Ordering::Relaxed),
+                RANGES[count - 1][1].load(Ordering::Relaxed),
+            )
+        };
+        Code {
+            count,
+            first,
+            end,
+            last: Cell::new(0),
+            gap: Cell::new((0, 0)),
         }
     }
-    lo > 0 && addr < RANGES[lo - 1][1].load(Ordering::Relaxed)
+
+    /// True if `addr` lies in an executable mapping.
+    #[inline(always)]
+    fn contains(&self, addr: usize) -> bool {
+        // Most stack words are small numbers or stack addresses, outside every range.
+        if addr < self.first || addr >= self.end {
+            return false;
+        }
+        let last = self.last.get();
+        if RANGES[last][0].load(Ordering::Relaxed) <= addr
+            && addr < RANGES[last][1].load(Ordering::Relaxed)
+        {
+            return true;
+        }
+        let (word, bit) = granule(addr);
+        if CODE_GRANULES[word].load(Ordering::Relaxed) & bit == 0 {
+            return false;
+        }
+        let (gap_start, gap_end) = self.gap.get();
+        if gap_start <= addr && addr < gap_end {
+            return false;
+        }
+        // Binary search for the last range starting at or below addr.
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if RANGES[mid][0].load(Ordering::Relaxed) <= addr {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        // lo > 0: addr >= the first range's start (checked above).
+        let end_before = RANGES[lo - 1][1].load(Ordering::Relaxed);
+        if addr < end_before {
+            self.last.set(lo - 1);
+            return true;
+        }
+        // lo < count: addr < the last range's end (checked above).
+        self.gap
+            .set((end_before, RANGES[lo][0].load(Ordering::Relaxed)));
+        false
+    }
 }
 
 /// The current stack pointer and frame pointer.
@@ -207,13 +294,32 @@ fn read_word_checked(addr: usize) -> Option<usize> {
     crate::os::read_checked(addr, &mut bytes).then(|| usize::from_ne_bytes(bytes))
 }
 
-/// Where a call instruction ending at `ret` goes, as far as can be told:
-/// `Some(Some(target))` for a direct call (or one through a memory slot, read here),
-/// `Some(None)` for a call through a register, `None` if no call ends there.
-/// Reads only code bytes inside a known executable mapping.
+/// Where a call instruction ending at `ret` goes, as far as can be told without a
+/// system call: `Some(Target::Direct)` for a direct call, `Some(Target::Slot)` for a
+/// call through a memory slot (read only if the target matters: reading it safely is
+/// a system call), `Some(Target::Register)` for a call through a register, `None` if
+/// no call ends there. Reads only code bytes inside a known executable mapping.
+#[derive(Clone, Copy)]
+enum Target {
+    Direct(usize),
+    Slot(usize),
+    Register,
+}
+
+impl Target {
+    /// Where the call went, if that can be told (`Register`: not).
+    fn resolve(self) -> Option<usize> {
+        match self {
+            Target::Direct(t) => Some(t),
+            Target::Slot(slot) => read_word_checked(slot),
+            Target::Register => None,
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
-fn call_before(ret: usize, count: usize) -> Option<Option<usize>> {
-    if !is_code(ret - 7, count) {
+fn call_before(ret: usize, code: &Code) -> Option<Target> {
+    if !code.contains(ret - 7) {
         return None;
     }
     // SAFETY: [ret - 7, ret) lies in an executable (readable) mapping, checked above
@@ -221,47 +327,47 @@ fn call_before(ret: usize, count: usize) -> Option<Option<usize>> {
     let b = unsafe { core::slice::from_raw_parts((ret - 7) as *const u8, 7) };
     if b[2] == 0xE8 {
         let rel = i32::from_le_bytes([b[3], b[4], b[5], b[6]]);
-        return Some(Some(ret.wrapping_add(rel as isize as usize)));
+        return Some(Target::Direct(ret.wrapping_add(rel as isize as usize)));
     }
     if b[1] == 0xFF && b[2] == 0x15 {
         let rel = i32::from_le_bytes([b[3], b[4], b[5], b[6]]);
-        return Some(read_word_checked(ret.wrapping_add(rel as isize as usize)));
+        return Some(Target::Slot(ret.wrapping_add(rel as isize as usize)));
     }
     if (b[5] == 0xFF && b[6] & 0xF8 == 0xD0)
         || (b[4] == 0xFF && b[5] & 0xF8 == 0x50)
         || (b[1] == 0xFF && b[2] & 0xF8 == 0x90)
     {
-        return Some(None);
+        return Some(Target::Register);
     }
     None
 }
 
 #[cfg(target_arch = "aarch64")]
-fn call_before(ret: usize, count: usize) -> Option<Option<usize>> {
-    if ret % 4 != 0 || !is_code(ret - 4, count) {
+fn call_before(ret: usize, code: &Code) -> Option<Target> {
+    if ret % 4 != 0 || !code.contains(ret - 4) {
         return None;
     }
     // SAFETY: inside an executable mapping, checked above.
     let insn = unsafe { ((ret - 4) as *const u32).read() };
     if insn & 0xFC00_0000 == 0x9400_0000 {
         let imm = ((insn << 6) as i32 >> 6) as isize * 4;
-        return Some(Some((ret - 4).wrapping_add(imm as usize)));
+        return Some(Target::Direct((ret - 4).wrapping_add(imm as usize)));
     }
     if insn & 0xFFFF_FC1F == 0xD63F_0000 {
-        return Some(None);
+        return Some(Target::Register);
     }
     None
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn call_before(_: usize, _: usize) -> Option<Option<usize>> {
+fn call_before(_: usize, _: &Code) -> Option<Target> {
     None
 }
 
 /// Follow a PLT stub (`endbr64`, `bnd`, `jmp *slot(%rip)`) to where it jumps.
 #[cfg(target_arch = "x86_64")]
-fn through_plt(target: usize, count: usize) -> usize {
-    if !is_code(target, count) || !is_code(target + 11, count) {
+fn through_plt(target: usize, code: &Code) -> usize {
+    if !code.contains(target) || !code.contains(target + 11) {
         return target;
     }
     // SAFETY: the 11 bytes lie in executable mappings, checked above.
@@ -283,13 +389,13 @@ fn through_plt(target: usize, count: usize) -> usize {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn through_plt(target: usize, _: usize) -> usize {
+fn through_plt(target: usize, _: &Code) -> usize {
     target
 }
 
 /// True if `fp` (above `floor`, below `top`) holds a frame record: the caller's frame
 /// pointer, further up the stack, then a return address that follows a call.
-fn frame_record_at(fp: usize, floor: usize, top: usize, count: usize) -> bool {
+fn frame_record_at(fp: usize, floor: usize, top: usize, code: &Code) -> bool {
     if fp <= floor || fp % 16 != 0 || fp + 16 > top {
         return false;
     }
@@ -303,8 +409,8 @@ fn frame_record_at(fp: usize, floor: usize, top: usize, count: usize) -> bool {
     next > fp
         && next < top
         && next % 16 == 0
-        && is_code(ret, count)
-        && call_before(ret, count).is_some()
+        && code.contains(ret)
+        && call_before(ret, code).is_some()
 }
 
 /// Capture the stack of the allocation being sampled into `out`, innermost first;
@@ -324,15 +430,22 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
     let Some(top) = stack_top(sp) else {
         return 0;
     };
+    let code = Code::now();
     let mut n = 0;
+    // The caller's frame record: the frame pointer at entry if it is one, else the
+    // first word pair above the entry that looks like one (a saved frame pointer
+    // further up, then a return address after a call), noted by the candidate scan
+    // as it passes (so its words are read once).
+    let entry_fp_is_record = frame_record_at(entry.fp, entry_hint, top, &code);
+    let mut fp = if entry_fp_is_record { entry.fp } else { 0 };
+    let scan_end = top.min(entry_hint + SCAN_BYTES);
+    let mut scanned_to = entry_hint;
     if entry_hint >= sp && entry_hint < top {
         let version = RANGE_VERSION.load(Ordering::Acquire);
-        let count = RANGE_COUNT.load(Ordering::Relaxed);
         let shared = EBB_SHARED.load(Ordering::Relaxed) != 0;
-        let mut end = top.min(entry_hint + SCAN_BYTES);
-        if frame_record_at(entry.fp, entry_hint, top, count) && entry.fp < end {
-            // The caller's frame record: the return address into the caller lies
-            // below it.
+        let mut end = scan_end;
+        if entry_fp_is_record && entry.fp < end {
+            // The return address into the caller lies below its frame record.
             end = entry.fp;
         }
         let mut at = entry_hint.next_multiple_of(8);
@@ -340,22 +453,37 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
         while at + 8 <= end && n < limit {
             // SAFETY: `[sp, top)` is this thread's live stack, mapped and readable.
             let word = unsafe { (at as *const usize).read() };
+            let slot = at;
             at += 8;
-            if !is_code(word, count) {
+            // Saved frame pointers and addresses of locals: most words here, and
+            // code mappings (the vdso) may lie above the stack.
+            if word.wrapping_sub(sp) < top - sp || !code.contains(word) {
                 continue;
             }
-            let Some(target) = call_before(word, count) else {
+            let Some(target) = call_before(word, &code) else {
                 continue;
             };
+            if fp == 0 && slot % 16 == 8 && slot - 8 > entry_hint {
+                // SAFETY: `slot - 8` lies in `[entry_hint, top)`, inside the stack.
+                let next = unsafe { ((slot - 8) as *const usize).read() };
+                if next > slot - 8 && next < top && next % 16 == 0 {
+                    fp = slot - 8;
+                }
+            }
             if shared {
-                let into_ebb = target.map_or(true, |t| in_ebb(through_plt(t, count)));
-                if in_ebb(word) || !into_ebb {
+                // A return address outside ebb, after a call into it.
+                if in_ebb(word)
+                    || !target
+                        .resolve()
+                        .map_or(true, |t| in_ebb(through_plt(t, &code)))
+                {
                     continue;
                 }
             }
             out[n] = word;
             n += 1;
         }
+        scanned_to = at;
         if version & 1 != 0 || RANGE_VERSION.load(Ordering::Acquire) != version {
             n = 0;
         }
@@ -364,16 +492,14 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
             n += 1;
         }
     }
-    // The caller's frame record: the frame pointer at entry if it is one, else the
-    // first word pair above the entry that looks like one (a saved frame pointer
-    // further up, then a return address after a call).
-    let count = RANGE_COUNT.load(Ordering::Relaxed);
-    let mut fp = entry.fp;
-    if !frame_record_at(fp, entry_hint, top, count) {
-        fp = 0;
-        let mut at = entry_hint.next_multiple_of(16);
-        while at + 16 <= top.min(entry_hint + SCAN_BYTES) {
-            if frame_record_at(at, entry_hint, top, count) {
+    if fp == 0 {
+        // The candidate scan stopped early (enough candidates) without passing one.
+        let mut at = scanned_to
+            .saturating_sub(8)
+            .max(entry_hint)
+            .next_multiple_of(16);
+        while at + 16 <= scan_end {
+            if frame_record_at(at, entry_hint, top, &code) {
                 fp = at;
                 break;
             }

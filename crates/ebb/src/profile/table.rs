@@ -60,6 +60,8 @@ struct LiveSlot {
     bucket: AtomicU32,
     objects: AtomicU64,
     bytes: AtomicU64,
+    /// The block's requested size (what its pages hold).
+    size: AtomicUsize,
 }
 const TOMBSTONE: usize = 1;
 
@@ -177,7 +179,7 @@ pub fn record(pcs: &[usize], addr: usize, size: usize, weight: f64) {
     b.samples.fetch_add(1, Ordering::Relaxed);
     b.alloc_objects.fetch_add(objects, Ordering::Relaxed);
     b.alloc_bytes.fetch_add(bytes, Ordering::Relaxed);
-    if addr == 0 || !track_live(t, addr, index, objects, bytes) {
+    if addr == 0 || !track_live(t, addr, index, objects, bytes, size) {
         return;
     }
     b.live_samples.fetch_add(1, Ordering::Relaxed);
@@ -185,7 +187,7 @@ pub fn record(pcs: &[usize], addr: usize, size: usize, weight: f64) {
     b.inuse_bytes.fetch_add(bytes, Ordering::Relaxed);
 }
 
-fn track_live(t: &Tables, addr: usize, bucket: u32, objects: u64, bytes: u64) -> bool {
+fn track_live(t: &Tables, addr: usize, bucket: u32, objects: u64, bytes: u64, size: usize) -> bool {
     let mut i = mix(addr);
     for _ in 0..PROBES {
         i &= LIVE_SLOTS - 1;
@@ -203,6 +205,7 @@ fn track_live(t: &Tables, addr: usize, bucket: u32, objects: u64, bytes: u64) ->
             slot.bucket.store(bucket, Ordering::Relaxed);
             slot.objects.store(objects, Ordering::Relaxed);
             slot.bytes.store(bytes, Ordering::Relaxed);
+            slot.size.store(size, Ordering::Relaxed);
             LIVE_COUNT.fetch_add(1, Ordering::Relaxed);
             return true;
         }
@@ -213,11 +216,9 @@ fn track_live(t: &Tables, addr: usize, bucket: u32, objects: u64, bytes: u64) ->
 }
 
 /// The block at `addr` is being freed: if it is a tracked sample, take it off its
-/// bucket's live amounts.
-pub fn freed(addr: usize) {
-    let Some(t) = tables() else {
-        return;
-    };
+/// bucket's live amounts and return its requested size.
+pub fn freed(addr: usize) -> Option<usize> {
+    let t = tables()?;
     let mut i = mix(addr);
     for _ in 0..PROBES {
         i &= LIVE_SLOTS - 1;
@@ -227,6 +228,7 @@ pub fn freed(addr: usize) {
             let bucket = slot.bucket.load(Ordering::Relaxed) as usize;
             let objects = slot.objects.load(Ordering::Relaxed);
             let bytes = slot.bytes.load(Ordering::Relaxed);
+            let size = slot.size.load(Ordering::Relaxed);
             if slot
                 .addr
                 .compare_exchange(addr, TOMBSTONE, Ordering::AcqRel, Ordering::Relaxed)
@@ -237,14 +239,16 @@ pub fn freed(addr: usize) {
                 b.inuse_objects.fetch_sub(objects, Ordering::Relaxed);
                 b.inuse_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
+                return Some(size);
             }
-            return;
+            return None;
         }
         if seen == 0 {
-            return;
+            return None;
         }
         i += 1;
     }
+    None
 }
 
 /// A sampled block moved (a huge block remapped by `realloc`): keep tracking it.
@@ -261,13 +265,14 @@ pub fn moved(from: usize, to: usize) {
             let bucket = slot.bucket.load(Ordering::Relaxed);
             let objects = slot.objects.load(Ordering::Relaxed);
             let bytes = slot.bytes.load(Ordering::Relaxed);
+            let size = slot.size.load(Ordering::Relaxed);
             if slot
                 .addr
                 .compare_exchange(from, TOMBSTONE, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
-                if !track_live(t, to, bucket, objects, bytes) {
+                if !track_live(t, to, bucket, objects, bytes, size) {
                     // Lost track: it no longer counts as live.
                     let b = &t.buckets[bucket as usize];
                     b.live_samples.fetch_sub(1, Ordering::Relaxed);
