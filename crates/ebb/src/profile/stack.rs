@@ -463,25 +463,30 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
             let Some(target) = call_before(word, &code) else {
                 continue;
             };
+            let mut record_here = false;
             if fp == 0 && slot % 16 == 8 && slot - 8 > entry_hint {
                 // SAFETY: `slot - 8` lies in `[entry_hint, top)`, inside the stack.
                 let next = unsafe { ((slot - 8) as *const usize).read() };
                 if next > slot - 8 && next < top && next % 16 == 0 {
                     fp = slot - 8;
+                    record_here = true;
                 }
             }
-            if shared {
-                // A return address outside ebb, after a call into it.
-                if in_ebb(word)
-                    || !target
+            // A return address outside ebb, after a call into it.
+            let wanted = !shared
+                || !in_ebb(word)
+                    && target
                         .resolve()
-                        .map_or(true, |t| in_ebb(through_plt(t, &code)))
-                {
-                    continue;
-                }
+                        .map_or(true, |t| in_ebb(through_plt(t, &code)));
+            if wanted {
+                out[n] = word;
+                n += 1;
             }
-            out[n] = word;
-            n += 1;
+            if record_here {
+                // The frame-pointer chain goes on from here (this word is its first
+                // return address), as it does above the entry's own frame record.
+                break;
+            }
         }
         scanned_to = at;
         if version & 1 != 0 || RANGE_VERSION.load(Ordering::Acquire) != version {
