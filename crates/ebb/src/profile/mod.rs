@@ -27,10 +27,11 @@ mod table;
 
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
-    big_allocated, cut, freed, in_step, moved, sample_point, serve_sampled, sync,
+    big_allocated, cut, freed, in_step, moved, refund, sample_point, samples, serve_sampled, sync,
 };
 pub(crate) use stack::Entry;
 pub use stack::SEPARATOR as STACK_SEPARATOR;
+pub(crate) use stack::{capture, refresh_executable_ranges};
 pub use table::MAX_DEPTH;
 
 use crate::diag::StderrWriter;
