@@ -376,6 +376,7 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         }
         match owner {
             LARGE => {
+                crate::process::purger::before_span_free();
                 profile::freed(block);
                 (*page).set_used(0);
                 COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
