@@ -345,7 +345,7 @@ fn alloc_zeroed_any(size: usize, align: usize) -> *mut u8 {
     }
     let seg = segment::segment_of(p);
     if seg.is_null() {
-        // A guarded block: its page was zero when it was handed out.
+        // A guarded block: zeroed when it was handed out (front/guarded.rs).
         return p;
     }
     // SAFETY: p is a live block of at least `size` bytes, so its descriptor is valid.

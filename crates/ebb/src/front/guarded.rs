@@ -8,7 +8,8 @@
 //! **The pool**, reserved once at start when the option is on: `slots` data pages, each
 //! between two `PROT_NONE` guard pages (`[guard][slot 0][guard][slot 1][guard]...`),
 //! and a mapping for the slots' records. A data page is readable only while its slot
-//! holds a live block; on free it is protected and decommitted (its memory goes back).
+//! holds a live block; on free it is protected again (and stays committed: at most
+//! `slots` pages, touched once each).
 //! Free slots are reused oldest-freed first (a FIFO by free time: the quarantine), so
 //! a freed block stays inaccessible while `slots - live` other blocks are sampled.
 //! Slots change state by CAS on their record (no lock: a fork in the middle of an
@@ -41,8 +42,8 @@ use core::fmt::Write;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// Slots by default: 16 data pages (64 KiB at most resident, with the records about
-/// 80 KiB; README "Security" has the measured figure).
+/// Slots by default: 16 data pages (64 KiB resident at most) and 8 KiB of records: 72
+/// KiB, within the 100 KiB README "Security" states (tests/guarded.rs measures it).
 pub const DEFAULT_SLOTS: usize = 16;
 /// Most slots `EBB_GUARDED_SLOTS` may ask for.
 pub const MAX_SLOTS: usize = 4096;
@@ -268,7 +269,8 @@ pub unsafe fn cut(g: &mut HeapGuard, page: *mut Page, class: usize, handed: Opti
                 page.capacity.saturating_sub(page.used()) as i64
             }
         };
-        // The owner's frees must not lengthen the list being counted down.
+        // The owner's frees must not lengthen the list being counted down (else a loop
+        // that frees and allocates one block would never reach a sample point).
         page.frees_to_local = true;
         let rate = RATE.load(Ordering::Relaxed);
         let left = match g.left[class] {
@@ -413,10 +415,11 @@ pub fn alloc(size: usize, block_size: usize, entry: profile::Entry) -> *mut u8 {
     } else {
         data
     };
-    // SAFETY: the page is ours and readable now; it read as zero (never touched, or
-    // decommitted on free), so the block itself is zero (calloc relies on it).
+    // SAFETY: the page is ours and readable now. It holds what its last block left:
+    // the block is zeroed (calloc relies on it), the rest is the pattern.
     unsafe {
         core::ptr::write_bytes(data as *mut u8, PATTERN, block - data);
+        core::ptr::write_bytes(block as *mut u8, 0, size);
         let end = block + size;
         core::ptr::write_bytes(end as *mut u8, PATTERN, data + page_size - end);
     }
@@ -493,10 +496,11 @@ pub fn free(ptr: *mut u8, entry: profile::Entry) -> bool {
     let page_size = os::page_size();
     // SAFETY: the slot is ours (BUSY) and its block is being freed: nobody may touch
     // the page any more. A refused call leaves it readable (use after free then goes
-    // unnoticed) or committed (memory kept): both safe.
+    // unnoticed): safe. The page stays committed: the pool's memory is bounded by its
+    // slot count anyway, and a decommit would cost a system call and a page fault per
+    // guarded block.
     unsafe {
         os::protect(data, page_size, false);
-        os::decommit(data, page_size);
     }
     s.freed_at.store(
         FREE_CLOCK.fetch_add(1, Ordering::Relaxed),
@@ -512,11 +516,32 @@ fn pattern_damage(index: usize, s: &Slot) -> Option<usize> {
     let end = data + os::page_size();
     let block = s.block.load(Ordering::Relaxed);
     let block_end = block + s.size.load(Ordering::Relaxed);
-    // SAFETY: the slot is live (ours to free), so its page is readable.
+    first_mismatch(data, block).or_else(|| first_mismatch(block_end, end))
+}
+
+/// The first byte of `[from, to)` that is not `PATTERN` (compared a word at a time:
+/// this runs on every free of a guarded block, over up to a page).
+fn first_mismatch(from: usize, to: usize) -> Option<usize> {
+    const WORD: usize = core::mem::size_of::<u64>();
+    let pattern = u64::from_ne_bytes([PATTERN; WORD]);
+    // SAFETY (all reads below): the range lies in a live slot's page, which is readable
+    // until the free that calls this protects it.
     let byte = |a: usize| unsafe { (a as *const u8).read_volatile() };
-    (data..block)
-        .chain(block_end..end)
-        .find(|&a| byte(a) != PATTERN)
+    let mut at = from;
+    while at < to && at % WORD != 0 {
+        if byte(at) != PATTERN {
+            return Some(at);
+        }
+        at += 1;
+    }
+    while at + WORD <= to {
+        // SAFETY: as above; `at` is word aligned.
+        if unsafe { (at as *const u64).read_volatile() } != pattern {
+            break;
+        }
+        at += WORD;
+    }
+    (at..to).find(|&a| byte(a) != PATTERN)
 }
 
 /// The requested size of the live guarded block at `ptr`: `Some(None)` if `ptr` is in
