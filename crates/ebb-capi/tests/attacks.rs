@@ -76,8 +76,8 @@ const ATTACKS: &[Attack] = &[
     Attack {
         source: "attacks/double_free_large_delayed.c",
         bug: "double free, 1 MiB block, after its memory was reused",
-        default: RunsOn,
-        check: RunsOn,
+        default: Dies(DOUBLE_FREE),
+        check: Dies(DOUBLE_FREE),
         secure: None,
     },
     Attack {

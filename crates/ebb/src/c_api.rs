@@ -202,6 +202,9 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
 unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
     let seg = segment::segment_of(ptr);
     if seg.is_null() {
+        if let Some(live) = crate::front::guarded::live_size(ptr, what) {
+            return live.is_some();
+        }
         diag::report_unknown(what, ptr);
         return false;
     }

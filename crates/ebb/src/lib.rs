@@ -97,6 +97,7 @@ use front::alloc;
 use core::alloc::{GlobalAlloc, Layout};
 
 #[doc(hidden)] // for tests: see `front::slow::find_page`
+pub use front::guarded::GuardedStats;
 pub use front::slow::FULL_PAGE_SLICES_KEPT;
 pub use heap_api::{heap_tests_support, Heap, HeapStats};
 pub use observe::retention::{ClassRetention, ForeignMapping, Retention};
@@ -220,9 +221,16 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
     unsafe { alloc::usable_size(ptr) }
 }
 
-/// True if `ptr` lies in memory ebb manages (a segment or a huge mapping).
+/// True if `ptr` lies in memory ebb manages (a segment, a huge mapping, or the pool of
+/// guarded sampling).
 pub fn owns(ptr: *const u8) -> bool {
-    !span::segment::segment_of(ptr).is_null()
+    !span::segment::segment_of(ptr).is_null() || front::guarded::contains(ptr)
+}
+
+/// The pool of guarded sampling (`EBB_GUARDED_RATE`): its slots, live blocks, and the
+/// memory it costs now (all zero when the option is off).
+pub fn guarded_stats() -> GuardedStats {
+    front::guarded::stats()
 }
 
 /// A snapshot of the allocator's statistics (cheap: a walk over page descriptors).

@@ -13,6 +13,7 @@
 
 use crate::diag::{report_invalid_free, report_unknown};
 use crate::front::freed_key;
+use crate::front::guarded;
 use crate::front::heap;
 use crate::front::slow::{self, malloc_slow};
 use crate::front::tls;
@@ -342,9 +343,14 @@ fn alloc_zeroed_any(size: usize, align: usize) -> *mut u8 {
     if p.is_null() {
         return p;
     }
+    let seg = segment::segment_of(p);
+    if seg.is_null() {
+        // A guarded block: zeroed when it was handed out (front/guarded.rs).
+        return p;
+    }
     // SAFETY: p is a live block of at least `size` bytes, so its descriptor is valid.
     unsafe {
-        let page = segment::page_of(segment::segment_of(p), p);
+        let page = segment::page_of(seg, p);
         match (*page).owner.load(Ordering::Relaxed) {
             HUGE => {
                 if !(*page).is_zero {
@@ -493,11 +499,12 @@ unsafe fn free_marked_and_leave(
     }
 }
 
-/// `free` of a pointer in no ebb segment: null, or not ours.
+/// `free` of a pointer in no ebb segment: null, a guarded block, or not ours.
 #[cold]
 #[inline(never)]
 fn free_unknown(ptr: *mut u8) {
-    if !ptr.is_null() {
+    let marker = 0u8;
+    if !ptr.is_null() && !guarded::free(ptr, crate::profile::Entry::here(&marker)) {
         report_unknown("free", ptr);
     }
 }
@@ -509,7 +516,9 @@ fn free_unknown(ptr: *mut u8) {
 pub unsafe fn usable_size(ptr: *const u8) -> usize {
     let seg = segment::segment_of(ptr);
     if seg.is_null() {
-        return 0;
+        return guarded::live_size(ptr, "malloc_usable_size")
+            .flatten()
+            .unwrap_or(0);
     }
     // SAFETY: per the contract.
     unsafe {
@@ -536,8 +545,22 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
     unsafe {
         let seg = segment::segment_of(ptr);
         if seg.is_null() {
-            report_invalid_free(ptr, "realloc of a pointer not allocated by ebb");
-            return null_mut();
+            return match guarded::live_size(ptr, "realloc") {
+                // A guarded block moves (into another guarded slot or not, as sampled).
+                Some(Some(old)) => {
+                    let new = alloc(new_size, align);
+                    if !new.is_null() {
+                        core::ptr::copy_nonoverlapping(ptr, new, old.min(new_size));
+                        free(ptr);
+                    }
+                    new
+                }
+                Some(None) => null_mut(),
+                None => {
+                    report_invalid_free(ptr, "realloc of a pointer not allocated by ebb");
+                    null_mut()
+                }
+            };
         }
         let page = segment::page_of(seg, ptr);
         let owner = (*page).owner.load(Ordering::Relaxed);

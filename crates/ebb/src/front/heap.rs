@@ -77,6 +77,8 @@ pub struct Heap {
     pub local_mask: usize,
     /// The heap's sampling state (`profile::sampler`).
     pub sampler: crate::profile::HeapSampler,
+    /// The heap's guarded-sampling countdowns (`front::guarded`).
+    pub guard: crate::front::guarded::HeapGuard,
 }
 
 impl Heap {
@@ -100,6 +102,7 @@ impl Heap {
             owner_word: 0,
             local_mask: usize::MAX,
             sampler: crate::profile::HeapSampler::new(),
+            guard: crate::front::guarded::HeapGuard::new(),
         }
     }
 
@@ -215,6 +218,7 @@ pub fn ensure_heap() -> *mut Heap {
     }
     if process::init(&HOOKS) {
         arm_reports();
+        crate::front::guarded::init();
     }
     let heap = new_heap();
     if heap.is_null() {
@@ -262,6 +266,7 @@ fn new_heap() -> *mut Heap {
             h.page_count.store(0, Ordering::Relaxed);
             h.local_mask = usize::MAX;
             h.sampler = crate::profile::HeapSampler::new();
+            h.guard = crate::front::guarded::HeapGuard::new();
         }
         reused
     };

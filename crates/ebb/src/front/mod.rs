@@ -8,12 +8,14 @@
 //! - `tls`: how a thread finds its heap;
 //! - `check`: check mode's validation of frees (`EBB_CHECK=1`);
 //! - `freed_key`: the key in freed blocks that catches double frees in the default mode;
-//! - `first_class`: heaps the program creates and destroys (`ebb::Heap`).
+//! - `first_class`: heaps the program creates and destroys (`ebb::Heap`);
+//! - `guarded`: guarded sampling (`EBB_GUARDED_RATE`): sampled blocks beside guard pages.
 
 pub mod alloc;
 pub mod check;
 pub mod first_class;
 pub mod freed_key;
+pub mod guarded;
 pub mod heap;
 pub mod queue;
 pub mod slow;

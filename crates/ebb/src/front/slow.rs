@@ -5,7 +5,7 @@
 use crate::counters::COUNTERS;
 use crate::front::heap::{empty_heap, ensure_heap, Heap};
 use crate::front::queue::{queue_is_short, queue_push_back, queue_push_front, queue_remove};
-use crate::front::{check, freed_key, tls};
+use crate::front::{check, freed_key, guarded, tls};
 use crate::handoff::{abandon, drain};
 use crate::os;
 use crate::process::purger::after_slow_path;
@@ -161,10 +161,15 @@ pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 
         let h = &mut *heap;
         let checked = h.owner_word & CHECK_TAG != 0;
         let sampling = profile::sync(&mut h.sampler, &mut h.local_mask, true);
+        // Guarded sampling rides the same machinery (front/guarded.rs); not in check mode.
+        let guarding = guarded::sync(&mut h.local_mask, !checked);
         let block_size = class_size(class);
         let mut sampled = null_mut();
         if sampling && profile::sample_point(&mut h.sampler, class, block_size) {
             sampled = profile::serve_sampled(size, block_size, entry);
+        }
+        if sampled.is_null() && guarding && guarded::sample_point(&mut h.guard, class) {
+            sampled = guarded::alloc(size, block_size, entry);
         }
         if !sampled.is_null() {
             sampled
@@ -176,8 +181,8 @@ pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 
                 let block = pop(page);
                 if checked {
                     check::mark_allocated(block);
-                } else if sampling {
-                    profile::cut(&mut (*heap).sampler, page, class, block_size);
+                } else {
+                    cut(&mut *heap, page, class, sampling, guarding);
                 }
                 block
             }
@@ -210,13 +215,21 @@ unsafe fn sampled_local_refill(
         if h.local_mask != 0 || !profile::in_step(&h.sampler) {
             return None;
         }
+        let sampling = profile::samples(&h.sampler);
+        let guarding = guarded::enabled();
         let page = h.current.get_unchecked(class).load(Ordering::Relaxed);
         if (*page).local_free.is_null() || !(*page).free.is_null() {
             return None;
         }
         let block_size = class_size(class);
-        if profile::sample_point(&mut h.sampler, class, block_size) {
+        if sampling && profile::sample_point(&mut h.sampler, class, block_size) {
             let block = profile::serve_sampled(size, block_size, entry);
+            if !block.is_null() {
+                return Some(block);
+            }
+        }
+        if guarding && guarded::sample_point(&mut h.guard, class) {
+            let block = guarded::alloc(size, block_size, entry);
             if !block.is_null() {
                 return Some(block);
             }
@@ -226,8 +239,28 @@ unsafe fn sampled_local_refill(
         (*page).free_is_zero = false;
         (*page).frees_to_local = false;
         let block = pop(page);
-        profile::cut(&mut h.sampler, page, class, block_size);
+        cut(h, page, class, sampling, guarding);
         Some(block)
+    }
+}
+
+/// `page` (current for `class`) is about to serve the fast path: cut its free list at
+/// the next sample point of the profiler and of guarded sampling, whichever is first.
+///
+/// # Safety
+/// `heap` owns `page`, on its slow path.
+#[inline]
+unsafe fn cut(heap: &mut Heap, page: *mut Page, class: usize, sampling: bool, guarding: bool) {
+    let block_size = class_size(class);
+    // SAFETY: per the contract.
+    unsafe {
+        let handed = sampling.then(|| profile::cut(&mut heap.sampler, page, class, block_size));
+        if guarding {
+            let taken_back = guarded::cut(&mut heap.guard, page, class, handed);
+            if sampling && taken_back > 0 {
+                profile::refund(&mut heap.sampler, class, taken_back as usize * block_size);
+            }
+        }
     }
 }
 
@@ -345,6 +378,7 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         }
         match owner {
             LARGE => {
+                crate::process::purger::before_span_free();
                 let sample = profile::freed(block);
                 (*page).set_used(0);
                 COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);

@@ -25,10 +25,12 @@ pub enum Kind {
     Remap = 4,
     /// `advise_huge_pages` (`EBB_LARGE_PAGES=1` only).
     Advise = 8,
+    /// `protect` (guarded sampling, `EBB_GUARDED_RATE`, only).
+    Protect = 16,
 }
 
 /// Every kind.
-pub const ALL_KINDS: u8 = 15;
+pub const ALL_KINDS: u8 = 31;
 
 const UNREAD: u8 = 0;
 const OFF: u8 = 1;

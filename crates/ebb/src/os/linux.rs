@@ -166,6 +166,114 @@ pub unsafe fn decommit(ptr: *mut u8, size: usize) -> bool {
     ok
 }
 
+/// Make `[ptr, ptr + size)` inaccessible (`accessible` false: any access faults) or
+/// readable and writable again. True if done.
+///
+/// # Safety
+/// The range must be page aligned and reserved by this module; while inaccessible,
+/// nothing of the allocator's may touch it.
+pub unsafe fn protect(ptr: *mut u8, size: usize, accessible: bool) -> bool {
+    if super::fault::refuse(super::fault::Kind::Protect, size) {
+        return false;
+    }
+    let prot = if accessible {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_NONE
+    };
+    // SAFETY: per the contract above.
+    preserving_errno(|| unsafe { libc::mprotect(ptr as *mut c_void, size, prot) == 0 })
+}
+
+/// The memory-fault signals `catch_faults` handles, and what was installed for each
+/// before (restored once a fault is ours, or passed to for faults that are not).
+const FAULT_SIGNALS: [c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
+static mut PREVIOUS_FAULT_ACTIONS: [core::mem::MaybeUninit<libc::sigaction>; 2] =
+    [core::mem::MaybeUninit::uninit(); 2];
+/// The handler `catch_faults` installed (0: none).
+static FAULT_HANDLER: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Call `handler(address)` on every SIGSEGV and SIGBUS of the process (once, for the
+/// process's life; false if it could not be installed). When it returns true (the
+/// fault is the allocator's to report, and it reported it), the handlers that were
+/// installed before come back and the faulting instruction runs again, so the fault
+/// ends the process as it would have without ebb (or reaches the program's own
+/// handler). When it returns false, the fault goes to the previous handler: called
+/// directly if it is a function, else (default or ignore) restored and re-raised.
+/// `handler` runs in a signal handler: it must not allocate or take a lock.
+pub fn catch_faults(handler: fn(usize) -> bool) -> bool {
+    use core::sync::atomic::Ordering;
+    if FAULT_HANDLER
+        .compare_exchange(0, handler as usize, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return false;
+    }
+    // SAFETY: a zeroed sigaction is valid (empty mask, no flags); sigaction copies it and
+    // writes the old action into our static, which only the fault handler reads
+    // (after this store, since the handler is installed by the same call).
+    unsafe {
+        let mut action: libc::sigaction = core::mem::zeroed();
+        action.sa_sigaction = on_fault as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut action.sa_mask);
+        let previous = core::ptr::addr_of_mut!(PREVIOUS_FAULT_ACTIONS);
+        for (n, &signo) in FAULT_SIGNALS.iter().enumerate() {
+            let old = (*previous)[n].as_mut_ptr();
+            if preserving_errno(|| libc::sigaction(signo, &action, old)) != 0 {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Put the previous fault handlers back.
+///
+/// # Safety
+/// Only after `catch_faults` installed ours (the saved actions are written).
+unsafe fn restore_fault_actions() {
+    // SAFETY: per the contract, the saved actions are initialised.
+    unsafe {
+        let previous = core::ptr::addr_of!(PREVIOUS_FAULT_ACTIONS);
+        for (n, &signo) in FAULT_SIGNALS.iter().enumerate() {
+            libc::sigaction(signo, (*previous)[n].as_ptr(), null_mut());
+        }
+    }
+}
+
+extern "C" fn on_fault(signo: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
+    use core::sync::atomic::Ordering;
+    let saved = errno();
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers; the handler
+    // address was stored before the handler was installed.
+    unsafe {
+        let address = (*info).si_addr() as usize;
+        let handler: fn(usize) -> bool =
+            core::mem::transmute::<usize, fn(usize) -> bool>(FAULT_HANDLER.load(Ordering::Acquire));
+        if handler(address) {
+            restore_fault_actions();
+            set_errno(saved);
+            return;
+        }
+        let n = FAULT_SIGNALS.iter().position(|&s| s == signo).unwrap_or(0);
+        let previous = (*core::ptr::addr_of!(PREVIOUS_FAULT_ACTIONS))[n].assume_init_ref();
+        let target = previous.sa_sigaction;
+        if target == libc::SIG_DFL || target == libc::SIG_IGN {
+            // The default action: put it back and let the instruction fault again.
+            libc::sigaction(signo, previous, null_mut());
+        } else if previous.sa_flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+                core::mem::transmute(target);
+            f(signo, info, context);
+        } else {
+            let f: extern "C" fn(c_int) = core::mem::transmute(target);
+            f(signo);
+        }
+        set_errno(saved);
+    }
+}
+
 /// Ask for transparent huge pages over `[ptr, ptr + size)` (`MADV_HUGEPAGE`): in the
 /// kernel's `madvise` mode (`/sys/kernel/mm/transparent_hugepage/enabled`) the first
 /// touch of a whole, aligned 2 MiB range of it then maps a huge page, and khugepaged

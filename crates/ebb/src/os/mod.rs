@@ -48,6 +48,9 @@
 //!   what makes transparent huge pages used at all in the kernel's `madvise` mode).
 //!   Advice only: true if taken, false if the OS refused or has no huge pages; the
 //!   memory works the same either way. Pre: reserved, page aligned.
+//! - `protect(ptr, size, accessible) -> bool`: make a reserved, page-aligned range
+//!   inaccessible (every access faults) or readable and writable again; true if done.
+//!   Guarded sampling (`front/guarded.rs`) only.
 //! - `page_size() -> usize`.
 //! - `valgrind_mark_defined(ptr, size)`: tell a memory checker the range is defined
 //!   (a no-op natively).
@@ -76,6 +79,11 @@
 //! `create_file(path) -> Option<c_int>` (create or truncate for writing; `path`
 //! NUL-terminated) and `close_fd(fd)` (the `EBB_STATS_FILE` report), `process_id()`.
 //!
+//! Faults: `catch_faults(handler) -> bool`: call `handler(address)` on every memory
+//! fault (SIGSEGV, SIGBUS) of the process; if it returns true, the previous handlers
+//! come back and the fault happens again (it ends the process as it would have);
+//! else the fault goes to the previous handler. Guarded sampling only, installed once.
+//!
 //! Observation (stats and the retention report, `observe/`): `mincore(ptr, len, out)`
 //! (which OS pages of a mapped range are resident, one byte per page, bit 0; false if
 //! part of the range is not mapped), `open_read(path)` and `read_fd(fd, buf)` (reading
@@ -85,7 +93,7 @@
 //! header of a huge mapping found through the segment map may be freed meanwhile).
 //!
 //! Fault injection (`fault.rs`, shared by every implementation): `reserve_aligned`,
-//! `decommit`, `remap` and `advise_huge_pages` ask [`fault::refuse`] first and fail as the OS would when it
+//! `decommit`, `remap`, `advise_huge_pages` and `protect` ask [`fault::refuse`] first and fail as the OS would when it
 //! says so; `release` reports the bytes it gives back with [`fault::released`].
 //!
 //! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
@@ -126,6 +134,8 @@ mod contract {
     const _: unsafe fn(*mut u8, usize, usize, *mut u8) -> *mut u8 = remap;
     const _: unsafe fn(*mut u8, usize) -> bool = advise_huge_pages;
     const _: fn() -> usize = page_size;
+    const _: unsafe fn(*mut u8, usize, bool) -> bool = protect;
+    const _: fn(fn(usize) -> bool) -> bool = catch_faults;
     const _: fn(*mut u8, usize) = valgrind_mark_defined;
     const _: fn() -> u64 = now_ms;
     const _: fn() -> u64 = thread_cpu_time_ns;

@@ -81,6 +81,19 @@ pub fn after_slow_path() {
     }
 }
 
+/// A large block's span is about to go back to the arena: if that is the first thing
+/// the background purger will want, start it now, before the span is free. Starting
+/// it allocates (glibc's `pthread_create` takes the thread's TLS from malloc), and
+/// served from the span just freed, that block would sit at the freed block's address:
+/// a second free of the large block would then free it silently instead of being
+/// reported as a double free (README "Security"). A slow path only (large frees).
+#[inline]
+pub fn before_span_free() {
+    if PURGER.load(Ordering::Relaxed) == NOT_STARTED && crate::options::get().background {
+        start();
+    }
+}
+
 #[cold]
 fn start() {
     if PURGER

@@ -27,11 +27,12 @@ mod table;
 
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
-    big_allocated, cut, freed, in_step, keep_sampled_span, moved, record_sampled, sample_point,
-    serve_sampled, span_released, sync,
+    big_allocated, cut, freed, in_step, keep_sampled_span, moved, record_sampled, refund,
+    sample_point, samples, serve_sampled, span_released, sync,
 };
 pub(crate) use stack::Entry;
 pub use stack::SEPARATOR as STACK_SEPARATOR;
+pub(crate) use stack::{capture, refresh_executable_ranges};
 pub use table::MAX_DEPTH;
 
 use crate::diag::StderrWriter;

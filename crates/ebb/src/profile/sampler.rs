@@ -36,6 +36,9 @@ use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 pub struct HeapSampler {
     /// The `EPOCH` this state was set up for (profiling started or stopped since?).
     epoch: u32,
+    /// Whether this heap samples (the profiler was on at the last `sync`). Kept here,
+    /// not read off `local_mask`, which guarded sampling also zeroes.
+    active: bool,
     rate: u64,
     rng: math::Rng,
     /// Bytes of each class until its next sample point (0: not drawn yet).
@@ -46,6 +49,7 @@ impl HeapSampler {
     pub const fn new() -> Self {
         HeapSampler {
             epoch: 0,
+            active: false,
             rate: super::DEFAULT_RATE,
             rng: math::Rng::new(0),
             left: [0; CLASS_COUNT],
@@ -72,6 +76,7 @@ pub fn sync(s: &mut HeapSampler, local_mask: &mut usize, allowed: bool) -> bool 
     if s.epoch != epoch {
         s.epoch = epoch;
         let on = allowed && ACTIVE.load(Ordering::Relaxed);
+        s.active = on;
         *local_mask = if on { 0 } else { usize::MAX };
         if on {
             s.rate = RATE.load(Ordering::Relaxed);
@@ -80,7 +85,20 @@ pub fn sync(s: &mut HeapSampler, local_mask: &mut usize, allowed: bool) -> bool 
             s.left = [0; CLASS_COUNT];
         }
     }
-    *local_mask == 0
+    s.active
+}
+
+/// Whether the heap samples (as `sync` last said).
+#[inline]
+pub fn samples(s: &HeapSampler) -> bool {
+    s.active
+}
+
+/// Blocks `cut` counted as handed out went back to the page unused (guarded sampling
+/// cut the list shorter): give their bytes back to the countdown of `class`.
+#[inline]
+pub fn refund(s: &mut HeapSampler, class: usize, bytes: usize) {
+    s.left[class] += bytes as i64;
 }
 
 /// True if the heap's state is up to date with `start`/`stop` (`sync` has nothing to do).
@@ -109,10 +127,12 @@ pub fn sample_point(s: &mut HeapSampler, class: usize, block_size: usize) -> boo
 /// `page` (owned by the heap, current for `class`) is about to serve the fast path:
 /// count the blocks its free list hands out, cutting it at the next sample point.
 ///
+/// Returns the blocks left on `free` for the fast path.
+///
 /// # Safety
 /// The caller owns `page` (its heap's slow path), whose lists hold `capacity - used`
 /// blocks between them, less those in purged holes.
-pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size: usize) {
+pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size: usize) -> i64 {
     // SAFETY: per the contract, the lists are ours to relink.
     unsafe {
         let page = &mut *page;
@@ -147,7 +167,7 @@ pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size
         let before = (left - 1) / size;
         if blocks <= before {
             s.left[class] = left - blocks * size;
-            return;
+            return blocks;
         }
         let mut handed = 0;
         if before == 0 {
@@ -164,6 +184,7 @@ pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size
             (*last).next = core::ptr::null_mut();
         }
         s.left[class] = left - handed * size;
+        handed
     }
 }
 
