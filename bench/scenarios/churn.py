@@ -6,7 +6,7 @@ way, Rust and C alike) RUNS times per allocator, A B C A B C ..., with
 SCENARIO_NO_BOUND=1 (the touched-page walk is the sampler's cost, not the workload's),
 and prints medians of: wall time of the whole process, the batches' own time (`work_ms`,
 start to end barrier, no sampling), whole-process CPU (user + sys of all threads, from
-wait4), RSS at batch 5 and 30 and the drift between them, and for ebb the purger's CPU
+wait4), minor page faults, RSS at batch 5 and 30 and the drift between them, and for ebb the purger's CPU
 and wake-ups (EBB_STATS_FILE). Ratios are to the first allocator.
 
   python3 bench/scenarios/churn.py --bin target/scenarios-glibc/release/ebb-scenarios \\
@@ -54,6 +54,7 @@ def run_once(binary, preload, extra_env, quick):
         "wall": wall,
         "work": summary["work_ms"] / 1000.0,
         "cpu": usage.ru_utime + usage.ru_stime,
+        "faults": usage.ru_minflt,
         "rss_first": samples[first] / 2**20,
         "rss_last": samples[last] / 2**20,
         "drift": samples[last] / samples[first] - 1.0,
@@ -97,21 +98,22 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
-    keys = ["wall", "work", "cpu", "rss_first", "rss_last", "drift", "purger_cpu",
+    keys = ["wall", "work", "cpu", "faults", "rss_first", "rss_last", "drift", "purger_cpu",
             "purger_wakeups"]
     base = allocs[0][0]
     med = {n: {k: statistics.median([r[k] for r in rs]) for k in keys if k in rs[0]}
            for n, rs in results.items()}
     print(f"store, {a.runs} interleaved runs, medians (ratio to {base})")
-    print("| allocator | wall s | batches s | CPU s | RSS batch 5 MiB | RSS last MiB | drift "
+    print("| allocator | wall s | batches s | CPU s | page faults | RSS batch 5 MiB | RSS last MiB | drift "
           "| purger CPU % of process | purger wake-ups |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, _ in allocs:
         m = med[name]
         b = med[base]
         cells = [name]
         for k in ["wall", "work", "cpu"]:
             cells.append(f"{m[k]:.2f} (x{m[k] / b[k]:.2f})")
+        cells.append(f"{m['faults']:.0f}")
         cells.append(f"{m['rss_first']:.1f}")
         cells.append(f"{m['rss_last']:.1f}")
         cells.append(f"{m['drift'] * 100:+.1f}%")

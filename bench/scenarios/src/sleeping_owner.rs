@@ -213,6 +213,9 @@ fn string_item(target: u64, seed: u64) -> (Vec<String>, u64) {
         payload += s.capacity() as u64;
         strings.push(s);
     }
+    // Exact, as a loader that knows its row count makes it (the spare capacity of a
+    // doubled vector is address space no allocator makes resident).
+    strings.shrink_to_fit();
     let bytes = payload + (strings.capacity() * std::mem::size_of::<String>()) as u64;
     (strings, bytes)
 }
