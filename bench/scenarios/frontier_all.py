@@ -98,9 +98,10 @@ def svg(results, path):
         parts.append(f'<line x1="{X(x0)}" y1="{Y(y0)}" x2="{X(x0)}" y2="{Y(y1)}" stroke="black"/>')
         parts.append(f'<text x="{X((x0 + x1) / 2)}" y="{oy + ph - 4}" text-anchor="middle">'
                      f'CPU s (0 to {x1:.1f})</text>')
-        parts.append(f'<text x="{ox + 4}" y="{Y(y1) + 8}">{y1:.0f}</text>')
-        parts.append(f'<text x="{ox + 4}" y="{oy + T + 20}" transform="rotate(-90 {ox + 10} '
-                     f'{oy + ph / 2})">mean RSS MiB</text>')
+        parts.append(f'<text x="{ox + L - 3}" y="{Y(y1) + 8}" text-anchor="end">{y1:.0f}</text>')
+        parts.append(f'<text x="{ox + L - 3}" y="{Y(y0)}" text-anchor="end">0</text>')
+        parts.append(f'<text transform="translate({ox + 12} {oy + ph / 2}) rotate(-90)" '
+                     'text-anchor="middle">mean RSS MiB</text>')
         ebb = [(int(n.split()[1]), v) for n, v in pts.items() if n.startswith("ebb ")]
         ebb.sort()
         line = " ".join(f"{X(v['cpu']):.1f},{Y(v['mean_rss']):.1f}" for _, v in ebb)
