@@ -63,7 +63,7 @@ else
     ALLOCS=${ALLOCS:-ebb,glibc,jemalloc,mimalloc}
 fi
 IFS=, read -r -a ALLOC_LIST <<<"$ALLOCS"
-ALL_SCENARIOS="sleeping-owner-big sleeping-owner-small sleeping-owner-small-fresh worker-pool burst-idle mixed-c-rust mixed-c sparse-survivors store many-threads"
+ALL_SCENARIOS="sleeping-owner-big sleeping-owner-small sleeping-owner-small-fresh sleeping-owner-strings worker-pool burst-idle mixed-c-rust mixed-c sparse-survivors store many-threads"
 read -r -a SCENARIO_LIST <<<"${SCENARIOS//,/ }"
 [ ${#SCENARIO_LIST[@]} -gt 0 ] || read -r -a SCENARIO_LIST <<<"$ALL_SCENARIOS"
 

@@ -21,6 +21,7 @@ SCENARIO_ORDER = [
     "sleeping-owner-big",
     "sleeping-owner-small",
     "sleeping-owner-small-fresh",
+    "sleeping-owner-strings",
     "worker-pool",
     "burst-idle",
     "mixed-c-rust",
@@ -33,6 +34,7 @@ TITLES = {
     "sleeping-owner-big": "sleeping-owner-big: owner builds 500 x 1M f32 then sleeps; a refresher replaces every vector each round",
     "sleeping-owner-small": "sleeping-owner-small: ~1 GB of 16 B..1 KiB objects; refresher builds the new item, then drops the old",
     "sleeping-owner-small-fresh": "sleeping-owner-small-fresh: as above, but the refresher's first action is a free",
+    "sleeping-owner-strings": "sleeping-owner-strings: ~372 MiB of 8-100 B strings; refresher replaces them item by item",
     "worker-pool": "worker-pool: 4 threads, 10 builds of 3 phases, 5% sparse survivors; sampled after a 1 s pause",
     "burst-idle": "burst-idle: 1 GiB over 4 threads, 90% freed, every thread parks; ms after the last free",
     "mixed-c-rust": "mixed-c-rust: 8 threads interleave C malloc/free (c/cside.c) and Rust allocations",
@@ -236,6 +238,25 @@ def check_targets(data):
         status = "PASS" if worst[0] <= 0 else "FAIL"
         results.append((name, status,
                         f"worst round {worst[1]}: RSS {mib(worst[2])} MiB vs limit {mib(worst[3])} MiB"))
+
+    s = "sleeping-owner-strings"
+    name = f"{s}: ebb RSS <= 1.08 x live every round (issue 14)"
+    if "ebb" not in data.get(s, {}):
+        results.append((name, "SKIP", "no ebb data"))
+    else:
+        worst = None
+        for key in sample_keys(data[s]):
+            if key[0] != "round":
+                continue
+            r, l = rss(s, "ebb", key), live(s, "ebb", key)
+            if worst is None or r / l > worst[0]:
+                worst = (r / l, key[1], r, l)
+        if worst is None:
+            results.append((name, "SKIP", "no rounds"))
+        else:
+            status = "PASS" if worst[0] <= 1.08 else "FAIL"
+            results.append((name, status, f"worst round {worst[1]}: RSS {mib(worst[2])} MiB = "
+                            f"{worst[0]:.3f} x live {mib(worst[3])} MiB"))
 
     s = "worker-pool"
     wp = data.get(s, {})

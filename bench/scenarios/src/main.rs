@@ -175,6 +175,7 @@ pub const SCENARIOS: &[&str] = &[
     "sleeping-owner-big",
     "sleeping-owner-small",
     "sleeping-owner-small-fresh",
+    "sleeping-owner-strings",
     "worker-pool",
     "burst-idle",
     "mixed-c-rust",
@@ -194,6 +195,8 @@ scenarios:
   sleeping-owner-small        the same with ~1 GB of 16 B..1 KiB boxed strings/structs; the
                               refresher builds the new item, then drops the old one
   sleeping-owner-small-fresh  the same, but the refresher's first action ever is a free
+  sleeping-owner-strings      the owner loads ~372 MiB of 8-100 B strings and sleeps; a
+                              refresher replaces them item by item (5 rounds)
   worker-pool                 4 threads, 10 builds of 3 phases rotating over the threads,
                               5% sparse survivors kept to the next build; 1 s pause per build
   burst-idle                  1 GiB across 4 threads, 90% freed, all threads park; samples
@@ -260,6 +263,7 @@ fn main() -> ExitCode {
         "sleeping-owner-big" => sleeping_owner::run_big(quick),
         "sleeping-owner-small" => sleeping_owner::run_small(quick, false),
         "sleeping-owner-small-fresh" => sleeping_owner::run_small(quick, true),
+        "sleeping-owner-strings" => sleeping_owner::run_strings(quick),
         "worker-pool" => worker_pool::run(quick),
         "burst-idle" => burst_idle::run(quick),
         "mixed-c-rust" => mixed::run(quick),

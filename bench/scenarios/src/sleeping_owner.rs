@@ -199,3 +199,71 @@ pub fn run_small(quick: bool, fresh: bool) {
         ),
     );
 }
+
+/// One item of `sleeping-owner-strings`: short strings (8..=100 bytes), as a loader
+/// reading names, keys and labels makes them.
+fn string_item(target: u64, seed: u64) -> (Vec<String>, u64) {
+    let mut rng = Rng::new(seed);
+    let mut strings = Vec::new();
+    let mut payload = 0u64;
+    while payload < target {
+        let len = rng.range(8, 100);
+        let mut s = String::with_capacity(len);
+        s.extend(std::iter::repeat_n((b'a' + (seed % 26) as u8) as char, len));
+        payload += s.capacity() as u64;
+        strings.push(s);
+    }
+    // Exact, as a loader that knows its row count makes it (the spare capacity of a
+    // doubled vector is address space no allocator makes resident).
+    strings.shrink_to_fit();
+    let bytes = payload + (strings.capacity() * std::mem::size_of::<String>()) as u64;
+    (strings, bytes)
+}
+
+/// `sleeping-owner-strings` (issue 14's third shape): the owner loads ~372 MiB of 8-100 B
+/// strings (their bytes and their `String`s in each item's vector) and sleeps; a
+/// refresher replaces them item by item (builds the new item, then drops the old one).
+pub fn run_strings(quick: bool) {
+    let (items, item_bytes, rounds) = if quick {
+        (16, 128 << 10, 2)
+    } else {
+        (500, 540_000, 5)
+    };
+    let rounds = crate::rounds(rounds);
+    let rec = Arc::new(Recorder::new("sleeping-owner-strings"));
+    let state: Vec<(Vec<String>, u64)> = (0..items)
+        .map(|i| string_item(item_bytes, i as u64))
+        .collect();
+    let live_of = |s: &[(Vec<String>, u64)]| -> u64 {
+        s.iter().map(|it| it.1).sum::<u64>() + std::mem::size_of_val(s) as u64
+    };
+    let live0 = live_of(&state);
+    rec.sample("built", 0, live0);
+    let state = Arc::new(RwLock::new(state));
+    let refresher = {
+        let state = Arc::clone(&state);
+        let rec = Arc::clone(&rec);
+        thread::spawn(move || {
+            let mut live = live0;
+            for round in 1..=rounds {
+                {
+                    let mut s = state.write().unwrap();
+                    for i in 0..items {
+                        let new = string_item(item_bytes, (round * items + i) as u64);
+                        s[i] = new;
+                    }
+                    live = live_of(&s);
+                }
+                rec.sample("round", round as u64, live);
+            }
+            live
+        })
+    };
+    let live = refresher.join().unwrap();
+    let strings: usize = state.read().unwrap().iter().map(|it| it.0.len()).sum();
+    rec.summary(
+        quick,
+        live,
+        format_args!(",\"items\":{items},\"strings\":{strings},\"rounds\":{rounds}"),
+    );
+}

@@ -13,7 +13,7 @@
 //! `EINVAL`.
 
 use crate::front::{alloc, check, freed_key, tls};
-use crate::span::page::{CHECK_TAG, DRAINING, FREE, HUGE, LARGE};
+use crate::span::page::{CHECK_TAG, FREE, HUGE, LARGE};
 use crate::span::segment;
 use crate::{counters, diag, memcheck, options, os, stats};
 use core::ffi::{c_char, c_int, c_void};
@@ -225,7 +225,10 @@ unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
         let size = (*page).block_size();
         let start = (*page).start as usize;
         let problem = match owner {
-            FREE | DRAINING => Some("pointer into memory not in use (freed?)"),
+            // Not DRAINING: a drainer holds an abandoned page while it takes remote
+            // frees in, and the page's other blocks are live meanwhile (the store
+            // scenario's realloc of a postings vector hit that window in 5 of 12 runs).
+            FREE => Some("pointer into memory not in use (freed?)"),
             LARGE | HUGE if ptr as usize != start => Some("pointer is not the start of a block"),
             LARGE | HUGE => None,
             _ if size == 0 || (ptr as usize).wrapping_sub(start) % size != 0 => {

@@ -5,7 +5,7 @@
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `EBB_PURGE_DELAY` | 500 | ms a free span stays committed before it goes back to the OS (0: at once) |
+//! | `EBB_PURGE_DELAY` | 500 | at most this many ms a free span stays committed before it goes back to the OS (0: at once); spans beyond what the program has been reusing go back after a quarter of it |
 //! | `EBB_BACKGROUND` | 1 | purge from a background thread, so idle processes give memory back (0: only inside allocator calls) |
 //! | `EBB_SHOW_STATS` | 0 | print statistics to stderr at exit (`json`: as one JSON line) |
 //! | `EBB_STATS_FILE` | unset | write statistics as JSON to this file at exit (`%p`: the process id); read at exit, not kept here |

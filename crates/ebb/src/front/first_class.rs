@@ -36,6 +36,7 @@ use crate::size_class::{
     class_for_aligned, class_of, class_size, page_slices, CLASS_COUNT, MEDIUM_MAX, MID_CLASS,
     MID_MAX, SMALL_MAX,
 };
+use crate::span::deadline;
 use crate::span::page::{Block, Page, PageList, CHECK_TAG, DRAINING};
 use crate::span::segment::{self, SLICE_SIZE};
 use crate::span::{arena, huge};
@@ -380,7 +381,7 @@ unsafe fn release(page: *mut Page) {
         // Pushes nobody will take in: the next user of the span must not see them
         // (`init_blocks` clears the list, `alloc_large` does not).
         (*page).thread_free.store(null_mut(), Ordering::Relaxed);
-        arena::free_span(page, os::now_ms());
+        arena::free_span(page, deadline::coarse_now_ms());
     }
 }
 
@@ -613,7 +614,7 @@ pub unsafe fn delete(fc: *mut FirstClass) {
     }
     // SAFETY: per the contract.
     unsafe {
-        let now = os::now_ms();
+        let now = deadline::coarse_now_ms();
         let heap = addr_of_mut!((*fc).heap);
         (*heap).clear_tables();
         for class in 0..CLASS_COUNT {

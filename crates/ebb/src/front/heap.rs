@@ -20,6 +20,7 @@ use crate::os;
 use crate::process::{self, registry};
 use crate::protocol::{Handshake, DEAD, NONE};
 use crate::size_class::{small_classes, CLASS_COUNT, SMALL_COUNT};
+use crate::span::deadline;
 use crate::span::page::{empty_page, Page, PageList, CHECK_TAG, MARKER_LIMIT};
 use core::cell::UnsafeCell;
 use core::ptr::null_mut;
@@ -313,7 +314,7 @@ unsafe extern "C" fn thread_exit(value: *mut core::ffi::c_void) {
 unsafe fn heap_done(heap: *mut Heap) {
     // SAFETY: per the contract we have exclusive use of the heap and own its pages.
     unsafe {
-        abandon_all(heap, os::now_ms());
+        abandon_all(heap, deadline::coarse_now_ms());
         registry::retire(core::ptr::addr_of_mut!((*heap).link));
     }
     COUNTERS.threads.fetch_sub(1, Ordering::Relaxed);

@@ -9,7 +9,6 @@
 //! it meets, abandoning the older ones behind them.
 
 use crate::front::heap::Heap;
-use crate::os;
 use crate::span::deadline;
 use crate::span::page::Page;
 use core::sync::atomic::Ordering;
@@ -26,7 +25,7 @@ pub unsafe fn queue_push_front(heap: *mut Heap, class: usize, page: *mut Page) {
         let count = (*heap).page_count.load(Ordering::Relaxed);
         (*heap).page_count.store(count + 1, Ordering::Relaxed);
         if count == 0 {
-            deadline::schedule_idle_check(os::now_ms());
+            deadline::schedule_idle_check(deadline::coarse_now_ms());
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::process::purger::after_slow_path;
 use crate::profile;
 use crate::protocol;
 use crate::size_class::{class_size, page_slices, CLASS_COUNT};
+use crate::span::deadline;
 use crate::span::page::{
     Block, Page, ABANDONED, CHECK_TAG, DRAINING, FREE, HUGE, LARGE, MARKER_LIMIT, STOLEN,
 };
@@ -72,7 +73,7 @@ pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
             } else {
                 // Full and older: let it go, so frees into it make it claimable by anyone.
                 queue_remove(heap, class, page);
-                abandon::abandon(page, heap as usize, os::now_ms());
+                abandon::abandon(page, heap as usize, deadline::coarse_now_ms());
                 abandoned = true;
             }
             page = next;
@@ -281,7 +282,7 @@ unsafe fn sweep(heap: *mut Heap) {
     // SAFETY: per the contract, the heap and the pages in its queues are ours.
     unsafe {
         (*heap).sweep_wanted.store(false, Ordering::Relaxed);
-        let now = os::now_ms();
+        let now = deadline::coarse_now_ms();
         for class in 0..CLASS_COUNT {
             let first = (*heap).queues[class].first;
             if first.is_null() {
@@ -383,7 +384,7 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
                 (*page).set_used(0);
                 COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
                 if !sample.is_some_and(|size| profile::keep_sampled_span(page, size)) {
-                    arena::free_span(page, os::now_ms());
+                    arena::free_span(page, deadline::coarse_now_ms());
                 }
                 after_slow_path();
             }
@@ -490,7 +491,7 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
         // Not ours any more: a late free finds a marker, not this heap (`free_span`
         // then writes FREE).
         (*page).owner.store(DRAINING, Ordering::Relaxed);
-        arena::free_span(page, os::now_ms());
+        arena::free_span(page, deadline::coarse_now_ms());
         after_slow_path();
     }
 }
@@ -514,7 +515,7 @@ pub fn release_unused_pages(force: bool) {
                 if (*page).is_unused() && (force || !only) {
                     queue_remove(heap, class, page);
                     (*page).owner.store(DRAINING, Ordering::Relaxed);
-                    arena::free_span(page, os::now_ms());
+                    arena::free_span(page, deadline::coarse_now_ms());
                 }
                 page = next;
             }

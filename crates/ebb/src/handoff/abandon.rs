@@ -12,7 +12,6 @@
 
 use crate::counters::COUNTERS;
 use crate::handoff::drain::{self, claim_for_drain, finish_drain};
-use crate::os;
 use crate::protocol;
 use crate::size_class::CLASS_COUNT;
 use crate::span::arena::free_span;
@@ -49,7 +48,7 @@ pub unsafe fn abandon(page: *mut Page, last_owner: usize, unused_since: u64) {
             free_span(page, unused_since);
             return;
         }
-        let now = os::now_ms();
+        let now = deadline::coarse_now_ms();
         let idle = unused_since < now;
         if idle {
             // Taken from an idle owner: its free blocks have not been used for the purge

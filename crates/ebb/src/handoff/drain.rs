@@ -12,7 +12,6 @@
 
 use crate::counters::COUNTERS;
 use crate::handoff::abandon::{self, ABANDONED_LISTS};
-use crate::os;
 use crate::protocol;
 use crate::span::arena::{free_span, segments};
 use crate::span::deadline;
@@ -108,15 +107,15 @@ pub unsafe fn finish_drain(page: *mut Page, took_frees: bool) {
             // A deleted first-class heap's large span: its block, if sampled, is gone.
             crate::profile::span_released(page);
             abandon::unlist(page);
-            free_span(page, os::now_ms());
+            free_span(page, deadline::coarse_now_ms());
             return;
         }
         if !(*page).listed && (*page).has_room() {
             let mut lists = ABANDONED_LISTS.lock();
-            abandon::list_locked(&mut lists, page, os::now_ms());
+            abandon::list_locked(&mut lists, page, deadline::coarse_now_ms());
         } else if (*page).listed && took_frees && crate::span::holes::purged_inside(&*page) {
             // New free blocks: their insides wait out the purge delay again.
-            let now = os::now_ms();
+            let now = deadline::coarse_now_ms();
             (*page).freed_at.store(now, Ordering::Relaxed);
             deadline::schedule_purge(now);
         }

@@ -1,8 +1,9 @@
 //! Purging: returning free memory to the OS after the purge delay, with or without
 //! allocator calls.
 //!
-//! Freed spans stay committed for `EBB_PURGE_DELAY` ms (so churn reuses them cheaply)
-//! and are then decommitted. Two things run the purge:
+//! Freed spans stay committed while the program keeps reusing that much memory (so
+//! churn reuses them cheaply; `span::retain`), for `EBB_PURGE_DELAY` ms at most, and
+//! are then decommitted. Two things run the purge:
 //! - any allocator slow path that notices the earliest deadline has passed
 //!   ([`after_slow_path`]), and
 //! - a background thread, started lazily the first time there is something to purge or
@@ -31,8 +32,8 @@ use crate::handoff::abandon;
 use crate::handoff::drain::{self, DRAIN_PENDING};
 use crate::os;
 use crate::span::deadline::{
-    FAILED, NEXT_PURGE, NEXT_STEAL, NOT_STARTED, PURGER, PURGER_WAKES_AT, RUNNING, STARTING, WAKE,
-    WANTED,
+    self, FAILED, NEXT_PURGE, NEXT_STEAL, NOT_STARTED, PURGER, PURGER_WAKES_AT, RUNNING, STARTING,
+    WAKE, WANTED,
 };
 use crate::span::{decommit, huge};
 use core::sync::atomic::Ordering;
@@ -136,6 +137,7 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
         let seen = WAKE.load(Ordering::Acquire);
         let delay = crate::options::get().purge_delay_ms;
         let now = os::now_ms();
+        deadline::tick(now);
         // Woken early (to drain, mostly), do only what is due: a purge scans every
         // committed free slice of every segment, and doing it on each drain wake-up
         // was 14% of a thread-churn workload (mstress).
@@ -149,6 +151,7 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
         }
         drain::drain_notified();
         let now = os::now_ms();
+        deadline::tick(now);
         let purge_due = if NEXT_PURGE.load(Ordering::SeqCst) <= now {
             purge(now, false)
         } else {

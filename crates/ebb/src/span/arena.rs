@@ -17,6 +17,7 @@ use crate::os::{self, DECOMMIT_ZEROES};
 use crate::protocol;
 use crate::span::deadline;
 use crate::span::page::{Page, ABANDONED, FREE, HUGE, LARGE};
+use crate::span::retain::Reuse;
 use crate::span::segment::{
     segment_of_page, Segment, HEADER_SLICES, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SIZE,
 };
@@ -24,8 +25,9 @@ use crate::sync::Mutex;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-/// Guards the segments' slice bitmaps, `free_count` and free descriptors.
-pub static SPAN_LOCK: Mutex<()> = Mutex::new(());
+/// Guards the segments' slice bitmaps, `free_count` and free descriptors, and holds the
+/// pool's reuse record (`retain.rs`).
+pub static SPAN_LOCK: Mutex<Reuse> = Mutex::new(Reuse::new());
 
 /// Head of the append-only segment list.
 static SEGMENTS: AtomicPtr<Segment> = AtomicPtr::new(null_mut());
@@ -71,18 +73,15 @@ fn take_span(count: usize, align: usize, may_reserve: bool) -> Option<(*mut Page
 
 fn search_or_reserve(count: usize, align: usize, may_reserve: bool) -> Option<(*mut Page, bool)> {
     debug_assert!(count > 0 && count < SLICES_PER_SEGMENT);
-    let _guard = SPAN_LOCK.lock();
+    let mut reuse = SPAN_LOCK.lock();
+    // Committed runs first, so the free committed slices retention keeps are the ones
+    // reused (`retain.rs`); then any free run, first fit in segment order.
     let mut found = None;
-    for seg in segments() {
-        // SAFETY: segments are valid; the bitmaps are guarded by the span lock we hold.
-        let seg_ref = unsafe { &mut *seg };
-        if (seg_ref.free_count as usize) < count {
-            continue;
-        }
-        if let Some(index) = seg_ref.free_slices.find_run(count, align.max(1), 1) {
-            found = Some((seg, index));
-            break;
-        }
+    if reuse.committed_free() >= count {
+        found = find_free_run(count, align, true);
+    }
+    if found.is_none() {
+        found = find_free_run(count, align, false);
     }
     let (seg, index) = match found {
         Some(f) => f,
@@ -124,6 +123,7 @@ fn search_or_reserve(count: usize, align: usize, may_reserve: bool) -> Option<(*
             - (index..index + count)
                 .filter(|&i| seg_ref.committed_slices.get(i))
                 .count();
+        reuse.taken(count - newly, newly);
         COUNTERS
             .committed
             .fetch_add((newly * SLICE_SIZE) as u64, Ordering::Relaxed);
@@ -143,6 +143,30 @@ fn search_or_reserve(count: usize, align: usize, may_reserve: bool) -> Option<(*
         debug_assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
         Some((page, is_zero))
     }
+}
+
+/// The first run of `count` free slices (committed ones only if `committed`) starting at
+/// a multiple of `align` slices, in segment order.
+fn find_free_run(count: usize, align: usize, committed: bool) -> Option<(*mut Segment, usize)> {
+    for seg in segments() {
+        // SAFETY: segments are valid; the bitmaps are guarded by the span lock the
+        // caller holds.
+        let seg_ref = unsafe { &*seg };
+        if (seg_ref.free_count as usize) < count {
+            continue;
+        }
+        let index = if committed {
+            let mut both = seg_ref.free_slices;
+            both.and_assign(&seg_ref.committed_slices);
+            both.find_run(count, align.max(1), 1)
+        } else {
+            seg_ref.free_slices.find_run(count, align.max(1), 1)
+        };
+        if let Some(index) = index {
+            return Some((seg, index));
+        }
+    }
+    None
 }
 
 /// Take a span for a large block (`bytes` rounded up to slices, start aligned to
@@ -180,7 +204,7 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
 pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
     let new_count = bytes.div_ceil(SLICE_SIZE);
     let seg = segment_of_page(page);
-    let _guard = SPAN_LOCK.lock();
+    let mut reuse = SPAN_LOCK.lock();
     // SAFETY: the caller owns the span; the segment bitmaps are guarded by the span lock.
     unsafe {
         let seg_ref = &mut *seg;
@@ -199,6 +223,7 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
             let newly = (index + old_count..index + new_count)
                 .filter(|&i| !seg_ref.committed_slices.get(i))
                 .count();
+            reuse.taken(extra - newly, newly);
             COUNTERS
                 .committed
                 .fetch_add((newly * SLICE_SIZE) as u64, Ordering::Relaxed);
@@ -211,7 +236,13 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
             seg_ref.free_count -= extra as u32;
             seg_ref.set_span_page(index + old_count, extra, page);
         } else {
-            free_slices_locked(seg, index + new_count, old_count - new_count, os::now_ms());
+            free_slices_locked(
+                &mut reuse,
+                seg,
+                index + new_count,
+                old_count - new_count,
+                deadline::coarse_now_ms(),
+            );
         }
         (*page).slice_count = new_count as u32;
         (*page)
@@ -225,8 +256,15 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
 /// from `unused_since` (normally now).
 ///
 /// # Safety
-/// Span lock held; the slices are an allocated span (or its tail) nobody uses.
-unsafe fn free_slices_locked(seg: *mut Segment, index: usize, count: usize, unused_since: u64) {
+/// Span lock held (`reuse` is its data); the slices are an allocated span (or its tail)
+/// nobody uses.
+unsafe fn free_slices_locked(
+    reuse: &mut Reuse,
+    seg: *mut Segment,
+    index: usize,
+    count: usize,
+    unused_since: u64,
+) {
     let now = unused_since;
     // SAFETY: per the contract.
     unsafe {
@@ -243,7 +281,9 @@ unsafe fn free_slices_locked(seg: *mut Segment, index: usize, count: usize, unus
         seg_ref.free_slices.assign_range(index, count, true);
         seg_ref.free_count += count as u32;
     }
-    deadline::schedule_purge(now);
+    // A span in use is committed whole.
+    reuse.freed(count);
+    deadline::schedule_retention_scan(now);
 }
 
 /// Give a span back to the arena, its purge delay counted from `unused_since` (now,
@@ -256,7 +296,7 @@ unsafe fn free_slices_locked(seg: *mut Segment, index: usize, count: usize, unus
 /// block in it may be in use, and it must be on no list (`listed` false).
 pub unsafe fn free_span(page: *mut Page, unused_since: u64) {
     let seg = segment_of_page(page);
-    let _guard = SPAN_LOCK.lock();
+    let mut reuse = SPAN_LOCK.lock();
     // SAFETY: per the contract; the lock guards the bitmaps.
     unsafe {
         debug_assert!(!(*page).listed, "a listed page goes back to the arena");
@@ -267,7 +307,13 @@ pub unsafe fn free_span(page: *mut Page, unused_since: u64) {
             FREE | ABANDONED | HUGE
         ));
         let index = (*seg).page_index(page);
-        free_slices_locked(seg, index, (*page).slice_count as usize, unused_since);
+        free_slices_locked(
+            &mut reuse,
+            seg,
+            index,
+            (*page).slice_count as usize,
+            unused_since,
+        );
     }
 }
 

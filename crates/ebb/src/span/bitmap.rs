@@ -51,6 +51,13 @@ impl Bitmap512 {
         }
     }
 
+    /// Keep only the bits also set in `other`.
+    pub fn and_assign(&mut self, other: &Bitmap512) {
+        for (w, o) in self.words.iter_mut().zip(other.words.iter()) {
+            *w &= o;
+        }
+    }
+
     /// True if every bit in `start..start + n` equals `value`.
     pub fn all(&self, start: usize, n: usize, value: bool) -> bool {
         (start..start + n).all(|i| self.get(i) == value)

@@ -30,6 +30,40 @@ pub static NEXT_PURGE: AtomicU64 = AtomicU64::new(u64::MAX);
 /// Earliest time a heap may have become idle enough to take over (`u64::MAX`: none).
 pub static NEXT_STEAL: AtomicU64 = AtomicU64::new(u64::MAX);
 
+/// The purger's clock reading (ms) at the start of its latest pass, or a later reading
+/// by [`coarse_now_ms`].
+static TICK_MS: AtomicU64 = AtomicU64::new(0);
+
+/// The time (ms) to stamp freed memory, abandoned pages and deadlines with, read from
+/// the clock only when the purger will not refresh it soon.
+///
+/// Slow paths that run once per page or per large block (a page emptied or abandoned,
+/// a large block freed, a page drained) stamp what they free; reading the clock there
+/// (`clock_gettime`) is a cost per allocation in churn. While the purger runs a pass or
+/// sleeps at most a retention period (`retain::period_ms`) past its last tick, the
+/// tick is at most about a period old, so a stamp is early by at most that much (a
+/// purge can come up to a period early, never late). Otherwise (no purger, or one
+/// sleeping long or without a timeout) the clock is read and the tick moved on.
+pub fn coarse_now_ms() -> u64 {
+    if PURGER.load(Ordering::Relaxed) == RUNNING {
+        let tick = TICK_MS.load(Ordering::Relaxed);
+        let wakes_at = PURGER_WAKES_AT.load(Ordering::Relaxed);
+        let period = crate::span::retain::period_ms(crate::options::get().purge_delay_ms);
+        // 0: awake, in a pass (it ticked at its start, or whoever woke it did).
+        if wakes_at == 0 || wakes_at <= tick.saturating_add(period) {
+            return tick;
+        }
+    }
+    let now = os::now_ms();
+    TICK_MS.fetch_max(now, Ordering::Relaxed);
+    now
+}
+
+/// The purger's pass starts at `now` (a clock reading).
+pub fn tick(now: u64) {
+    TICK_MS.fetch_max(now, Ordering::Relaxed);
+}
+
 /// A heap got its first page at `now`: it may go idle holding pages, so the purger must
 /// look at it after the purge delay (woken if it sleeps without a timeout).
 pub fn schedule_idle_check(now: u64) {
@@ -41,6 +75,15 @@ pub fn schedule_idle_check(now: u64) {
 /// Memory became free at `now`: its purge is due at `now + delay`.
 pub fn schedule_purge(now: u64) {
     let due = now + crate::options::get().purge_delay_ms;
+    NEXT_PURGE.fetch_min(due, Ordering::SeqCst);
+    wake_if_later_than(due);
+}
+
+/// Free spans came back to the arena at `now`: the decommit scan looks at them one
+/// retention period later (`retain.rs`: kept if the program has been reusing that
+/// much, returned otherwise; the full purge delay is the upper bound).
+pub fn schedule_retention_scan(now: u64) {
+    let due = now + crate::span::retain::period_ms(crate::options::get().purge_delay_ms);
     NEXT_PURGE.fetch_min(due, Ordering::SeqCst);
     wake_if_later_than(due);
 }

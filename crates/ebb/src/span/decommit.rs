@@ -10,6 +10,12 @@
 //! free again, now uncommitted, under the lock; a run the OS refused to decommit is
 //! made free again still committed, and the scan stops until the next purge.
 //!
+//! # Which slices
+//! Each scan ends a retention period (`retain.rs`): it keeps the first `keep` free
+//! committed slices in allocation order (segment order, then slice order), `keep`
+//! following what the recent periods reused, and decommits the others once they have
+//! been free for one period; any slice free for the whole purge delay goes back.
+//!
 //! With `EBB_LARGE_PAGES=1` an unforced scan skips the free slices of 2 MiB units
 //! that are mostly in use (`large_pages::kept_units`), so it does not split their huge
 //! pages; they are not counted as pending either.
@@ -18,23 +24,33 @@ use crate::counters::COUNTERS;
 use crate::os;
 use crate::span::arena::{segments, SPAN_LOCK};
 use crate::span::large_pages;
+use crate::span::retain::{self, Scan, Verdict};
 use crate::span::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
 use core::sync::atomic::Ordering;
 
 /// Runs decommitted per lock hold (found under the lock, decommitted outside it).
 const RUNS_PER_BATCH: usize = 32;
 
-/// Decommit free slices whose purge delay (`delay` ms) has passed (all free committed
-/// slices if `force`). Returns the next time a free slice becomes due, or `u64::MAX`.
+/// Decommit the free slices retention does not keep (module doc; all free committed
+/// slices if `force`). Returns the next time the scan should run again, or `u64::MAX`.
 pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
     let mut next_due = u64::MAX;
+    let (keep, remembers) = {
+        let mut reuse = SPAN_LOCK.lock();
+        let keep = reuse.end_period();
+        (keep, reuse.remembers_reuse())
+    };
+    let mut scan = Scan::new(now, delay, keep);
     // Runs to decommit, found under the lock and decommitted outside it.
     let mut runs: [(usize, usize); RUNS_PER_BATCH] = [(0, 0); RUNS_PER_BATCH];
     for seg in segments() {
+        // Each pass over the segment meets its kept slices again: count them once.
+        let kept_before = scan.kept;
         loop {
             let mut run_count = 0;
+            scan.kept = kept_before;
             {
-                let _guard = SPAN_LOCK.lock();
+                let mut reuse = SPAN_LOCK.lock();
                 // SAFETY: seg is live; bitmaps and free descriptors are guarded by the lock.
                 let seg_ref = unsafe { &mut *seg };
                 // Decided before anything is hidden, so hiding a run does not make the
@@ -57,28 +73,38 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
                         continue;
                     }
                     i += candidates.trailing_zeros() as usize;
-                    let due = seg_ref.pages[i].freed_at.load(Ordering::Relaxed) + delay;
-                    if !force && due > now {
+                    let freed_at = |i: usize| seg_ref.pages[i].freed_at.load(Ordering::Relaxed);
+                    if let Verdict::Until(due) = verdict(&mut scan, force, freed_at(i)) {
                         next_due = next_due.min(due);
                         i += 1;
                         continue;
                     }
                     let start = i;
+                    i += 1;
+                    // The run ends at the first slice not free, not committed, in a kept
+                    // unit, or left committed by the rule (`i` then moves past it).
+                    let mut end = None;
                     while i < SLICES_PER_SEGMENT
                         && seg_ref.free_slices.get(i)
                         && seg_ref.committed_slices.get(i)
                         && !large_pages::is_kept(kept, i)
-                        && (force
-                            || seg_ref.pages[i].freed_at.load(Ordering::Relaxed) + delay <= now)
                     {
+                        if let Verdict::Until(due) = verdict(&mut scan, force, freed_at(i)) {
+                            next_due = next_due.min(due);
+                            end = Some(i);
+                            i += 1;
+                            break;
+                        }
                         i += 1;
                     }
+                    let end = end.unwrap_or(i);
                     // Hide the run while it is decommitted outside the lock: its
                     // slices are neither free nor committed for `alloc_span`, and
                     // `free_count` no longer counts them (module doc).
-                    seg_ref.free_slices.assign_range(start, i - start, false);
-                    seg_ref.free_count -= (i - start) as u32;
-                    runs[run_count] = (start, i - start);
+                    seg_ref.free_slices.assign_range(start, end - start, false);
+                    seg_ref.free_count -= (end - start) as u32;
+                    reuse.hidden(end - start);
+                    runs[run_count] = (start, end - start);
                     run_count += 1;
                 }
             }
@@ -96,10 +122,13 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
             }
             let refused = decommitted[..run_count].contains(&false);
             {
-                let _guard = SPAN_LOCK.lock();
+                let mut reuse = SPAN_LOCK.lock();
                 // SAFETY: as above.
                 let seg_ref = unsafe { &mut *seg };
                 for (&(start, count), &done) in runs[..run_count].iter().zip(&decommitted) {
+                    if !done {
+                        reuse.unhidden(count);
+                    }
                     debug_assert!(
                         seg_ref.free_slices.all(start, count, false)
                             && seg_ref.committed_slices.all(start, count, true),
@@ -129,5 +158,20 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
             }
         }
     }
+    // While reuse is remembered, `keep` decays period by period: look again next
+    // period at what the decay lets go.
+    if remembers && scan.kept > 0 {
+        next_due = next_due.min(now.saturating_add(retain::period_ms(delay)));
+    }
     next_due
+}
+
+/// The verdict on a free committed slice freed at `freed_at` (everything goes if
+/// `force`).
+fn verdict(scan: &mut Scan, force: bool, freed_at: u64) -> Verdict {
+    if force {
+        Verdict::Decommit
+    } else {
+        scan.decide(freed_at)
+    }
 }

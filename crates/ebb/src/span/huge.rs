@@ -120,7 +120,7 @@ fn keep(seg: *mut Segment, mapped: usize) -> bool {
     if mapped > CACHE_MAX_MAPPING {
         return false;
     }
-    let now = os::now_ms();
+    let now = deadline::coarse_now_ms();
     let evicted = {
         let mut cache = CACHE.lock();
         // An empty slot, else the oldest one.

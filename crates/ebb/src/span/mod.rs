@@ -12,4 +12,5 @@ pub mod holes;
 pub mod huge;
 pub mod large_pages;
 pub mod page;
+pub mod retain;
 pub mod segment;
