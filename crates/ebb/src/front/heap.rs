@@ -50,10 +50,10 @@ pub struct Heap {
     /// its address (position-independent code), and a per-size byte needs no rounding.
     pub small_class: [u8; SMALL_COUNT],
     pub small_class_c: [u8; SMALL_COUNT],
-    /// Blocks of each class taken from the shared start pages (`front/shared.rs`);
-    /// at `shared::shared_limit(class)` (or `u8::MAX` with `EBB_SHARED_START=0`) the
-    /// class uses the heap's own pages.
-    pub shared_taken: [u8; CLASS_COUNT],
+    /// Blocks of each class the heap may still take from the shared start pages
+    /// (`front/shared.rs`), from `shared::SHARED_LIMITS` (all 0 with
+    /// `EBB_SHARED_START=0`); at 0 the class uses the heap's own pages.
+    pub shared_left: [u8; CLASS_COUNT],
     /// Pages in the queues (owner writes, stealer reads).
     pub page_count: AtomicUsize,
     /// Slow paths the owner has run (owner increments); the stealer leaves heaps whose
@@ -104,7 +104,7 @@ impl Heap {
             current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             small_class: small_classes(false),
             small_class_c: small_classes(true),
-            shared_taken: [0; CLASS_COUNT],
+            shared_left: [0; CLASS_COUNT],
             page_count: AtomicUsize::new(0),
             activity: AtomicU64::new(0),
             seen_activity: AtomicU64::new(u64::MAX),
@@ -292,7 +292,6 @@ fn new_heap() -> *mut Heap {
             if !crate::profile::in_step(&crate::profile::HeapSampler::new()) {
                 h.sampler = crate::profile::HeapSampler::new();
             }
-            h.shared_taken = [0; CLASS_COUNT];
         }
         reused
     };
@@ -304,9 +303,11 @@ fn new_heap() -> *mut Heap {
         if options.check && reused.is_null() {
             (*heap).clear_tables(); // checked_current: the empty page
         }
-        if !options.shared_start {
-            (*heap).shared_taken = [u8::MAX; CLASS_COUNT];
-        }
+        (*heap).shared_left = if options.shared_start {
+            crate::front::shared::SHARED_LIMITS
+        } else {
+            [0; CLASS_COUNT]
+        };
         (*heap).handshake.state.store(NONE, Ordering::Release);
         registry::register(core::ptr::addr_of_mut!((*heap).link));
     }

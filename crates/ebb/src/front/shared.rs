@@ -11,9 +11,9 @@
 //! How: one process-wide [`Heap`] (`SHARED`, never in TLS, never in the registry)
 //! owns the shared pages, and a spin lock that is only ever *tried* guards it. The
 //! malloc slow path of a thread (`slow::malloc_slow`) asks [`try_alloc`] first when the
-//! thread holds no page of the class, counts the blocks it took in
-//! `Heap::shared_taken[class]`, and stops asking once they reach
-//! [`shared_limit`] (16 KiB of blocks, one carve's worth, or 64 blocks): from then on
+//! thread holds no page of the class, counts the blocks it took down in
+//! `Heap::shared_left[class]` (from [`shared_limit`]: 16 KiB of blocks, one carve's
+//! worth, or 64 blocks), and stops asking once that reaches 0: from then on
 //! the class works as always, from the thread's own pages, and the fast paths never
 //! see the shared heap (its pages are never in a thread's `current` table).
 //!
@@ -56,7 +56,6 @@ const SPINS: u32 = 64;
 
 /// Blocks of `class` a thread takes from shared pages before it uses pages of its own
 /// (0: the class is never shared: pages of more than one slice).
-#[inline]
 pub const fn shared_limit(class: usize) -> u8 {
     if page_slices(class) != 1 {
         return 0;
@@ -73,6 +72,17 @@ pub const fn shared_limit(class: usize) -> u8 {
         limit as u8
     }
 }
+
+/// `shared_limit` of every class: what a new heap's `shared_left` starts from.
+pub const SHARED_LIMITS: [u8; CLASS_COUNT] = {
+    let mut limits = [0u8; CLASS_COUNT];
+    let mut class = 0;
+    while class < CLASS_COUNT {
+        limits[class] = shared_limit(class);
+        class += 1;
+    }
+    limits
+};
 
 struct Shared {
     /// Held (true) by the thread using `heap`; only ever tried (`try_lock`).
@@ -129,7 +139,7 @@ pub unsafe fn wanted(heap: *mut Heap, class: usize) -> bool {
     // SAFETY: per the contract.
     unsafe {
         let h = &*heap;
-        *h.shared_taken.get_unchecked(class) < shared_limit(class)
+        *h.shared_left.get_unchecked(class) != 0
             && h.queues.get_unchecked(class).first.is_null()
             && h.owner_word & CHECK_TAG == 0
             && h.local_mask != 0
@@ -185,7 +195,7 @@ unsafe fn alloc(heap: *mut Heap, class: usize) -> *mut u8 {
     unlock();
     if !block.is_null() {
         // SAFETY: as above.
-        unsafe { (*heap).shared_taken[class] += 1 };
+        unsafe { (*heap).shared_left[class] -= 1 };
         COUNTERS.shared_start_blocks.fetch_add(1, Ordering::Relaxed);
     }
     block
