@@ -207,6 +207,7 @@ scenarios:
   store                       3 indexers, 1 writer (4 KiB page cache kept forever, multi-page
                               runs freed at commit), 2 readers; 30 batches
   many-threads                1,000 threads each hold 50 blocks of 16 B..2 KiB, idle 3 s
+                              (MANY_THREADS_BLOCKS=N: N blocks each, 0 for a thread's own cost)
 
   --quick       tiny sizes (a smoke test)
   --rounds N    rounds (builds for worker-pool) instead of the default, for longer runs;

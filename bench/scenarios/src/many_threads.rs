@@ -16,6 +16,15 @@ use std::thread;
 use std::time::Duration;
 
 const BLOCKS: usize = 50;
+/// `MANY_THREADS_BLOCKS=N` (at most 50) makes each thread hold N blocks instead: with 0,
+/// what a thread costs that allocates nothing of its own (its stack, its heap metadata
+/// and whatever the thread library allocates for it).
+fn blocks_per_thread() -> usize {
+    std::env::var("MANY_THREADS_BLOCKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(BLOCKS, |n: usize| n.min(BLOCKS))
+}
 const FULL_SAMPLES_MS: &[u64] = &[0, 1000, 2000, 3000];
 const QUICK_SAMPLES_MS: &[u64] = &[0, 100];
 
@@ -25,6 +34,7 @@ pub fn run(quick: bool) {
     } else {
         (1000, FULL_SAMPLES_MS)
     };
+    let per_thread_blocks = blocks_per_thread();
     let rec = Arc::new(Recorder::new("many-threads"));
     let ready = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -47,7 +57,7 @@ pub fn run(quick: bool) {
                 let mut rng = Rng::new(i as u64 + 1);
                 let mut blocks: [Option<Box<[u8]>>; BLOCKS] = [const { None }; BLOCKS];
                 let mut bytes = 0;
-                for b in &mut blocks {
+                for b in blocks.iter_mut().take(per_thread_blocks) {
                     let n = rng.range(16, 2048);
                     let mut v = vec![0u8; n].into_boxed_slice();
                     v[n - 1] = 1;

@@ -30,6 +30,8 @@ pub struct Counters {
     pub steals: AtomicU64,
     pub steal_attempts: AtomicU64,
     pub sweeps: AtomicU64,
+    /// Blocks served from the shared start pages (`front/shared.rs`).
+    pub shared_start_blocks: AtomicU64,
 }
 
 pub static COUNTERS: Counters = Counters {
@@ -56,4 +58,5 @@ pub static COUNTERS: Counters = Counters {
     steals: AtomicU64::new(0),
     steal_attempts: AtomicU64::new(0),
     sweeps: AtomicU64::new(0),
+    shared_start_blocks: AtomicU64::new(0),
 };

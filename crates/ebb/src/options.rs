@@ -12,6 +12,7 @@
 //! | `EBB_SHOW_ERRORS` | 1 | report invalid and double frees on stderr |
 //! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower; fixed at start) |
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
+//! | `EBB_SHARED_START` | 1 | a thread's first blocks of a small class come from pages shared by all threads (`front/shared.rs`; 0: from its own pages at once) |
 //! | `EBB_LARGE_PAGES` | 0 | transparent huge pages: segments advised `MADV_HUGEPAGE`, purges that keep mostly used 2 MiB pages whole (`span/large_pages.rs`) |
 
 use crate::os;
@@ -44,6 +45,9 @@ pub struct Options {
     /// `EBB_LARGE_PAGES`: ask for transparent huge pages on segments made from now on,
     /// and purge free slices only out of 2 MiB ranges that are mostly free.
     pub large_pages: bool,
+    /// `EBB_SHARED_START`: serve a thread's first blocks of each small class from
+    /// pages all threads share (`front/shared.rs`), fixed for a heap when it is made.
+    pub shared_start: bool,
 }
 
 impl Options {
@@ -57,6 +61,7 @@ impl Options {
         abort_on_error: true,
         abort_on_foreign: false,
         large_pages: false,
+        shared_start: true,
     };
 
     /// Build options from a lookup function (the environment, or a test's table).
@@ -88,6 +93,9 @@ impl Options {
         }
         if let Some(v) = lookup(b"EBB_LARGE_PAGES\0").and_then(parse_bool) {
             o.large_pages = v;
+        }
+        if let Some(v) = lookup(b"EBB_SHARED_START\0").and_then(parse_bool) {
+            o.shared_start = v;
         }
         o
     }

@@ -85,6 +85,9 @@ pub struct Stats {
     /// Busy heaps that let go of their non-current pages when the purger asked
     /// (cumulative; `heap::sweep`).
     pub sweeps: u64,
+    /// Blocks served from the pages all threads share, before the threads had pages of
+    /// their own for the class (cumulative; `front/shared.rs`).
+    pub shared_start_blocks: u64,
     /// Resident bytes of ebb's memory, measured with `mincore`: segments (headers,
     /// spans, free slices not yet purged), huge blocks, kept huge mappings, heaps,
     /// check bitmaps and the segment map.
@@ -144,6 +147,7 @@ pub fn snapshot() -> Stats {
         steals: c.steals.load(Ordering::Relaxed),
         steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
         sweeps: c.sweeps.load(Ordering::Relaxed),
+        shared_start_blocks: c.shared_start_blocks.load(Ordering::Relaxed),
         resident: 0,
         metadata: 0,
         huge_kept: 0,
@@ -282,6 +286,11 @@ impl Stats {
             w,
             "  idle heaps taken over: {} of {} attempts; busy heaps swept: {}",
             self.steals, self.steal_attempts, self.sweeps
+        )?;
+        writeln!(
+            w,
+            "  blocks from shared start pages: {}",
+            self.shared_start_blocks
         )?;
         writeln!(
             w,

@@ -17,7 +17,7 @@ impl Stats {
     /// no pages are left out of `classes`.
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
         write!(w, "{{\"ebb_stats_version\":{FORMAT_VERSION}")?;
-        let fields: [(&str, u64); 34] = [
+        let fields: [(&str, u64); 35] = [
             ("allocated", self.allocated),
             ("allocated_small", self.allocated_small),
             ("allocated_large", self.allocated_large),
@@ -43,6 +43,7 @@ impl Stats {
             ("steals", self.steals),
             ("steal_attempts", self.steal_attempts),
             ("sweeps", self.sweeps),
+            ("shared_start_blocks", self.shared_start_blocks),
             ("pid", crate::os::process_id()),
             ("resident", self.resident),
             ("metadata", self.metadata),

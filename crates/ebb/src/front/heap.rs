@@ -37,16 +37,13 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsiz
 /// allocator call.
 #[repr(C)]
 pub struct Heap {
+    // -- The first OS page: what every heap writes (see `HOT_BYTES`).
     /// `in_op` (nesting count of allocator calls, fast paths included) and the steal
     /// state: the words of the takeover protocol (`protocol::Handshake`). First, so
     /// `in_op` is at offset 0 of the heap the fast paths hold.
     pub handshake: Handshake,
     /// The page each class allocates from (see the invariants above).
     pub current: [AtomicPtr<Page>; CLASS_COUNT],
-    /// Check mode (`CHECK_TAG` in `owner_word`): the current page of each class. The
-    /// tables above then always name the empty page, so every malloc takes the slow
-    /// path, where `check::mark_allocated` records the block.
-    pub checked_current: [AtomicPtr<Page>; CLASS_COUNT],
     /// `small_class[size]` is the class of a request of `size <= SMALL_MAX` bytes, and
     /// `small_class_c[size]` that of a C request (16-byte aligned above 8 bytes). The
     /// same in every heap (`size_class::small_classes`): a copy here is reached from the
@@ -54,7 +51,10 @@ pub struct Heap {
     /// its address (position-independent code), and a per-size byte needs no rounding.
     pub small_class: [u8; SMALL_COUNT],
     pub small_class_c: [u8; SMALL_COUNT],
-    pub queues: [PageList; CLASS_COUNT],
+    /// Blocks of each class the heap may still take from the shared start pages
+    /// (`front/shared.rs`), from `shared::SHARED_LIMITS` (all 0 with
+    /// `EBB_SHARED_START=0`); at 0 the class uses the heap's own pages.
+    pub shared_left: [u8; CLASS_COUNT],
     /// Pages in the queues (owner writes, stealer reads).
     pub page_count: AtomicUsize,
     /// Slow paths the owner has run (owner increments); the stealer leaves heaps whose
@@ -76,11 +76,26 @@ pub struct Heap {
     /// (`alloc::malloc_local_or_slow`): all ones, or 0 while the heap samples, so
     /// that refill goes through the slow path, which counts it (`profile::sampler`).
     pub local_mask: usize,
-    /// The heap's sampling state (`profile::sampler`).
+    // -- Written only by heaps that use them: left untouched (zero, never resident)
+    // by a thread that holds no page of its own, does not sample and is not in check
+    // mode. Every field from here on is valid as all-zero bytes (`new_heap`).
+    pub queues: [PageList; CLASS_COUNT],
+    /// Check mode (`CHECK_TAG` in `owner_word`): the current page of each class. The
+    /// tables above then always name the empty page, so every malloc takes the slow
+    /// path, where `check::mark_allocated` records the block. Null (never read)
+    /// outside check mode.
+    pub checked_current: [AtomicPtr<Page>; CLASS_COUNT],
+    /// The heap's sampling state (`profile::sampler`); all-zero is "not sampling"
+    /// while profiling never started (epoch 0).
     pub sampler: crate::profile::HeapSampler,
     /// The heap's guarded-sampling countdowns (`front::guarded`).
     pub guard: crate::front::guarded::HeapGuard,
 }
+
+/// Bytes at the start of a `Heap` that every heap writes: one OS page, so a thread
+/// that allocates only from the shared start pages costs 4 KiB of heap, not 8.
+pub const HOT_BYTES: usize = core::mem::offset_of!(Heap, queues);
+const _: () = assert!(HOT_BYTES <= 4096);
 
 impl Heap {
     pub const fn empty() -> Self {
@@ -90,10 +105,9 @@ impl Heap {
                 state: AtomicU32::new(NONE),
             },
             current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
-            checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             small_class: small_classes(false),
             small_class_c: small_classes(true),
-            queues: [PageList::new(); CLASS_COUNT],
+            shared_left: [0; CLASS_COUNT],
             page_count: AtomicUsize::new(0),
             activity: AtomicU64::new(0),
             seen_activity: AtomicU64::new(u64::MAX),
@@ -102,6 +116,8 @@ impl Heap {
             link: registry::Link::new(),
             owner_word: 0,
             local_mask: usize::MAX,
+            queues: [PageList::new(); CLASS_COUNT],
+            checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             sampler: crate::profile::HeapSampler::new(),
             guard: crate::front::guarded::HeapGuard::new(),
         }
@@ -142,7 +158,12 @@ impl Heap {
 
     /// Point every table entry at the empty page (after a steal).
     pub fn clear_tables(&self) {
-        for entry in self.current.iter().chain(&self.checked_current) {
+        let checked: &[AtomicPtr<Page>] = if self.owner_word & CHECK_TAG != 0 {
+            &self.checked_current
+        } else {
+            &[] // null outside check mode, and left untouched
+        };
+        for entry in self.current.iter().chain(checked) {
             entry.store(empty_page(), Ordering::Relaxed);
         }
     }
@@ -241,6 +262,7 @@ fn new_heap() -> *mut Heap {
     } else {
         Heap::from_link(spare)
     };
+    let options = crate::options::get();
     let heap = if reused.is_null() {
         let bytes = core::mem::size_of::<Heap>().next_multiple_of(os::page_size());
         let memory = os::reserve_aligned(bytes, os::page_size());
@@ -251,9 +273,9 @@ fn new_heap() -> *mut Heap {
         // Owner words are heap addresses: page aligned, so above every marker and with
         // the CHECK_TAG bit clear.
         debug_assert!(heap as usize >= MARKER_LIMIT && heap as usize & CHECK_TAG == 0);
-        // SAFETY: fresh, unused memory of the right size and alignment; nobody else
-        // knows its address yet.
-        unsafe { heap.write(Heap::empty()) };
+        // SAFETY: fresh memory of the right size and alignment, reading as zero; nobody
+        // else knows its address yet.
+        unsafe { init_fresh(heap) };
         heap
     } else {
         // A spare heap is DEAD, so a stealer that still holds its address only reads
@@ -263,11 +285,22 @@ fn new_heap() -> *mut Heap {
             let h = &mut *reused;
             h.handshake.in_op.store(0, Ordering::Relaxed);
             h.clear_tables();
-            h.queues = [PageList::new(); CLASS_COUNT];
-            h.page_count.store(0, Ordering::Relaxed);
+            // `abandon_all` emptied the queues (and so `page_count`) when it retired.
+            debug_assert!(h
+                .queues
+                .iter()
+                .all(|q| q.first.is_null() && q.last.is_null()));
+            debug_assert_eq!(h.page_count.load(Ordering::Relaxed), 0);
             h.local_mask = usize::MAX;
-            h.sampler = crate::profile::HeapSampler::new();
-            h.guard = crate::front::guarded::HeapGuard::new();
+            // Written only if profiling ever started (epoch 0 otherwise: a sampler that
+            // never sampled is as good as a new one), or guarded sampling is on, so the
+            // cold page stays untouched.
+            if !crate::profile::in_step(&crate::profile::HeapSampler::new()) {
+                h.sampler = crate::profile::HeapSampler::new();
+            }
+            if crate::front::guarded::enabled() {
+                h.guard = crate::front::guarded::HeapGuard::new();
+            }
         }
         reused
     };
@@ -275,14 +308,48 @@ fn new_heap() -> *mut Heap {
     unsafe {
         (*heap).seen_activity.store(u64::MAX, Ordering::Relaxed);
         (*heap).sweep_wanted.store(false, Ordering::Relaxed);
-        let check = crate::options::get().check;
-        (*heap).owner_word = heap as usize | if check { CHECK_TAG } else { 0 };
+        (*heap).owner_word = heap as usize | if options.check { CHECK_TAG } else { 0 };
+        if options.check && reused.is_null() {
+            (*heap).clear_tables(); // checked_current: the empty page
+        }
+        (*heap).shared_left = if options.shared_start {
+            crate::front::shared::SHARED_LIMITS
+        } else {
+            [0; CLASS_COUNT]
+        };
         (*heap).handshake.state.store(NONE, Ordering::Release);
         registry::register(core::ptr::addr_of_mut!((*heap).link));
     }
     COUNTERS.threads.fetch_add(1, Ordering::Relaxed);
     COUNTERS.threads_created.fetch_add(1, Ordering::Relaxed);
     heap
+}
+
+/// Set up a heap in fresh memory, which reads as zero: write only the fields whose
+/// empty value is not zero bytes, all in its first OS page (`HOT_BYTES`), so the rest
+/// (queues, check-mode table, sampler) stays untouched until used. A thread that
+/// allocates only from the shared start pages so costs one OS page of heap.
+///
+/// # Safety
+/// `heap` points to zeroed memory of at least `size_of::<Heap>()` bytes, aligned, that
+/// nobody else uses.
+unsafe fn init_fresh(heap: *mut Heap) {
+    const SMALL: [u8; SMALL_COUNT] = small_classes(false);
+    const SMALL_C: [u8; SMALL_COUNT] = small_classes(true);
+    // SAFETY: per the contract. Every field is an integer, a pointer, a bool or an atomic
+    // of those (or an array or struct of them), so zero bytes are a valid value of each:
+    // `handshake` (in_op 0; state written before publication), the queues (null
+    // links), counters 0, `checked_current` null (read in check mode only, which sets
+    // it), the sampler at epoch 0 (`profile::sync` sets it up when profiling starts).
+    unsafe {
+        use core::ptr::addr_of_mut;
+        for entry in &(*heap).current {
+            entry.store(empty_page(), Ordering::Relaxed);
+        }
+        addr_of_mut!((*heap).small_class).write(SMALL);
+        addr_of_mut!((*heap).small_class_c).write(SMALL_C);
+        (*heap).local_mask = usize::MAX;
+    }
 }
 
 /// pthread key destructor: the thread is exiting.

@@ -4,6 +4,7 @@
 //! - `heap`: the per-thread heap, made on first use, let go at thread exit;
 //! - `queue`: a heap's page queues per size class;
 //! - `slow`: the malloc and free slow paths, sweeping and retiring pages;
+//! - `shared`: the shared start pages, a thread's first blocks of each small class;
 //! - `takeover`: which heaps are idle, and taking one over (for the purger);
 //! - `tls`: how a thread finds its heap;
 //! - `check`: check mode's validation of frees (`EBB_CHECK=1`);
@@ -18,6 +19,7 @@ pub mod freed_key;
 pub mod guarded;
 pub mod heap;
 pub mod queue;
+pub mod shared;
 pub mod slow;
 pub mod takeover;
 pub mod tls;

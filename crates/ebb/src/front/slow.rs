@@ -5,7 +5,7 @@
 use crate::counters::COUNTERS;
 use crate::front::heap::{empty_heap, ensure_heap, Heap};
 use crate::front::queue::{queue_is_short, queue_push_back, queue_push_front, queue_remove};
-use crate::front::{check, freed_key, guarded, tls};
+use crate::front::{check, freed_key, guarded, shared, tls};
 use crate::handoff::{abandon, drain};
 use crate::os;
 use crate::process::purger::after_slow_path;
@@ -174,6 +174,8 @@ pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 
         }
         if !sampled.is_null() {
             sampled
+        } else if let Some(block) = shared::try_alloc(heap, class) {
+            block // a thread's first blocks of a class: front/shared.rs
         } else {
             let page = find_page(heap, class);
             if page.is_null() {

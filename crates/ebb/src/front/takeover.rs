@@ -20,11 +20,12 @@ const CANDIDATE_BATCH: usize = 32;
 /// outside the allocator right now (`collect(true)`). Returns when the next heap becomes
 /// idle enough (`u64::MAX`: no heap owns pages).
 pub fn take_over_idle(now: u64, idle_ms: u64) -> u64 {
+    // The shared start heap needs no handshake (its lock is all): see front/shared.rs.
+    let mut next_due = crate::front::shared::maintain(now, idle_ms);
     if !steal::available() {
-        return u64::MAX;
+        return next_due;
     }
     let mine = crate::front::tls::heap();
-    let mut next_due = u64::MAX;
     loop {
         // Pick candidates under the lock; heaps are never unmapped, so the pointers stay
         // valid after it is released (a heap that dies meanwhile is DEAD and skipped).
@@ -83,7 +84,7 @@ pub fn take_over_idle(now: u64, idle_ms: u64) -> u64 {
 ///
 /// # Safety
 /// `heap` must be a live heap (its atomics are read and the stealer's own written).
-unsafe fn quiet_since(heap: *mut Heap, now: u64) -> u64 {
+pub(super) unsafe fn quiet_since(heap: *mut Heap, now: u64) -> u64 {
     // SAFETY: per the contract.
     unsafe {
         let activity = (*heap).activity.load(Ordering::Relaxed);

@@ -23,9 +23,9 @@
 use crate::counters::COUNTERS;
 use crate::os;
 use crate::span::arena::{segments, SPAN_LOCK};
-use crate::span::large_pages;
 use crate::span::retain::{self, Scan, Verdict};
 use crate::span::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
+use crate::span::{header_purge, large_pages};
 use core::sync::atomic::Ordering;
 
 /// Runs decommitted per lock hold (found under the lock, decommitted outside it).
@@ -139,6 +139,10 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
                     seg_ref.committed_slices.assign_range(start, count, !done);
                     seg_ref.free_slices.assign_range(start, count, true);
                     seg_ref.free_count += count as u32;
+                    if done {
+                        // SAFETY: the span lock is held; a normal segment.
+                        unsafe { header_purge::purge_descriptors(seg_ref, start, count) };
+                    }
                 }
             }
             COUNTERS

@@ -29,14 +29,33 @@ pub const MAX_OS_PAGES: usize = 16;
 /// Blocks in a page of one slice, at most (8-byte blocks).
 const MAX_BLOCKS: usize = SLICE_SIZE / crate::size_class::MIN_BLOCK;
 
+/// log2 of the bytes one bit of `page.holes` stands for, or None if the page cannot
+/// have holes. A page of one slice (blocks up to 8 KiB): one OS page per bit. A page
+/// of big blocks (more than 8 KiB, 8 to 64 slices, at most 64 blocks): a sixteenth of
+/// the span rounded up to a power of two (32 KiB for 8 slices), so a run of free
+/// blocks goes back whole, link words and all, where `Page::purge_free_blocks` keeps
+/// the OS page holding each free block's link word.
+#[inline]
+pub fn unit_shift(page: &Page) -> Option<u32> {
+    let os_page = crate::os::page_size();
+    if os_page >= SLICE_SIZE || SLICE_SIZE / os_page > MAX_OS_PAGES {
+        return None;
+    }
+    let os_shift = os_page.trailing_zeros();
+    if page.slice_count == 1 && page.block_size() < PURGE_INSIDE_MIN {
+        return Some(os_shift);
+    }
+    if page.slice_count > 1 && page.block_size() >= PURGE_INSIDE_MIN {
+        let unit = (page.span_bytes() / MAX_OS_PAGES).next_power_of_two();
+        return Some(unit.trailing_zeros().max(os_shift));
+    }
+    None
+}
+
 /// True if `page` (in use, blocks carved) is of the kind that can have holes.
 #[inline]
 pub fn can_have_holes(page: &Page) -> bool {
-    let os_page = crate::os::page_size();
-    page.slice_count == 1
-        && page.block_size() < PURGE_INSIDE_MIN
-        && SLICE_SIZE / os_page <= MAX_OS_PAGES
-        && os_page < SLICE_SIZE
+    unit_shift(page).is_some()
 }
 
 /// True if the free blocks of `page` are purged inside after the purge delay: by holes,
@@ -61,11 +80,12 @@ fn os_pages_of(index: usize, size: usize, shift: u32) -> u16 {
 /// Blocks on the remote-free list count as live (the list is the other threads'); the
 /// callers take it in first. Owner only.
 pub fn purge(page: &mut Page) -> usize {
-    if !can_have_holes(page) || page.capacity == 0 {
+    let Some(shift) = unit_shift(page) else {
+        return 0;
+    };
+    if page.capacity == 0 {
         return 0;
     }
-    let os_page = crate::os::page_size();
-    let shift = os_page.trailing_zeros();
     let size = page.block_size();
     let start = page.start as usize;
     let capacity = page.capacity as usize;
@@ -92,8 +112,10 @@ pub fn purge(page: &mut Page) -> usize {
         }
     }
     let is_free = |i: usize| free[i / 64] & (1 << (i % 64)) != 0;
-    // An OS page is a hole if it holds a carved block and every block it holds is free.
-    let os_pages = SLICE_SIZE >> shift;
+    // A unit is a hole if it holds a carved block and every block it holds is free.
+    let span = page.span_bytes();
+    let os_pages = span.div_ceil(1 << shift);
+    debug_assert!(os_pages <= MAX_OS_PAGES);
     let mut new: u16 = 0;
     for j in 0..os_pages {
         if old & (1 << j) != 0 {
@@ -129,9 +151,11 @@ pub fn purge(page: &mut Page) -> usize {
         while j < os_pages && new & (1 << j) != 0 {
             j += 1;
         }
-        let bytes = (j - run_start) << shift;
-        // SAFETY: every block overlapping these OS pages is free and off every list
-        // (and the uncarved tail holds nothing), so no live data and no link word that
+        // The last unit may end past the span (units are powers of two; 9-slice spans
+        // are not): clamp. Spans are slice-aligned, so the range is whole OS pages.
+        let bytes = ((j << shift).min(span)) - (run_start << shift);
+        // SAFETY: every block overlapping these units is free and off every list (and
+        // the uncarved tail holds nothing), so no live data and no link word that
         // anyone reads lives there; they are whole OS pages of the page's span.
         if unsafe { crate::os::decommit((start + (run_start << shift)) as *mut u8, bytes) } {
             purged += bytes;
@@ -184,7 +208,10 @@ pub fn refill(page: &mut Page) -> bool {
     if holes == 0 {
         return false;
     }
-    let shift = crate::os::page_size().trailing_zeros();
+    let Some(shift) = unit_shift(page) else {
+        debug_assert!(false, "holes in a page that cannot have them");
+        return false;
+    };
     let size = page.block_size();
     let low = holes.trailing_zeros();
     // The lowest run of set bits.
@@ -219,7 +246,7 @@ pub fn refill(page: &mut Page) -> bool {
 /// Blocks in the holes of `page` (the invariant checks of tests; the profiler's cut,
 /// which counts a page's listed blocks without walking them). O(capacity).
 pub fn hole_blocks(page: &Page) -> usize {
-    let shift = crate::os::page_size().trailing_zeros();
+    let shift = unit_shift(page).unwrap();
     (0..page.capacity as usize)
         .filter(|&i| os_pages_of(i, page.block_size(), shift) & page.holes != 0)
         .count()
@@ -233,19 +260,26 @@ mod tests {
     use std::collections::BTreeSet;
     use std::vec::Vec;
 
-    /// A page of one slice over a private mapping (so decommit is real), all carved.
+    /// A page of one slice (or `slices`) over a private mapping (so decommit is real),
+    /// all carved.
     struct TestPage {
         mem: *mut u8,
+        bytes: usize,
         page: Page,
     }
 
     impl TestPage {
         fn new(size: usize) -> TestPage {
+            TestPage::with_slices(size, 1)
+        }
+
+        fn with_slices(size: usize, slices: usize) -> TestPage {
+            let bytes = slices * SLICE_SIZE;
             // SAFETY: a private anonymous mapping, unmapped in drop.
             let mem = unsafe {
                 libc::mmap(
                     null_mut(),
-                    SLICE_SIZE,
+                    bytes,
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                     -1,
@@ -255,8 +289,8 @@ mod tests {
             assert_ne!(mem, libc::MAP_FAILED);
             let mut page = Page::new();
             page.start = mem as *mut u8;
-            page.slice_count = 1;
-            page.init_blocks(crate::size_class::class_of(size), size, SLICE_SIZE);
+            page.slice_count = slices as u32;
+            page.init_blocks(crate::size_class::class_of(size), size, bytes);
             while page.extend() {
                 // Carve everything onto one list.
                 let mut tail = page.free;
@@ -272,6 +306,7 @@ mod tests {
             }
             TestPage {
                 mem: mem as *mut u8,
+                bytes,
                 page,
             }
         }
@@ -311,9 +346,9 @@ mod tests {
 
         /// Blocks resident, per OS page (mincore).
         fn resident_os_pages(&self) -> usize {
-            let mut vec = [0u8; 64];
-            let n = SLICE_SIZE / crate::os::page_size();
-            assert!(crate::os::mincore(self.mem, SLICE_SIZE, &mut vec[..n]));
+            let mut vec = [0u8; 1024];
+            let n = self.bytes / crate::os::page_size();
+            assert!(crate::os::mincore(self.mem, self.bytes, &mut vec[..n]));
             vec[..n].iter().filter(|&&v| v & 1 != 0).count()
         }
 
@@ -321,13 +356,13 @@ mod tests {
         /// hole, not live, no repeats.
         fn check(&self, live: &BTreeSet<usize>) {
             let p = &self.page;
-            let shift = crate::os::page_size().trailing_zeros();
+            let shift = unit_shift(p).unwrap();
             let mut seen = BTreeSet::new();
             for head in [p.free, p.local_free] {
                 let mut b = head;
                 while !b.is_null() {
                     let offset = b as usize - self.mem as usize;
-                    assert!(offset < SLICE_SIZE && offset % p.block_size() == 0);
+                    assert!(offset < self.bytes && offset % p.block_size() == 0);
                     let i = offset / p.block_size();
                     assert!(i < p.capacity as usize);
                     assert_eq!(
@@ -353,7 +388,7 @@ mod tests {
     impl Drop for TestPage {
         fn drop(&mut self) {
             // SAFETY: our mapping.
-            unsafe { libc::munmap(self.mem as *mut libc::c_void, SLICE_SIZE) };
+            unsafe { libc::munmap(self.mem as *mut libc::c_void, self.bytes) };
         }
     }
 
@@ -453,8 +488,24 @@ mod tests {
             seed ^= seed << 17;
             (seed % n as u64) as usize
         };
-        for &size in &[8usize, 48, 112, 640, 1536, 3072, 5120, 8192] {
-            let mut t = TestPage::new(size);
+        // Small blocks in one slice; big ones in 8 slices (holes of 32 KiB) and in 9
+        // (72 KiB blocks; holes of 64 KiB, the last one past the span's end).
+        for &(size, slices) in &[
+            (8usize, 1usize),
+            (48, 1),
+            (112, 1),
+            (640, 1),
+            (1536, 1),
+            (3072, 1),
+            (5120, 1),
+            (8192, 1),
+            (9216, 8),
+            (20480, 8),
+            (36864, 8),
+            (65536, 8),
+            (73728, 9),
+        ] {
+            let mut t = TestPage::with_slices(size, slices);
             let mut live = BTreeSet::new();
             let mut purges = 0;
             for step in 0..4000 {
@@ -484,5 +535,43 @@ mod tests {
             }
             assert!(purges > 0, "size {size}: the model never made a hole");
         }
+    }
+
+    /// A page of 16 KiB blocks in 8 slices with one survivor: every 32 KiB unit free of
+    /// it goes back whole (link words too), and the blocks come back out once each.
+    #[test]
+    fn big_blocks_go_back_whole() {
+        let size = 16 << 10;
+        let mut t = TestPage::with_slices(size, 8);
+        let reserved = t.page.reserved as usize;
+        let mut live = BTreeSet::new();
+        while let Some(i) = t.pop() {
+            // SAFETY: a handed-out block, ours to write.
+            unsafe { core::ptr::write_bytes(t.block(i) as *mut u8, 0x3C, size) };
+            live.insert(i);
+        }
+        for i in 0..reserved {
+            if i != 5 {
+                t.push(i);
+                live.remove(&i);
+            }
+        }
+        let purged = t.page.purge_free_blocks();
+        t.check(&live);
+        // Block 5 (80-96 KiB) lies in the third 32 KiB unit: every other unit is a hole;
+        // its neighbour there, block 4, keeps only the OS page of its link word.
+        let os_page = crate::os::page_size();
+        assert_eq!(t.page.holes.count_ones() as usize, 15);
+        assert_eq!(purged, 8 * SLICE_SIZE - (32 << 10) + (16 << 10) - os_page);
+        assert_eq!(t.resident_os_pages(), (16 << 10) / os_page + 1);
+        let mut out = BTreeSet::new();
+        while let Some(i) = t.pop() {
+            assert!(
+                i != 5 && out.insert(i),
+                "block {i} handed out twice or live"
+            );
+        }
+        assert_eq!(out.len(), reserved - 1);
+        assert_eq!(t.page.holes, 0);
     }
 }

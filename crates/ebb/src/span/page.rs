@@ -297,8 +297,9 @@ impl Page {
     /// Return to the OS the memory of this page that holds no live block: the part never
     /// carved into blocks, if the span was reused (a fresh one was never touched there),
     /// and, for blocks of at least `PURGE_INSIDE_MIN`, the inside of each free block but
-    /// its first OS page (its link word lives there); for smaller blocks, the OS pages
-    /// that hold only free blocks (`span::holes::purge`). For pages whose owner went idle or
+    /// its first OS page (its link word lives there), after the runs of free blocks
+    /// that fill whole sixteenths of the page went back as holes; for smaller blocks,
+    /// the OS pages that hold only free blocks (`span::holes::purge`). For pages whose owner went idle or
     /// that nobody claimed, where a few survivors would otherwise keep the whole page
     /// resident. Returns the bytes given back. Owner only.
     pub fn purge_free_blocks(&mut self) -> usize {
@@ -316,9 +317,9 @@ impl Page {
                 purged += end - start;
             }
         }
-        if crate::span::holes::can_have_holes(self) {
-            return purged + crate::span::holes::purge(self);
-        }
+        // Holes first (whole runs of free blocks, link words and all); then, for big
+        // blocks, the inside of each free block left on the lists.
+        purged += crate::span::holes::purge(self);
         if size < PURGE_INSIDE_MIN {
             return purged;
         }
