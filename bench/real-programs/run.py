@@ -171,6 +171,20 @@ def run_one(prog, alloc, work, timeout):
         stderr_tail=stderr[-300:] if code else "")
 
 
+def write_results(args, table, names, allocs, runs, rounds_done, started):
+    meta = dict(scale=args.scale, rounds=rounds_done, programs={n: table[n]["desc"] for n in names},
+                allocators=allocs, elapsed_s=time.monotonic() - started,
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                loadavg_end=os.getloadavg())
+    versions_path = os.path.join(args.work, "versions.json")
+    if os.path.exists(versions_path):
+        with open(versions_path) as f:
+            meta["versions"] = json.load(f)
+    with open(args.out + ".tmp", "w") as f:
+        json.dump(dict(meta=meta, runs=runs), f, indent=1)
+    os.replace(args.out + ".tmp", args.out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
@@ -211,16 +225,8 @@ def main():
                     r["peak_rss_kib"] / 1024, r["sha256"], purger,
                     "  EXIT %d: %s" % (r["exit"], r["stderr_tail"]) if r["exit"] else ""),
                     flush=True)
-    meta = dict(scale=args.scale, rounds=args.rounds, programs={n: table[n]["desc"] for n in names},
-                allocators=allocs, elapsed_s=time.monotonic() - started,
-                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                loadavg_end=os.getloadavg())
-    versions_path = os.path.join(args.work, "versions.json")
-    if os.path.exists(versions_path):
-        with open(versions_path) as f:
-            meta["versions"] = json.load(f)
-    with open(args.out, "w") as f:
-        json.dump(dict(meta=meta, runs=runs), f, indent=1)
+        # Written after every round, so a run cut short still leaves its whole rounds.
+        write_results(args, table, names, allocs, runs, rnd + 1, started)
     bad = [r for r in runs if r["exit"]]
     hashes = {}
     for r in runs:

@@ -455,6 +455,41 @@ fn purger_sleeps_under_steady_frees() {
     );
 }
 
+/// A kept huge mapping serves a request of any size: a much smaller one gets it with its
+/// tail given back, a larger one gets it grown (its pages moved, not fresh: they still
+/// hold what was written before), so a program replacing buffers of varied sizes does
+/// not fault in fresh memory for each.
+#[test]
+fn kept_huge_mappings_serve_smaller_and_larger_requests() {
+    let _serial = serial();
+    settle();
+    let layout = |size| std::alloc::Layout::from_size_align(size, 8).unwrap();
+    // SAFETY: non-zero layouts; every block is written within bounds and freed once.
+    unsafe {
+        let big = std::hint::black_box(std::alloc::alloc(layout(60 * MIB)));
+        assert!(!big.is_null());
+        big.write_bytes(0xA5, 60 * MIB);
+        // black_box: else the writes to a block freed right after may be elided.
+        std::alloc::dealloc(std::hint::black_box(big), layout(60 * MIB));
+        let smaller = std::hint::black_box(std::alloc::alloc(layout(20 * MIB)));
+        assert_eq!(
+            smaller, big,
+            "a 20 MiB request did not reuse the kept 60 MiB mapping"
+        );
+        assert_eq!(*smaller.add(20 * MIB - 1), 0xA5);
+        std::alloc::dealloc(smaller, layout(20 * MIB));
+        let larger = std::hint::black_box(std::alloc::alloc(layout(50 * MIB)));
+        assert!(!larger.is_null());
+        let moved_pages = *larger == 0xA5 && *larger.add(20 * MIB - 1) == 0xA5;
+        larger.write_bytes(0x5A, 50 * MIB);
+        std::alloc::dealloc(larger, layout(50 * MIB));
+        assert!(
+            moved_pages,
+            "a 50 MiB request did not grow the kept 20 MiB mapping (fresh pages)"
+        );
+    }
+}
+
 /// A freed huge block's mapping is reused by the next huge request of about its size
 /// (no mmap/munmap per pair), `alloc_zeroed` of a reused mapping reads zero, and the
 /// kept mapping is unmapped once its purge delay has passed, with no allocator call.

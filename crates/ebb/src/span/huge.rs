@@ -8,10 +8,12 @@
 //! shares a window with it, since every segment starts on a window of its own.
 //!
 //! A freed mapping of up to [`CACHE_MAX_MAPPING`] is kept (at most [`CACHE_SLOTS`] of
-//! them, in [`CACHE`] under its own lock) and handed to the next huge request
-//! that fits it with little to spare, until its purge delay passes and the purger unmaps
-//! it: a program that allocates and frees a 32 MiB buffer in a loop would otherwise pay
-//! `mmap`, `munmap` and the page faults of fresh memory every time. A kept mapping stays
+//! them, in [`CACHE`] under its own lock) and handed to the next huge request, fitted
+//! to it (`take_cached`: the smallest that holds it, its tail given back if more than a
+//! quarter would be spare, else the largest, grown with `mremap`), until its purge delay
+//! passes and the purger unmaps it: a program that allocates and frees 5-25 MiB buffers
+//! in a loop would otherwise pay `mmap`, `munmap` and the page faults of fresh memory
+//! every time. A kept mapping stays
 //! in the segment map with its descriptor `FREE`, so a stale `free` is still reported.
 
 use crate::counters::COUNTERS;
@@ -100,19 +102,119 @@ pub fn kept_mappings() -> [(usize, usize); CACHE_SLOTS] {
     out
 }
 
-/// Take a kept mapping of at least `needed` bytes (and at most a quarter more) whose
-/// base is aligned to `align`. Returns `(base, mapped)`.
+/// Take the kept mapping that best serves a request for `needed` bytes at a base
+/// aligned to `align`, fitted to it: the smallest one that holds `needed` (its tail given
+/// back if more than a quarter would be spare), else the largest one, grown (its pages
+/// move with `mremap`; only the part added is fresh memory). Returns `(base, mapped)`.
+///
+/// Any kept mapping is worth taking: its pages are already faulted in, and faulting
+/// fresh pages is what a huge request costs (a program replacing 5-25 MiB buffers at
+/// random otherwise mostly misses the cache and faults every page of every block).
 fn take_cached(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
-    let mut cache = CACHE.lock();
-    let slot = cache.iter_mut().find(|c| {
-        c.base != 0 && c.mapped >= needed && c.mapped - needed <= needed / 4 && c.base % align == 0
-    })?;
-    let taken = (slot.base as *mut u8, slot.mapped);
-    *slot = CachedMapping::EMPTY;
+    let taken = {
+        let mut cache = CACHE.lock();
+        let index = best_fit(&cache[..], needed, align)?;
+        core::mem::replace(&mut cache[index], CachedMapping::EMPTY)
+    };
     COUNTERS
         .huge_cached
-        .fetch_sub(taken.1 as u64, Ordering::Relaxed);
-    Some(taken)
+        .fetch_sub(taken.mapped as u64, Ordering::Relaxed);
+    let base = taken.base as *mut u8;
+    if taken.mapped >= needed {
+        if taken.mapped - needed > needed / 4 {
+            // SAFETY: the mapping is out of the cache and unused; `needed` is whole slices.
+            unsafe { shrink_mapping(base, taken.mapped, needed) };
+            return Some((base, needed));
+        }
+        return Some((base, taken.mapped));
+    }
+    // SAFETY: the mapping is out of the cache and unused.
+    let grown = unsafe { grow_mapping(base, taken.mapped, needed, align) };
+    if grown.is_null() {
+        unmap(taken.base, taken.mapped);
+        return None;
+    }
+    Some((grown, needed))
+}
+
+/// Index of the kept mapping `take_cached` takes for `needed` bytes at alignment
+/// `align`: the smallest that holds `needed`, else the largest; None if none is kept.
+fn best_fit(cache: &[CachedMapping], needed: usize, align: usize) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (index, c) in cache.iter().enumerate() {
+        if c.base == 0 || c.base % align != 0 {
+            continue;
+        }
+        let better = match best {
+            None => true,
+            Some(b) => {
+                let held = cache[b].mapped;
+                if c.mapped >= needed {
+                    held < needed || c.mapped < held
+                } else {
+                    held < needed && c.mapped > held
+                }
+            }
+        };
+        if better {
+            best = Some(index);
+        }
+    }
+    best
+}
+
+/// Give back the tail of mapping `[base, base + mapped)` past `needed` bytes and forget
+/// the windows it no longer reaches (the window of its new end stays its own).
+///
+/// # Safety
+/// The mapping must be a huge mapping of the caller's; `needed < mapped`, whole slices.
+unsafe fn shrink_mapping(base: *mut u8, mapped: usize, needed: usize) {
+    let kept_end = (base as usize + needed).next_multiple_of(SEGMENT_SIZE);
+    let old_end = base as usize + mapped;
+    if old_end > kept_end {
+        segment::unmap_windows(kept_end, old_end - kept_end);
+    }
+    // SAFETY: per the contract the tail is ours and unused.
+    unsafe { os::release(base.add(needed), mapped - needed) };
+    COUNTERS
+        .huge_bytes
+        .fetch_sub((mapped - needed) as u64, Ordering::Relaxed);
+}
+
+/// Grow mapping `[base, base + mapped)` to `needed` bytes: in place if the address space
+/// after it is free, else by moving its pages to a fresh reservation aligned to `align`
+/// (the old windows are then forgotten; the caller maps the new ones with `install`).
+/// Returns the new base, or null with the mapping unchanged.
+///
+/// # Safety
+/// The mapping must be a huge mapping of the caller's, `needed > mapped`.
+unsafe fn grow_mapping(base: *mut u8, mapped: usize, needed: usize, align: usize) -> *mut u8 {
+    if !os::HAS_REMAP {
+        return null_mut();
+    }
+    // SAFETY: per the contract the mapping is ours; `dest` is a fresh reservation.
+    unsafe {
+        let mut new_base = os::remap(base, mapped, needed, null_mut());
+        if new_base.is_null() {
+            let dest = os::reserve_aligned(needed, align);
+            if dest.is_null() || !segment::in_map_range(dest.wrapping_add(needed - 1)) {
+                if !dest.is_null() {
+                    os::release(dest, needed);
+                }
+                return null_mut();
+            }
+            if os::remap(base, mapped, needed, dest).is_null() {
+                os::release(dest, needed);
+                return null_mut();
+            }
+            segment::unmap_windows(base as usize, mapped);
+            new_base = dest;
+        }
+        COUNTERS
+            .huge_bytes
+            .fetch_add((needed - mapped) as u64, Ordering::Relaxed);
+        new_base
+    }
 }
 
 /// Keep the mapping of segment `seg` for reuse. False if it is too big.
@@ -151,12 +253,17 @@ fn release(kept: CachedMapping) {
     COUNTERS
         .huge_cached
         .fetch_sub(kept.mapped as u64, Ordering::Relaxed);
-    segment::unmap_windows(kept.base, kept.mapped);
+    unmap(kept.base, kept.mapped);
+}
+
+/// Unmap a huge mapping nobody uses and that is not in the cache.
+fn unmap(base: usize, mapped: usize) {
+    segment::unmap_windows(base, mapped);
     COUNTERS
         .huge_bytes
-        .fetch_sub(kept.mapped as u64, Ordering::Relaxed);
-    // SAFETY: the mapping was freed and taken out of the cache: nobody uses it.
-    unsafe { os::release(kept.base as *mut u8, kept.mapped) };
+        .fetch_sub(mapped as u64, Ordering::Relaxed);
+    // SAFETY: the mapping was freed and is not in the cache: nobody uses it.
+    unsafe { os::release(base as *mut u8, mapped) };
 }
 
 /// Unmap kept mappings whose purge delay has passed (all of them if `force`). Returns
@@ -339,49 +446,55 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
             return base.add(offset);
         }
         if needed < mapped {
-            // Shrink in place: give back the tail, and forget the windows it no longer
-            // reaches (the window of its new end stays ours).
-            let kept_end = (base as usize + needed).next_multiple_of(SEGMENT_SIZE);
-            let old_end = base as usize + mapped;
-            if old_end > kept_end {
-                segment::unmap_windows(kept_end, old_end - kept_end);
-            }
-            os::release(base.add(needed), mapped - needed);
-            COUNTERS
-                .huge_bytes
-                .fetch_sub((mapped - needed) as u64, Ordering::Relaxed);
+            // Shrink in place.
+            shrink_mapping(base, mapped, needed);
             (*seg).mapped = needed;
             (*seg).huge_size = needed - offset;
             (*page).block_size.store(needed - offset, Ordering::Relaxed);
             set_used_bytes(seg, new_size);
             return base.add(offset);
         }
-        if !os::HAS_REMAP {
+        // Grow in place if the address space after us is free, else move the pages.
+        let new_base = grow_mapping(base, mapped, needed, offset.max(SEGMENT_SIZE));
+        if new_base.is_null() {
             return null_mut(); // the caller copies
         }
-        // Grow in place if the address space after us is free, else move the pages.
-        let mut new_base = os::remap(base, mapped, needed, null_mut());
-        if new_base.is_null() {
-            let dest = os::reserve_aligned(needed, offset.max(SEGMENT_SIZE));
-            if dest.is_null() || !segment::in_map_range(dest.wrapping_add(needed - 1)) {
-                if !dest.is_null() {
-                    os::release(dest, needed);
-                }
-                return null_mut();
-            }
-            if os::remap(base, mapped, needed, dest).is_null() {
-                os::release(dest, needed);
-                return null_mut();
-            }
-            segment::unmap_windows(base as usize, mapped);
-            new_base = dest;
-        }
-        COUNTERS
-            .huge_bytes
-            .fetch_add((needed - mapped) as u64, Ordering::Relaxed);
         let block = install(new_base, needed, offset, false);
         // The header moved with the pages, `huge_used` included.
         set_used_bytes(new_base as *mut Segment, new_size);
         block
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(base: usize, mapped: usize) -> CachedMapping {
+        CachedMapping {
+            base,
+            mapped,
+            freed_at: 0,
+        }
+    }
+
+    #[test]
+    fn best_fit_takes_the_smallest_that_holds_else_the_largest() {
+        const M: usize = 1 << 20;
+        let w = SEGMENT_SIZE;
+        let cache = [
+            kept(w, 40 * M),
+            CachedMapping::EMPTY,
+            kept(3 * w, 24 * M),
+            kept(5 * w, 18 * M),
+        ];
+        assert_eq!(best_fit(&cache, 20 * M, w), Some(2));
+        assert_eq!(best_fit(&cache, 18 * M, w), Some(3));
+        assert_eq!(best_fit(&cache, 30 * M, w), Some(0));
+        // None holds 50 MiB: the largest is grown.
+        assert_eq!(best_fit(&cache, 50 * M, w), Some(0));
+        // Only bases aligned to the request's alignment count.
+        assert_eq!(best_fit(&cache, 20 * M, 2 * w), None);
+        assert_eq!(best_fit(&[CachedMapping::EMPTY; 2], M, w), None);
     }
 }
