@@ -84,6 +84,8 @@ mod options;
 mod os;
 mod process;
 mod protocol;
+#[cfg(feature = "secure")]
+mod secure;
 mod size_class;
 mod span;
 mod stats;

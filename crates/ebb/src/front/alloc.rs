@@ -110,7 +110,8 @@ unsafe fn pop_or_slow<const C: bool>(
         if block.is_null() {
             return malloc_local_or_slow(size, page, heap, C);
         }
-        (*page).free = (*block).next;
+        (*page).free = (*page).link(block);
+        (*page).clear_link(block);
         (*page).inc_used();
         (*heap).leave();
         block as *mut u8
@@ -168,9 +169,10 @@ fn malloc_local_or_slow(
         if block.is_null() {
             return malloc_slow_and_leave(size, heap, c);
         }
-        (*page).local_free = (*block).next;
+        (*page).local_free = (*page).link(block);
         (*page).free = core::ptr::null_mut();
         core::mem::swap(&mut (*page).free, &mut (*page).local_free);
+        (*page).clear_link(block);
         (*page).free_is_zero = false;
         (*page).inc_used();
         (*heap).leave();
@@ -292,7 +294,8 @@ fn malloc_zeroed(size: usize) -> *mut u8 {
             return alloc_zeroed_any(size, MIN_ALIGN);
         }
         let zero = (*page).free_is_zero;
-        (*page).free = (*block).next;
+        (*page).free = (*page).link(block);
+        (*page).clear_link(block);
         (*page).inc_used();
         (*heap).leave();
         if zero {
@@ -372,6 +375,10 @@ pub unsafe fn free(ptr: *mut u8) {
     unsafe {
         (*heap).enter();
         let page = segment::page_of(seg, ptr);
+        #[cfg(feature = "secure")]
+        if !crate::front::secure::free_passes(page, ptr) {
+            return crate::front::secure::free_rejected_and_leave(ptr, page, heap);
+        }
         if (*page).owner.load(Ordering::Relaxed) != heap as usize {
             return free_slow_and_leave(ptr, page, heap);
         }

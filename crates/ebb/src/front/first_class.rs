@@ -200,7 +200,8 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
         if block.is_null() {
             return malloc_slow(fc, class);
         }
-        (*page).free = (*block).next;
+        (*page).free = (*page).link(block);
+        (*page).clear_link(block);
         (*page).inc_used();
         block as *mut u8
     }
@@ -405,6 +406,11 @@ pub unsafe fn free(fc: *mut FirstClass, ptr: *mut u8) {
     unsafe {
         if !seg.is_null() {
             let page = segment::page_of(seg, ptr);
+            #[cfg(feature = "secure")]
+            if !crate::front::secure::free_passes(page, ptr) {
+                crate::front::secure::free_rejected(ptr, page);
+                return;
+            }
             if (*page).owner.load(Ordering::Relaxed) == (*fc).heap.owner_word
                 && (*fc).heap.owner_word & CHECK_TAG == 0
                 && on_owner_thread(fc)

@@ -7,13 +7,16 @@
 //! - `takeover`: which heaps are idle, and taking one over (for the purger);
 //! - `tls`: how a thread finds its heap;
 //! - `check`: check mode's validation of frees (`EBB_CHECK=1`);
-//! - `first_class`: heaps the program creates and destroys (`ebb::Heap`).
+//! - `first_class`: heaps the program creates and destroys (`ebb::Heap`);
+//! - `secure`: the secure build's checks on free (`secure` feature).
 
 pub mod alloc;
 pub mod check;
 pub mod first_class;
 pub mod heap;
 pub mod queue;
+#[cfg(feature = "secure")]
+pub mod secure;
 pub mod slow;
 pub mod takeover;
 pub mod tls;

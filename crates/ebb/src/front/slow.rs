@@ -210,7 +210,8 @@ pub unsafe fn pop(page: *mut Page) -> *mut u8 {
     unsafe {
         let block = (*page).free;
         debug_assert!(!block.is_null());
-        (*page).free = (*block).next;
+        (*page).free = (*page).link(block);
+        (*page).clear_link(block);
         (*page).inc_used();
         block as *mut u8
     }

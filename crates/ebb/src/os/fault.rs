@@ -1,4 +1,5 @@
-//! Fault injection for the OS memory calls (`reserve_aligned`, `decommit`, `remap`):
+//! Fault injection for the OS memory calls (`reserve_aligned`, `reserve_at`, `decommit`,
+//! `remap`, `protect`):
 //! make them fail on demand, so every path that handles a refusal can be tested.
 //!
 //! Armed from the environment on the first OS memory call, or by
@@ -22,10 +23,12 @@ pub enum Kind {
     Reserve = 1,
     Decommit = 2,
     Remap = 4,
+    /// `protect` (the secure build's guard pages).
+    Protect = 8,
 }
 
 /// Every kind.
-pub const ALL_KINDS: u8 = 7;
+pub const ALL_KINDS: u8 = 15;
 
 const UNREAD: u8 = 0;
 const OFF: u8 = 1;

@@ -19,6 +19,9 @@
 //!   slices from decommitted ones), and `alloc_zeroed` writes zeros.
 //! - [`HAS_REMAP`]: [`remap`] can grow a mapping in place or move its pages without a
 //!   copy. False: `remap` always returns null and huge `realloc` copies.
+//! - [`HAS_PROTECT`]: [`protect`] can make a page-aligned part of a reservation
+//!   inaccessible and accessible again. False: `protect` always returns false, and the
+//!   secure build has no guard pages (it says so at start).
 //! - [`HAS_MEMBARRIER`]: [`membarrier`] exists (a full barrier on every running thread
 //!   of the process). False: idle heaps are never taken over (their pages wait for
 //!   their thread's next allocator call or its exit).
@@ -39,6 +42,12 @@
 //!   (`dest` null) or move its pages to the reservation at `dest`; null if it cannot.
 //!   Pre: `old` reserved with `old_size`; `dest` null or an unused reservation of
 //!   `new_size` bytes. Post: on success the contents are at the returned address.
+//! - `protect(ptr, size, accessible) -> bool`: make a page-aligned range of a
+//!   reservation fault on any access, or read/write again; true if done. Pre: page
+//!   aligned, reserved, unused while inaccessible. (The secure build's guard pages.)
+//! - `reserve_at(at, size) -> *mut u8`: as `reserve_aligned`, but exactly at `at`, or
+//!   null if that range is taken (never replaces a mapping). (Randomised placement.)
+//! - `random_seed() -> u64`: 64 unpredictable bits (the secure build's keys).
 //! - `page_size() -> usize`.
 //! - `valgrind_mark_defined(ptr, size)`: tell a memory checker the range is defined
 //!   (a no-op natively).
@@ -76,7 +85,7 @@
 //! header of a huge mapping found through the segment map may be freed meanwhile).
 //!
 //! Fault injection (`fault.rs`, shared by every implementation): `reserve_aligned`,
-//! `decommit` and `remap` ask [`fault::refuse`] first and fail as the OS would when it
+//! `reserve_at`, `decommit`, `remap` and `protect` ask [`fault::refuse`] first and fail as the OS would when it
 //! says so; `release` reports the bytes it gives back with [`fault::released`].
 //!
 //! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
@@ -108,11 +117,15 @@ mod contract {
     const _: bool = DECOMMIT_ZEROES;
     const _: bool = HAS_REMAP;
     const _: bool = HAS_MEMBARRIER;
+    const _: bool = HAS_PROTECT;
     const _: () = assert!(ADDRESS_BITS >= 39 && ADDRESS_BITS <= 48);
     const _: fn(usize, usize) -> *mut u8 = reserve_aligned;
     const _: unsafe fn(*mut u8, usize) = release;
     const _: unsafe fn(*mut u8, usize) -> bool = decommit;
     const _: unsafe fn(*mut u8, usize, usize, *mut u8) -> *mut u8 = remap;
+    const _: unsafe fn(*mut u8, usize, bool) -> bool = protect;
+    const _: fn(*mut u8, usize) -> *mut u8 = reserve_at;
+    const _: fn() -> u64 = random_seed;
     const _: fn() -> usize = page_size;
     const _: fn(*mut u8, usize) = valgrind_mark_defined;
     const _: fn() -> u64 = now_ms;

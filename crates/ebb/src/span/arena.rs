@@ -166,6 +166,13 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         (*page).reserved = 1;
         (*page).capacity = 1;
         (*page).set_used(1);
+        // The secure build's free checks read these (a first-class heap's large spans
+        // are freed through the checks for pages).
+        #[cfg(feature = "secure")]
+        {
+            (*page).key = crate::secure::new_key();
+            (*page).block_magic = crate::secure::multiple_magic(count * SLICE_SIZE);
+        }
         (*page).owner.store(LARGE, Ordering::Release);
     }
     COUNTERS.large_allocs.fetch_add(1, Ordering::Relaxed);
@@ -267,6 +274,11 @@ pub unsafe fn free_span(page: *mut Page, unused_since: u64) {
             FREE | ABANDONED | HUGE
         ));
         let index = (*seg).page_index(page);
+        #[cfg(feature = "secure")]
+        if (*page).guarded {
+            crate::secure::unguard((*page).start, (*page).span_bytes());
+            (*page).guarded = false;
+        }
         free_slices_locked(seg, index, (*page).slice_count as usize, unused_since);
     }
 }

@@ -116,6 +116,10 @@ pub struct Page {
     pub prev: *mut Page,
     /// Slices in the span (first slice only).
     pub slice_count: u32,
+    /// Secure build: the span's last OS page is a guard page (`secure::guard`), lifted
+    /// when the span goes back to the arena.
+    #[cfg(feature = "secure")]
+    pub guarded: bool,
     // -- line 1: read by every free
     _line1: [CacheLine; 0],
     /// Heap address, or a marker (`FREE`, `ABANDONED`, ...).
@@ -134,6 +138,13 @@ pub struct Page {
     ///   (`handoff::abandon::purge_unclaimed_insides`), or `PURGED_INSIDE` once done;
     /// - otherwise (owned, unlisted, small blocks): unused, stale.
     pub freed_at: AtomicU64,
+    /// Secure build: the key of the page's encoded free-list links (`secure::encode`),
+    /// drawn when the page is set up.
+    #[cfg(feature = "secure")]
+    pub key: usize,
+    /// Secure build: `secure::multiple_magic(block_size)`, to tell block starts on free.
+    #[cfg(feature = "secure")]
+    pub block_magic: u64,
     // -- line 2: written by other threads' frees
     _line2: [CacheLine; 0],
     /// Blocks freed by other threads: the list head, with the list's length in the
@@ -170,12 +181,18 @@ impl Page {
             next: null_mut(),
             prev: null_mut(),
             slice_count: 0,
+            #[cfg(feature = "secure")]
+            guarded: false,
             _line1: [],
             owner: AtomicUsize::new(FREE),
             last_owner: AtomicUsize::new(0),
             block_size: AtomicUsize::new(0),
             start: null_mut(),
             freed_at: AtomicU64::new(0),
+            #[cfg(feature = "secure")]
+            key: 0,
+            #[cfg(feature = "secure")]
+            block_magic: 0,
             _line2: [],
             thread_free: AtomicPtr::new(null_mut()),
         }
@@ -184,6 +201,61 @@ impl Page {
     #[inline(always)]
     pub fn block_size(&self) -> usize {
         self.block_size.load(Ordering::Relaxed)
+    }
+
+    /// The link word of free block `block` of this page: the next block, or null.
+    /// In the secure build the word is encoded and checked (`secure::decode`).
+    ///
+    /// # Safety
+    /// `block` is a free block of this page (on one of its lists).
+    #[inline(always)]
+    pub unsafe fn link(&self, block: *mut Block) -> *mut Block {
+        // SAFETY: per the contract the block is free, so its first word is a link.
+        let stored = unsafe { (*block).next };
+        #[cfg(feature = "secure")]
+        let stored = crate::secure::decode(
+            self.key,
+            self.start as usize,
+            self.span_bytes(),
+            block as usize,
+            stored as usize,
+        ) as *mut Block;
+        stored
+    }
+
+    /// Write the link word of free block `block`: it points to `next` (null allowed).
+    ///
+    /// # Safety
+    /// `block` is a block of this page the caller may write (going onto a list).
+    #[inline(always)]
+    pub unsafe fn set_link(&self, block: *mut Block, next: *mut Block) {
+        #[cfg(feature = "secure")]
+        let next = crate::secure::encode(self.key, block as usize, next as usize) as *mut Block;
+        // SAFETY: per the contract.
+        unsafe { (*block).next = next };
+    }
+
+    /// Secure build: clear the link word of `block`, just taken off a list (after the
+    /// list head moved on), so a block in use never holds a valid link: that is how a
+    /// double free is recognised. Nothing in other builds.
+    ///
+    /// The compiler fence keeps the clearing after the store of the new list head: a
+    /// `fork` in between would otherwise leave the child a list whose head has no link
+    /// (the child takes over the pages of the threads that did not survive; a compiler
+    /// fence is enough where stores become visible in order, as on x86-64).
+    ///
+    /// # Safety
+    /// `block` was just taken off this page's list by the caller, its owner.
+    #[inline(always)]
+    pub unsafe fn clear_link(&self, block: *mut Block) {
+        #[cfg(feature = "secure")]
+        // SAFETY: per the contract the block is the caller's.
+        unsafe {
+            core::sync::atomic::compiler_fence(Ordering::Release);
+            (*block).next = null_mut();
+        }
+        #[cfg(not(feature = "secure"))]
+        let _ = block;
     }
 
     /// Blocks handed out and not yet returned to the owner's lists.
@@ -237,6 +309,8 @@ impl Page {
     /// Set up a fresh span as a page of `block_size` blocks (owner: the caller).
     pub fn init_blocks(&mut self, class: usize, block_size: usize, bytes: usize) {
         debug_assert!(block_size >= crate::size_class::MIN_BLOCK);
+        #[cfg(feature = "secure")]
+        let bytes = self.secure_init(block_size, bytes);
         self.free = null_mut();
         self.local_free = null_mut();
         self.used.store(0, Ordering::Relaxed); // not current yet either
@@ -248,6 +322,29 @@ impl Page {
         self.thread_free.store(null_mut(), Ordering::Relaxed);
         self.next = null_mut();
         self.prev = null_mut();
+    }
+
+    /// The secure build's part of `init_blocks`: a fresh key, the block-start constant,
+    /// and (level full) a guard page at the end of the span. Returns the bytes left for
+    /// blocks.
+    #[cfg(feature = "secure")]
+    fn secure_init(&mut self, block_size: usize, bytes: usize) -> usize {
+        self.key = crate::secure::new_key();
+        self.block_magic = crate::secure::multiple_magic(block_size);
+        debug_assert!(!self.guarded, "a span keeps its guard page");
+        // Only a segment's own descriptors guard their spans: a descriptor made over
+        // other memory (unit tests) does not.
+        let in_segment = core::ptr::eq(
+            crate::span::segment::segment_of_page(self),
+            crate::span::segment::segment_of(self.start),
+        );
+        // SAFETY: a fresh span of ours, nothing carved in it yet.
+        self.guarded = in_segment && unsafe { crate::secure::guard(self.start, bytes) };
+        if self.guarded {
+            bytes - crate::os::page_size()
+        } else {
+            bytes
+        }
     }
 
     /// True if nothing is handed out (after `gather_frees`).
@@ -304,7 +401,7 @@ impl Page {
                     if start < end && crate::os::decommit(start as *mut u8, end - start) {
                         purged += end - start;
                     }
-                    block = (*block).next;
+                    block = self.link(block);
                 }
             }
         }
@@ -351,10 +448,14 @@ impl Page {
             // Acquire swap makes their link words visible; the list has `count` blocks.
             unsafe {
                 let mut tail = list;
-                while !(*tail).next.is_null() {
-                    tail = (*tail).next;
+                loop {
+                    let next = self.link(tail);
+                    if next.is_null() {
+                        break;
+                    }
+                    tail = next;
                 }
-                (*tail).next = self.local_free;
+                self.set_link(tail, self.local_free);
             }
             self.local_free = list;
         }
@@ -377,14 +478,31 @@ impl Page {
         // owner has exclusive use of; nobody else has seen them yet.
         unsafe {
             let first = self.start.add(self.capacity as usize * size);
-            let mut block = first;
-            for _ in 1..count {
-                let next = block.add(size);
-                (*(block as *mut Block)).next = next as *mut Block;
-                block = next;
+            #[cfg(not(feature = "secure"))]
+            {
+                let mut block = first;
+                for _ in 1..count {
+                    let next = block.add(size);
+                    (*(block as *mut Block)).next = next as *mut Block;
+                    block = next;
+                }
+                (*(block as *mut Block)).next = null_mut();
+                self.free = first as *mut Block;
             }
-            (*(block as *mut Block)).next = null_mut();
-            self.free = first as *mut Block;
+            #[cfg(feature = "secure")]
+            {
+                // Linked in a random order at level full (`secure::Shuffle`).
+                let order = crate::secure::Shuffle::new(count);
+                let block_at = |i: usize| first.add(order.index(i, count) * size) as *mut Block;
+                let mut block = block_at(0);
+                self.free = block;
+                for i in 1..count {
+                    let next = block_at(i);
+                    self.set_link(block, next);
+                    block = next;
+                }
+                self.set_link(block, null_mut());
+            }
         }
         self.capacity += count as u32;
         self.free_is_zero = self.is_zero;
@@ -399,7 +517,7 @@ impl Page {
     #[inline(always)]
     pub unsafe fn free_local(&mut self, block: *mut Block) -> bool {
         // SAFETY: per the contract, the block is ours to write.
-        unsafe { (*block).next = self.local_free };
+        unsafe { self.set_link(block, self.local_free) };
         self.local_free = block;
         debug_assert!(self.used() > 0, "local free of a page with no block in use");
         let used = self.used.as_ptr();
@@ -427,7 +545,7 @@ impl Page {
             let tag = head as usize & !THREAD_FREE_ADDR_MASK;
             debug_assert!(tag >> THREAD_FREE_COUNT_SHIFT < 0xffff);
             // SAFETY: the block is ours until the CAS publishes it.
-            unsafe { (*block).next = head.wrapping_byte_sub(tag) };
+            unsafe { self.set_link(block, head.wrapping_byte_sub(tag)) };
             block.wrapping_byte_add(tag + (1 << THREAD_FREE_COUNT_SHIFT))
         })
     }
@@ -513,13 +631,13 @@ impl PageList {
 
 /// Count blocks on a list.
 #[cfg(test)]
-pub fn list_len(mut head: *mut Block) -> usize {
+pub fn list_len(page: &Page, mut head: *mut Block) -> usize {
     let mut n = 0;
-    // SAFETY: callers pass lists they own.
+    // SAFETY: callers pass lists of `page` they own.
     unsafe {
         while !head.is_null() {
             n += 1;
-            head = (*head).next;
+            head = page.link(head);
         }
     }
     n
@@ -585,7 +703,8 @@ mod tests {
         let live = page.free;
         // SAFETY: test owns the page and its blocks.
         unsafe {
-            page.free = (*live).next;
+            page.free = page.link(live);
+            page.clear_link(live);
             page.set_used(1);
             (live as *mut u8).add(8).write(0x5A);
         }
@@ -598,7 +717,7 @@ mod tests {
         unsafe {
             assert_eq!(page.free, free);
             assert!(
-                (*free).next.is_null(),
+                page.link(free).is_null(),
                 "the free block's link word survives"
             );
             assert_eq!(
@@ -624,12 +743,16 @@ mod tests {
         assert_eq!(page.reserved, 64);
         assert!(page.extend());
         assert_eq!(page.capacity, 64);
-        assert_eq!(list_len(page.free), 64);
+        assert_eq!(list_len(&page, page.free), 64);
         let mut taken = vec![];
         while page.has_free() {
             let b = page.free;
             // SAFETY: test owns the page.
-            page.free = unsafe { (*b).next };
+            // SAFETY: test owns the page.
+            unsafe {
+                page.free = page.link(b);
+                page.clear_link(b);
+            }
             page.inc_used();
             taken.push(b);
         }
@@ -653,8 +776,8 @@ mod tests {
         assert_eq!(page.used(), 1);
         assert!(page.thread_free.load(Ordering::Relaxed).is_null());
         // The owner's frees are handed out first, then the remote ones (taken unwalked).
-        assert_eq!(list_len(page.free), 32);
-        assert_eq!(list_len(page.local_free), 31);
+        assert_eq!(list_len(&page, page.free), 32);
+        assert_eq!(list_len(&page, page.local_free), 31);
         // SAFETY: last block is in use.
         assert!(unsafe { page.free_local(taken[63]) });
         assert!(page.is_unused());
@@ -669,7 +792,11 @@ mod tests {
         for _ in 0..6 {
             let b = page.free;
             // SAFETY: test owns the page.
-            page.free = unsafe { (*b).next };
+            // SAFETY: test owns the page.
+            unsafe {
+                page.free = page.link(b);
+                page.clear_link(b);
+            }
             page.inc_used();
             taken.push(b);
         }
@@ -679,12 +806,16 @@ mod tests {
             page.free_remote(taken[1]);
             page.free_remote(taken[2]);
         }
-        let free_before = list_len(page.free);
+        let free_before = list_len(&page, page.free);
         page.take_remote_frees();
         assert_eq!(page.used(), 3);
-        assert_eq!(list_len(page.free), free_before, "free is left alone");
         assert_eq!(
-            list_len(page.local_free),
+            list_len(&page, page.free),
+            free_before,
+            "free is left alone"
+        );
+        assert_eq!(
+            list_len(&page, page.local_free),
             3,
             "remote blocks then the owner's"
         );
@@ -696,7 +827,10 @@ mod tests {
         }
         page.gather_frees();
         assert!(page.is_unused());
-        assert_eq!(list_len(page.free) + list_len(page.local_free), 64);
+        assert_eq!(
+            list_len(&page, page.free) + list_len(&page, page.local_free),
+            64
+        );
     }
 
     #[test]
