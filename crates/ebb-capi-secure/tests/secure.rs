@@ -194,16 +194,13 @@ fn overflow_past_a_page_hits_its_guard_page() {
 #[test]
 fn zero_on_free() {
     let left = |lib, env: &[(&str, &str)]| run(lib, "read-after-free", env).stdout();
-    assert_eq!(left(Lib::Full, &[]), "0 bytes of the freed block left\n");
-    assert_eq!(
-        left(Lib::Light, &[("EBB_ZERO_ON_FREE", "1")]),
-        "0 bytes of the freed block left\n"
-    );
-    assert_eq!(left(Lib::Light, &[]), "56 bytes of the freed block left\n");
-    assert_eq!(
-        left(Lib::Full, &[("EBB_ZERO_ON_FREE", "0")]),
-        "56 bytes of the freed block left\n"
-    );
+    for lib in [Lib::Light, Lib::Full] {
+        assert_eq!(
+            left(lib, &[("EBB_ZERO_ON_FREE", "1")]),
+            "0 bytes of the freed block left\n"
+        );
+        assert_eq!(left(lib, &[]), "56 bytes of the freed block left\n");
+    }
 }
 
 #[test]

@@ -162,7 +162,10 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
     if cfg!(debug_assertions) && !on_owner_thread(fc) {
         wrong_thread(fc, "allocation");
     }
-    let class = if align <= alloc::MIN_ALIGN || (align == 16 && size % 16 == 0) {
+    // Size 0 maps to the 8-byte class: with align 16 it takes the rounding below (a
+    // 16-byte block; found by the secure build's random carving order, where the first
+    // block of a page is not always at a 16-byte multiple).
+    let class = if align <= alloc::MIN_ALIGN || (align == 16 && size % 16 == 0 && size != 0) {
         if size > MEDIUM_MAX {
             // SAFETY: forwarded.
             return unsafe { alloc_large(fc, size, SLICE_SIZE) };

@@ -48,7 +48,35 @@ pub fn segments() -> impl Iterator<Item = *mut Segment> {
 /// Returns the span's first descriptor, set up as a span but owned by nobody yet
 /// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
 pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
-    take_span(count, align, true)
+    let found = take_span(count, align, true);
+    // A page keeps a guard at its end (`secure::guard_span`), none inside.
+    #[cfg(feature = "secure")]
+    if let Some((page, _)) = found {
+        // SAFETY: the span is ours.
+        unsafe { unguard_span_slices(page, 0, count - 1) };
+    }
+    found
+}
+
+/// Lift the guard pages kept in slices `from..from + count` of `page`'s span (the
+/// secure build keeps guards on free slices: `secure::guard_span`).
+///
+/// # Safety
+/// The caller owns the span, or the slices are free ones it just took.
+#[cfg(feature = "secure")]
+unsafe fn unguard_span_slices(page: *mut Page, from: usize, count: usize) {
+    let seg = segment_of_page(page);
+    // SAFETY: per the contract; segments are never unmapped.
+    unsafe {
+        let index = (*seg).page_index(page);
+        crate::secure::unguard_slices(
+            &(*seg).guard_slices,
+            seg as *mut u8,
+            SLICE_SIZE,
+            index + from,
+            count,
+        );
+    }
 }
 
 /// Large blocks above this many slices (4 MiB) never make a new segment: three 8 MiB
@@ -158,6 +186,11 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         align_slices,
         count + align_slices <= LARGE_NEW_SEGMENT_MAX_SLICES,
     )?;
+    #[cfg(feature = "secure")]
+    // SAFETY: the span is ours.
+    unsafe {
+        unguard_span_slices(page, 0, count)
+    };
     // SAFETY: the span is ours: the arena gave it to us and nobody else has its address.
     unsafe {
         (*page)
@@ -217,6 +250,8 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
                 .assign_range(index + old_count, extra, true);
             seg_ref.free_count -= extra as u32;
             seg_ref.set_span_page(index + old_count, extra, page);
+            #[cfg(feature = "secure")]
+            unguard_span_slices(page, old_count, extra);
         } else {
             free_slices_locked(seg, index + new_count, old_count - new_count, os::now_ms());
         }
@@ -274,9 +309,9 @@ pub unsafe fn free_span(page: *mut Page, unused_since: u64) {
             FREE | ABANDONED | HUGE
         ));
         let index = (*seg).page_index(page);
+        // The guard page stays (`secure::guard_span`).
         #[cfg(feature = "secure")]
-        if (*page).guarded {
-            crate::secure::unguard((*page).start, (*page).span_bytes());
+        {
             (*page).guarded = false;
         }
         free_slices_locked(seg, index, (*page).slice_count as usize, unused_since);

@@ -334,12 +334,14 @@ impl Page {
         debug_assert!(!self.guarded, "a span keeps its guard page");
         // Only a segment's own descriptors guard their spans: a descriptor made over
         // other memory (unit tests) does not.
-        let in_segment = core::ptr::eq(
-            crate::span::segment::segment_of_page(self),
-            crate::span::segment::segment_of(self.start),
-        );
-        // SAFETY: a fresh span of ours, nothing carved in it yet.
-        self.guarded = in_segment && unsafe { crate::secure::guard(self.start, bytes) };
+        let segment = crate::span::segment::segment_of_page(self);
+        self.guarded = core::ptr::eq(segment, crate::span::segment::segment_of(self.start)) && {
+            let end = self.start as usize + bytes - segment as usize;
+            let last = end / crate::span::segment::SLICE_SIZE - 1;
+            // SAFETY: a fresh span of ours, nothing carved in it yet; the segment is
+            // live (segments are never unmapped).
+            unsafe { crate::secure::guard_span(&(*segment).guard_slices, last, self.start, bytes) }
+        };
         if self.guarded {
             bytes - crate::os::page_size()
         } else {

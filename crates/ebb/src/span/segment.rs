@@ -81,6 +81,10 @@ pub struct Segment {
     /// while a small block starting there is allocated. Null until check mode first
     /// allocates in the segment; a mapping of its own, never released.
     pub check_bits: AtomicPtr<AtomicU64>,
+    /// Secure build: slices whose last OS page is a guard page, kept while the slice
+    /// is free (`secure::guard_span`).
+    #[cfg(feature = "secure")]
+    pub guard_slices: [AtomicU64; SLICES_PER_SEGMENT / 64],
 }
 
 /// Slices the header of a segment takes (never free).
