@@ -43,10 +43,10 @@ pub fn init() {
         Some(b"light") | Some(b"LIGHT") | Some(b"1") => LIGHT,
         _ => FULL,
     };
-    let zero = match os::getenv(b"EBB_ZERO_ON_FREE\0").map(trim) {
-        Some(b"1") | Some(b"on") | Some(b"yes") | Some(b"true") => true,
-        _ => false,
-    };
+    let zero = matches!(
+        os::getenv(b"EBB_ZERO_ON_FREE\0").map(trim),
+        Some(b"1" | b"on" | b"yes" | b"true")
+    );
     ZERO_ON_FREE.store(zero, Ordering::Relaxed);
     LEVEL.store(level, Ordering::Release);
 }
