@@ -83,8 +83,16 @@ size_t ebb_retention_json(char *buf, size_t len);
 /* Collect now: fold in frees from other threads, free empty pages and purge memory
  * whose purge delay has passed; with force, purge all free memory at once. */
 void ebb_collect(bool force);
+/* Sampling heap profiler (README "Find a leak"): start with a mean of `rate` bytes
+ * between samples (0: EBB_PROFILE_RATE or 512 KiB), stop, and write what was sampled
+ * as pprof's gzipped protobuf (`go tool pprof -top path`). EBB_PROFILE=prefix starts
+ * it at process start and writes prefix.<pid>.pb.gz at exit. Returns 0 on success. */
+int ebb_profile_start(size_t rate);
+void ebb_profile_stop(void);
+int ebb_profile_dump(const char *path);
 /* Options by name, with or without the EBB_ prefix, any case: "purge_delay" (ms),
- * "background", "show_stats", "show_errors", "check", "abort_on_error" (0/1).
+ * "background", "show_stats", "show_errors", "check", "abort_on_error", "large_pages"
+ * (0/1; "large_pages" advises only segments made after the change).
  * ebb_option_get returns -1 for an unknown name; ebb_option_set returns 0 on success,
  * -1 for an unknown name or a negative value. "check" is fixed when the process starts
  * (EBB_CHECK): setting it to another value returns -1. */

@@ -13,6 +13,7 @@
 #
 #   scripts/bench-secure.sh                    # every workload, RUNS=5
 #   RUNS=3 scripts/bench-secure.sh churn larson
+#   CARGO_TARGET_DIR=/tmp/t scripts/bench-secure.sh   # the libraries from another target dir
 #
 # On a shared machine absolute times are noise; only the interleaved ratios mean
 # something.
@@ -23,14 +24,15 @@ SCALE=${SCALE:-1}
 OUT=target/bench-secure
 mkdir -p "$OUT"
 : >"$OUT/runs.jsonl"
+TARGET=${CARGO_TARGET_DIR:-target}
 nice -n 10 cargo build --release -p ebb-capi -p ebb-capi-secure >"$OUT/build.log" 2>&1 ||
     { cat "$OUT/build.log" >&2; exit 1; }
 CARGO_PROFILE_RELEASE_DEBUG=false nice -n 10 cargo build --release -p ebb-bench-speed \
     --no-default-features --features alloc-system --target-dir target/bench-speed/system \
     >>"$OUT/build.log" 2>&1 || { cat "$OUT/build.log" >&2; exit 1; }
 BIN=target/bench-speed/system/release/ebb-bench-speed
-LIB=$(pwd)/target/release/libebb.so
-SECURE=$(pwd)/target/release/libebb_secure.so
+LIB=$(realpath "$TARGET/release/libebb.so")
+SECURE=$(realpath "$TARGET/release/libebb_secure.so")
 CONFIGS=("ebb=$LIB" "light=$SECURE:EBB_SECURE=light" "full=$SECURE:EBB_SECURE=full")
 for extra in ${EXTRA:-}; do
     CONFIGS+=("${extra%%=*}=$LIB:${extra#*=}")

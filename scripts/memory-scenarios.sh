@@ -15,7 +15,9 @@
 #   --quick            tiny sizes, one run, ebb only
 #   --markdown         print the report as Markdown
 #   --runs N           runs per scenario and allocator (default 3; 1 with --quick)
-#   --allocs a,b,...   allocators (default ebb,glibc,jemalloc,mimalloc; ebb with --quick)
+#   --allocs a,b,...   allocators (default ebb,glibc,jemalloc,mimalloc; ebb with --quick);
+#                      also tcmalloc and mimalloc2 (Debian's libtcmalloc-minimal4 and
+#                      libmimalloc2.0, LD_PRELOADed into the glibc build)
 #   --scenarios a,b    scenarios (default: all, plus mixed-c)
 #   --report-only      do not build or run; report on the results already in $OUT
 #   --strict           exit 1 if a target fails
@@ -61,7 +63,7 @@ else
     ALLOCS=${ALLOCS:-ebb,glibc,jemalloc,mimalloc}
 fi
 IFS=, read -r -a ALLOC_LIST <<<"$ALLOCS"
-ALL_SCENARIOS="sleeping-owner-big sleeping-owner-small sleeping-owner-small-fresh worker-pool burst-idle mixed-c-rust mixed-c"
+ALL_SCENARIOS="sleeping-owner-big sleeping-owner-small sleeping-owner-small-fresh worker-pool burst-idle mixed-c-rust mixed-c sparse-survivors store many-threads"
 read -r -a SCENARIO_LIST <<<"${SCENARIOS//,/ }"
 [ ${#SCENARIO_LIST[@]} -gt 0 ] || read -r -a SCENARIO_LIST <<<"$ALL_SCENARIOS"
 
@@ -69,7 +71,21 @@ mkdir -p "$OUT"
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 
 # Cargo feature and target directory of each allocator's build.
-bin_of() { echo "$ROOT/target/scenarios-$1/release/ebb-scenarios"; }
+# tcmalloc and mimalloc2 are preloaded into the glibc build (no Rust crate of theirs is
+# the same library as Debian's).
+bin_of() {
+    case "$1" in
+    tcmalloc | mimalloc2) echo "$ROOT/target/scenarios-glibc/release/ebb-scenarios" ;;
+    *) echo "$ROOT/target/scenarios-$1/release/ebb-scenarios" ;;
+    esac
+}
+# What to LD_PRELOAD into the Rust scenario binary (empty: nothing).
+rust_preload_of() {
+    case "$1" in
+    tcmalloc | mimalloc2) preload_of "$1" ;;
+    *) echo "" ;;
+    esac
+}
 build_args() {
     case "$1" in
     ebb) echo "--features alloc-ebb" ;;
@@ -84,7 +100,8 @@ preload_of() {
     ebb) echo "$ROOT/target/release/libebb.so" ;;
     glibc) echo "" ;;
     jemalloc) ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/*/libjemalloc.so.2 2>/dev/null | head -1 || true ;;
-    mimalloc) ls /usr/lib/x86_64-linux-gnu/libmimalloc.so.2 /usr/lib/*/libmimalloc.so.2 2>/dev/null | head -1 || true ;;
+    mimalloc | mimalloc2) ls /usr/lib/x86_64-linux-gnu/libmimalloc.so.2 /usr/lib/*/libmimalloc.so.2 2>/dev/null | head -1 || true ;;
+    tcmalloc) ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 /usr/lib/*/libtcmalloc_minimal.so.4 2>/dev/null | head -1 || true ;;
     esac
 }
 
@@ -94,7 +111,8 @@ preload_version() {
     ebb) echo "libebb.so $(git rev-parse --short=12 HEAD 2>/dev/null || echo '?')" ;;
     glibc) echo "glibc $(ldd --version 2>/dev/null | head -1 | awk '{print $NF}')" ;;
     jemalloc) echo "Debian libjemalloc2 $(dpkg-query -W -f '${Version}' libjemalloc2 2>/dev/null || echo '?')" ;;
-    mimalloc) echo "Debian libmimalloc2.0 $(dpkg-query -W -f '${Version}' libmimalloc2.0 2>/dev/null || echo '?')" ;;
+    mimalloc | mimalloc2) echo "Debian libmimalloc2.0 $(dpkg-query -W -f '${Version}' libmimalloc2.0 2>/dev/null || echo '?')" ;;
+    tcmalloc) echo "Debian libtcmalloc-minimal4 $(dpkg-query -W -f '${Version}' libtcmalloc-minimal4 2>/dev/null || echo '?')" ;;
     esac
 }
 
@@ -113,7 +131,11 @@ run_build() {
 
 if [ "$REPORT_ONLY" = 0 ]; then
     : >"$OUT/build-times.txt"
+    builds=()
     for a in "${ALLOC_LIST[@]}"; do
+        case "$a" in tcmalloc | mimalloc2) a=glibc ;; esac
+        [[ " ${builds[*]-} " == *" $a "* ]] && continue
+        builds+=("$a")
         # shellcheck disable=SC2046
         run_build "scenarios-$a" cargo build --release -p ebb-scenarios $(build_args "$a") \
             --target-dir "target/scenarios-$a"
@@ -160,8 +182,15 @@ if [ "$REPORT_ONLY" = 0 ]; then
                         exit 1
                     fi
                 else
-                    log "run $run/$RUNS: $s under $a"
-                    if ! "$(bin_of "$a")" "$s" "${quick_flag[@]}" >"$out"; then
+                    lib=$(rust_preload_of "$a")
+                    case "$a" in tcmalloc | mimalloc2)
+                        if [ -z "$lib" ]; then
+                            log "run $run/$RUNS: $s under $a: no library to preload, skipped"
+                            continue
+                        fi ;;
+                    esac
+                    log "run $run/$RUNS: $s under $a${lib:+ (LD_PRELOAD=$lib)}"
+                    if ! LD_PRELOAD=$lib "$(bin_of "$a")" "$s" "${quick_flag[@]}" >"$out"; then
                         echo "$s under $a failed" >&2
                         exit 1
                     fi

@@ -91,7 +91,7 @@ json.dump({
     "jemalloc": "Debian libjemalloc2 $(deb_version libjemalloc2); Rust tool: tikv-jemallocator $(crate_version tikv-jemallocator) (tikv-jemalloc-sys $(crate_version tikv-jemalloc-sys))",
     "tcmalloc": "Debian libtcmalloc-minimal4 $(deb_version libtcmalloc-minimal4) (gperftools)",
     "mimalloc2": "Debian libmimalloc2.0 $(deb_version libmimalloc2.0)",
-    "mimalloc3": "$(sed -n 's/.* mimalloc \(v[0-9.]*\) .*/\1/p' "$WORK/mimalloc3.txt") built by scripts/build-mimalloc3.sh; Rust tool: mimalloc crate $(crate_version mimalloc) (libmimalloc-sys $(crate_version libmimalloc-sys))",
+    "mimalloc3": "$(sed -n 's/.* mimalloc \(v[0-9.]*\) .*/\1/p' "$WORK/mimalloc3.txt" | head -1) built by scripts/build-mimalloc3.sh; Rust tool: mimalloc crate $(crate_version mimalloc) (libmimalloc-sys $(crate_version libmimalloc-sys))",
     "gcc": "$(gcc --version | head -1)",
     "jq": "$(jq --version)",
     "python": "$(/usr/bin/python3 --version)",

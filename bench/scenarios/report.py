@@ -16,7 +16,7 @@ import statistics
 import sys
 
 MIB = 1 << 20
-ALLOC_ORDER = ["ebb", "glibc", "jemalloc", "mimalloc"]
+ALLOC_ORDER = ["ebb", "glibc", "jemalloc", "tcmalloc", "mimalloc", "mimalloc2"]
 SCENARIO_ORDER = [
     "sleeping-owner-big",
     "sleeping-owner-small",
@@ -25,6 +25,9 @@ SCENARIO_ORDER = [
     "burst-idle",
     "mixed-c-rust",
     "mixed-c",
+    "sparse-survivors",
+    "store",
+    "many-threads",
 ]
 TITLES = {
     "sleeping-owner-big": "sleeping-owner-big: owner builds 500 x 1M f32 then sleeps; a refresher replaces every vector each round",
@@ -34,7 +37,13 @@ TITLES = {
     "burst-idle": "burst-idle: 1 GiB over 4 threads, 90% freed, every thread parks; ms after the last free",
     "mixed-c-rust": "mixed-c-rust: 8 threads interleave C malloc/free (c/cside.c) and Rust allocations",
     "mixed-c": "mixed-c: the same in plain C (c/mixed.c) under LD_PRELOAD",
+    "sparse-survivors": "sparse-survivors: 3 threads build 300 MB of object graphs, texts and buffers, each frees its neighbour's but a random 5% of whole objects, then idle; s after the last free",
+    "store": "store: 3 indexers, 1 writer with a forever 4 KiB page cache and multi-page runs freed at commit, 2 readers; after each batch",
+    "many-threads": "many-threads: 1,000 threads each hold 50 blocks of 16 B..2 KiB, then idle; s after all hold their blocks",
 }
+# Scenarios whose samples carry the touched-page bound (`touched_bytes`): their tables
+# show RSS (bound) per allocator, the bound being computed from each allocator's own
+# addresses.
 
 
 def load(raw_dir):
@@ -79,7 +88,7 @@ def sample_keys(runs_by_alloc):
 
 def median_sample(runs, key, field):
     values = [
-        s[field] for run in runs for s in run["samples"] if (s["phase"], s["idx"]) == key
+        s[field] for run in runs for s in run["samples"] if (s["phase"], s["idx"]) == key and field in s
     ]
     return statistics.median(values) if values else None
 
@@ -91,9 +100,9 @@ def median_summary(runs, field):
 
 def label(scenario, key):
     phase, idx = key
-    if scenario == "burst-idle" and phase == "idle":
+    if scenario in ("burst-idle", "sparse-survivors", "many-threads") and phase == "idle":
         return f"idle +{idx / 1000:g} s"
-    if phase in ("round", "build"):
+    if phase in ("round", "build", "batch"):
         return f"{phase} {idx}"
     return phase if idx == 0 else f"{phase} {idx}"
 
@@ -151,12 +160,28 @@ def scenario_table(scenario, by_alloc, markdown):
     runs = {a: len(by_alloc[a]) for a in allocs}
     keys = sample_keys(by_alloc)
     header = ["sample", "live MiB"] + [f"{a} RSS" for a in allocs]
+    has_bound = any("touched_bytes" in s for runs in by_alloc.values() for run in runs for s in run["samples"])
+    if has_bound:
+        header = ["sample", "live MiB"] + [f"{a} RSS (bound)" for a in allocs]
     t = Table(header)
+
+    def cell(a, key):
+        r = mib(median_sample(by_alloc[a], key, "rss"))
+        b = median_sample(by_alloc[a], key, "touched_bytes")
+        return r if b is None else f"{r} ({mib(b)})"
+
     for key in shown(keys):
         lives = [median_sample(by_alloc[a], key, "live_bytes") for a in allocs]
         lives = [v for v in lives if v is not None]
         live = statistics.median(lives) if lives else None
-        t.add([label(scenario, key), mib(live)] + [mib(median_sample(by_alloc[a], key, "rss")) for a in allocs])
+        t.add([label(scenario, key), mib(live)] + [cell(a, key) for a in allocs])
+    if scenario == "many-threads":
+        for key in keys:
+            if key[0] != "idle":
+                continue
+            t.add([f"KB/thread {label(scenario, key)}", ""] + [
+                "-" if per_thread(by_alloc[a], key) is None else f"{per_thread(by_alloc[a], key) / 1000:.0f}"
+                for a in allocs])
     t.add(["peak RSS (VmHWM)", ""] + [mib(median_summary(by_alloc[a], "peak_rss")) for a in allocs])
     t.add(["wall time s", ""] + [
         "-" if median_summary(by_alloc[a], "wall_ms") is None else f"{median_summary(by_alloc[a], 'wall_ms') / 1000:.2f}"
@@ -167,6 +192,18 @@ def scenario_table(scenario, by_alloc, markdown):
     head = f"### {scenario}\n\n{title}. RSS in MiB, median of runs ({runs_note}).\n" if markdown else \
         f"== {title}\n   RSS in MiB, median of runs ({runs_note})\n"
     return head + "\n" + t.render(markdown) + "\n"
+
+
+def per_thread(runs, key):
+    """many-threads: RSS above the baseline sample per thread, median over runs."""
+    values = []
+    for run in runs:
+        base = next((s["rss"] for s in run["samples"] if s["phase"] == "baseline"), None)
+        at = next((s["rss"] for s in run["samples"] if (s["phase"], s["idx"]) == key), None)
+        threads = run["summary"].get("threads")
+        if base is not None and at is not None and threads:
+            values.append((at - base) / threads)
+    return statistics.median(values) if values else None
 
 
 def check_targets(data):
@@ -263,6 +300,55 @@ def check_targets(data):
                             f"round {last[1]}: {mib(rl)} MiB vs round 5: {mib(r5)} MiB ({(ratio - 1) * 100:+.1f}%)"))
         else:
             results.append((name, "SKIP", "no ebb data"))
+    s = "sparse-survivors"
+    if "ebb" in data.get(s, {}):
+        key = ("idle", 2000)
+        r, l = rss(s, "ebb", key), live(s, "ebb", key)
+        b = median_sample(data[s]["ebb"], key, "touched_bytes")
+        if r is None:
+            key = max(k for k in sample_keys(data[s]) if k[0] == "idle")
+            r, l = rss(s, "ebb", key), live(s, "ebb", key)
+            b = median_sample(data[s]["ebb"], key, "touched_bytes")
+        limit = 1.10 * l + 16 * MIB
+        results.append((f"{s}: ebb RSS <= 1.10 x live + 16 MiB within 2 s of idle",
+                        "PASS" if r <= limit else "FAIL",
+                        f"at +{key[1] / 1000:g} s: RSS {mib(r)} MiB vs limit {mib(limit)} MiB (live {mib(l)})"))
+        results.append((f"{s}: ebb RSS <= 1.05 x the touched-page bound within 2 s of idle",
+                        "PASS" if r <= 1.05 * b else "FAIL",
+                        f"RSS {mib(r)} MiB vs bound {mib(b)} MiB ({r / b:.2f} x)"))
+    else:
+        results.append((f"{s}: targets", "SKIP", "no ebb data"))
+
+    s = "store"
+    if "ebb" in data.get(s, {}):
+        batches = [k for k in sample_keys(data[s]) if k[0] == "batch"]
+        last = batches[-1]
+        r5, rl = rss(s, "ebb", ("batch", 5)), rss(s, "ebb", last)
+        if r5 is not None:
+            ratio = rl / r5
+            results.append((f"{s}: ebb drift from batch 5 to the last <= 5%",
+                            "PASS" if ratio <= 1.05 else "FAIL",
+                            f"batch {last[1]}: {mib(rl)} MiB vs batch 5: {mib(r5)} MiB ({(ratio - 1) * 100:+.1f}%)"))
+        g = rss(s, "glibc", last)
+        if g is not None:
+            results.append((f"{s}: ebb RSS at the last batch <= glibc's",
+                            "PASS" if rl <= g else "FAIL", f"{mib(rl)} vs {mib(g)} MiB"))
+    else:
+        results.append((f"{s}: targets", "SKIP", "no ebb data"))
+
+    s = "many-threads"
+    if "ebb" in data.get(s, {}):
+        live_pt = per_thread(data[s]["ebb"], ("idle", 0))
+        results.append((f"{s}: ebb <= 64 KB per thread while live",
+                        "PASS" if live_pt <= 64000 else "FAIL", f"{live_pt / 1000:.0f} KB/thread"))
+        idle = [k for k in sample_keys(data[s]) if k[0] == "idle" and k[1] <= 2000]
+        key = max(idle, key=lambda k: k[1])
+        idle_pt = per_thread(data[s]["ebb"], key)
+        results.append((f"{s}: ebb <= 40 KB per thread after 2 s idle",
+                        "PASS" if idle_pt <= 40000 else "FAIL",
+                        f"{idle_pt / 1000:.0f} KB/thread at +{key[1] / 1000:g} s"))
+    else:
+        results.append((f"{s}: targets", "SKIP", "no ebb data"))
     return results
 
 

@@ -77,6 +77,14 @@ WORKLOAD_NOTES = OrderedDict(
                          "(the new one allocated before the old is freed), each written "
                          "once per 4 KiB page (like mimalloc-bench's malloc-large); "
                          "crosses ebb's 16 MiB large/huge boundary"),
+        ("tree-rebuild", "a pool of one worker per core parses 1,200 generated source "
+                         "files (lexer tokens with owned identifier strings, an AST of "
+                         "`Box`ed nodes, `Vec`s grown by `push`, boxed names) into trees "
+                         "kept in memory, then re-parses a random half 8 times; each old "
+                         "tree is dropped by whichever worker took its file (issue 20's "
+                         "Rust tool without its crates). The JSON line also has each "
+                         "round's wall and CPU time (`rounds_ms`, `rounds_cpu_ms`) and "
+                         "the last round over the first (`last_over_first`, `_cpu`)"),
     ]
 )
 

@@ -5,6 +5,8 @@ fn main() {
     cc::Build::new()
         .file("c/clib.c")
         .flag_if_supported("-pthread")
+        // Frame pointers, as the heap profiler asks of profiled code (tests/profile.rs).
+        .flag_if_supported("-fno-omit-frame-pointer")
         .warnings(true)
         .compile("clib");
     // The library uses pthread_create; glibc >= 2.34 has it in libc, older ones need -lpthread.

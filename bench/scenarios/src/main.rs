@@ -8,9 +8,14 @@
 //! one `{"type":"summary",...}` line. See docs/MEMORY.md and scripts/memory-scenarios.sh.
 
 mod burst_idle;
+mod many_threads;
+mod mesh;
 mod mixed;
 mod probe;
 mod sleeping_owner;
+mod sparse_survivors;
+mod store;
+mod touched;
 mod worker_pool;
 
 use std::fmt::Write as _;
@@ -173,6 +178,9 @@ pub const SCENARIOS: &[&str] = &[
     "worker-pool",
     "burst-idle",
     "mixed-c-rust",
+    "sparse-survivors",
+    "store",
+    "many-threads",
 ];
 
 const USAGE: &str = "\
@@ -191,9 +199,15 @@ scenarios:
   burst-idle                  1 GiB across 4 threads, 90% freed, all threads park; samples
                               0.1..10 s after the last free
   mixed-c-rust                8 threads interleave C malloc/free with Rust allocations, 50 rounds
+  sparse-survivors            3 threads build 300 MB of object graphs, texts and buffers; each
+                              frees its neighbour's but a random 5% of whole objects; idle 10 s
+  store                       3 indexers, 1 writer (4 KiB page cache kept forever, multi-page
+                              runs freed at commit), 2 readers; 30 batches
+  many-threads                1,000 threads each hold 50 blocks of 16 B..2 KiB, idle 3 s
 
   --quick       tiny sizes (a smoke test)
-  --rounds N    rounds (builds for worker-pool) instead of the default, for longer runs
+  --rounds N    rounds (builds for worker-pool) instead of the default, for longer runs;
+                for sparse-survivors, N x 300 MB
 Output: JSON lines (samples, then a summary).
 ";
 
@@ -249,6 +263,9 @@ fn main() -> ExitCode {
         "worker-pool" => worker_pool::run(quick),
         "burst-idle" => burst_idle::run(quick),
         "mixed-c-rust" => mixed::run(quick),
+        "sparse-survivors" => sparse_survivors::run(quick),
+        "store" => store::run(quick),
+        "many-threads" => many_threads::run(quick),
         other => {
             eprintln!("unknown scenario: {other}\n\n{USAGE}");
             return ExitCode::from(2);

@@ -159,14 +159,32 @@ impl Recorder {
 
     /// Print a sample taken earlier (or at a chosen time `t_ms`).
     pub fn print_sample(&self, t_ms: f64, phase: &str, idx: u64, live_bytes: u64, m: Mem) {
+        self.print_sample_bound(t_ms, phase, idx, live_bytes, 0, m);
+    }
+
+    /// `print_sample` with the touched-page bound of the sample (`touched::Pages`);
+    /// 0 leaves the field out (not computed for this sample).
+    pub fn print_sample_bound(
+        &self,
+        t_ms: f64,
+        phase: &str,
+        idx: u64,
+        live_bytes: u64,
+        touched_bytes: u64,
+        m: Mem,
+    ) {
         self.samples.fetch_add(1, Ordering::Relaxed);
         let mut line = Line::new();
         let _ = write!(
             line,
             "{{\"type\":\"sample\",\"scenario\":\"{}\",\"alloc\":\"{}\",\"t_ms\":{:.1},\
-             \"phase\":\"{}\",\"idx\":{},\"rss\":{},\"pss\":{},\"anon\":{},\"live_bytes\":{}}}",
+             \"phase\":\"{}\",\"idx\":{},\"rss\":{},\"pss\":{},\"anon\":{},\"live_bytes\":{}",
             self.scenario, self.alloc, t_ms, phase, idx, m.rss, m.pss, m.anon, live_bytes
         );
+        if touched_bytes > 0 {
+            let _ = write!(line, ",\"touched_bytes\":{touched_bytes}");
+        }
+        let _ = write!(line, "}}");
         line.emit();
     }
 

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ebb-bench-speed");
-const WORKLOADS: [&str; 12] = [
+const WORKLOADS: [&str; 13] = [
     "churn",
     "frontend",
     "larson",
@@ -18,6 +18,7 @@ const WORKLOADS: [&str; 12] = [
     "compiler",
     "compiler-mt",
     "huge-replace",
+    "tree-rebuild",
 ];
 
 /// A minimal JSON validator: returns the top-level keys and their raw values.

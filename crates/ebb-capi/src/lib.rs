@@ -8,3 +8,14 @@
 
 // Keep the dependency linked: its #[no_mangle] exports are this library's interface.
 pub use ebb::c_api::VERSION;
+
+/// Registers the pprof encoder with the allocator when the library is loaded, before
+/// the program's `main` and before any profile can be written (it only stores a
+/// function pointer: no allocation).
+#[used]
+#[link_section = ".init_array"]
+static REGISTER_PPROF_ENCODER: extern "C" fn() = register_pprof_encoder;
+
+extern "C" fn register_pprof_encoder() {
+    ebb_pprof::install();
+}

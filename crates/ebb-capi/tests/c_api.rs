@@ -298,7 +298,7 @@ const SIGABRT: i32 = 6;
 
 #[test]
 fn check_mode_reports_invalid_frees_and_continues() {
-    let check = [("EBB_CHECK", "1")];
+    let check = [("EBB_CHECK", "1"), ("EBB_ABORT_ON_ERROR", "0")];
     for (scenario, message) in [
         ("stack", "pointer not allocated by ebb"),
         ("global", "pointer not allocated by ebb"),
@@ -353,13 +353,14 @@ fn foreign_pointers_are_reported_without_check_mode() {
 /// Freeing a large span or a huge mapping twice is caught even without check mode.
 #[test]
 fn double_free_of_large_and_huge_blocks_is_reported() {
-    let (run, ptr) = check_scenario("double_large", &[]);
+    let go_on = ("EBB_ABORT_ON_ERROR", "0");
+    let (run, ptr) = check_scenario("double_large", &[go_on]);
     assert_continued(&run);
     run.assert_stderr_has(&format!(
         "ebb: free({ptr}): block is not in use (double free?)"
     ));
     // A huge block's mapping is gone after the first free.
-    for env in [&[][..], &[("EBB_CHECK", "1")][..]] {
+    for env in [&[go_on][..], &[("EBB_CHECK", "1"), go_on][..]] {
         let (run, ptr) = check_scenario("double_huge", env);
         assert_continued(&run);
         run.assert_stderr_has(&format!("ebb: free({ptr}): "));

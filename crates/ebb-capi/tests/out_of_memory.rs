@@ -141,11 +141,13 @@ fn python_gets_memory_error_and_most_of_glibcs_address_space() {
     let glibc = python_reach(false).expect("python3 under glibc did not get MemoryError");
     let ebb = python_reach(true).expect("python3 under ebb crashed instead of MemoryError");
     eprintln!("ulimit -v {ULIMIT_KIB}: glibc {glibc} MiB, ebb {ebb} MiB");
-    // ebb reserves 32 MiB segments and a 32 MiB segment map (README "Failure"), so it
-    // cannot reach all of glibc's figure; 80% is well above the 58% it reached when
-    // 8 MiB blocks took new segments and huge mappings whole 32 MiB windows.
+    // ebb reserves 32 MiB segments and a 16 MiB segment map (README "Failure"), and
+    // each 8 MiB block mapped alone has a 128 KiB header, so it cannot reach all of
+    // glibc's figure; it reached 58% when 8 MiB blocks took new segments and huge
+    // mappings whole 32 MiB windows, 84% with a 32 MiB map and 4 MiB pages for blocks
+    // above 64 KiB (python3 starting up filled a second segment with them).
     assert!(
-        ebb * 100 >= glibc * 80,
+        ebb * 100 >= glibc * 90,
         "python3 reached {ebb} MiB under ebb, {glibc} MiB under glibc"
     );
 }

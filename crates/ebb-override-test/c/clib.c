@@ -108,3 +108,13 @@ char *clib_strdup_in_thread(const char *s) {
 void *clib_malloc_address(void) {
     return (void *)&malloc;
 }
+
+/* An allocation site of the C library for the heap profiler's test: `count` blocks of
+ * `size` bytes, each freed at once. */
+__attribute__((noinline)) void clib_alloc_site(size_t count, size_t size) {
+    for (size_t i = 0; i < count; i++) {
+        char *volatile p = malloc(size);
+        p[0] = (char)i;
+        free(p);
+    }
+}

@@ -34,6 +34,8 @@ extern "C" {
     ) -> c_long;
     /// `strdup` (libc allocates) in a new pthread.
     pub fn clib_strdup_in_thread(s: *const c_char) -> *mut c_char;
+    /// `count` blocks of `size` bytes, each freed at once (an allocation site).
+    pub fn clib_alloc_site(count: usize, size: usize);
     /// `&malloc` as the C code was linked against it.
     pub fn clib_malloc_address() -> *mut c_void;
 }

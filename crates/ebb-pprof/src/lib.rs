@@ -14,6 +14,15 @@
 //! `1 / (1 - exp(-size/rate))` allocations of its size — for every size, so blocks of
 //! the interval's size and above are not over-counted (Go issue 26618).
 //!
+//! Version 2 (what ebb's sampler writes, `ebb::profile::write_raw`) has, instead of
+//! `s` lines, one line per call stack with the estimates made in the allocator:
+//! ```text
+//! b <alloc objects> <alloc bytes> <in-use objects> <in-use bytes> <pc hex> ...
+//! ```
+//!
+//! In a process whose allocator is ebb, [`install`] makes ebb write pprof itself
+//! (`EBB_PROFILE`, `ebb::profile::dump`); `libebb.so` does this when it loads.
+//!
 //! Values written: `alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`
 //! (the estimates of the true totals), period type space/bytes, period = rate.
 
@@ -42,11 +51,22 @@ pub struct RawSample {
     pub pcs: Vec<u64>,
 }
 
+/// One call stack with estimated totals (format version 2, what ebb's sampler writes:
+/// the estimates are made in the allocator, which knows each sample's block size).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawBucket {
+    /// `alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`.
+    pub values: [u64; 4],
+    /// Return addresses, innermost first.
+    pub pcs: Vec<u64>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RawProfile {
     pub rate: u64,
     pub mappings: Vec<RawMapping>,
     pub samples: Vec<RawSample>,
+    pub buckets: Vec<RawBucket>,
 }
 
 fn hex(field: &str) -> Result<u64, String> {
@@ -57,8 +77,11 @@ impl RawProfile {
     /// Parse the raw text format.
     pub fn parse(text: &str) -> Result<RawProfile, String> {
         let mut lines = text.lines();
-        if lines.next().map(str::trim) != Some("ebb-heap-raw 1") {
-            return Err("not an ebb raw heap profile (version 1)".into());
+        if !matches!(
+            lines.next().map(str::trim),
+            Some("ebb-heap-raw 1" | "ebb-heap-raw 2")
+        ) {
+            return Err("not an ebb raw heap profile (version 1 or 2)".into());
         }
         let mut raw = RawProfile::default();
         for (n, line) in lines.enumerate() {
@@ -91,6 +114,17 @@ impl RawProfile {
                     let live = f.next().ok_or_else(|| bad("live"))? == "1";
                     let pcs = f.map(hex).collect::<Result<Vec<_>, _>>()?;
                     raw.samples.push(RawSample { size, live, pcs });
+                }
+                Some("b") => {
+                    let mut values = [0u64; 4];
+                    for v in &mut values {
+                        *v = f
+                            .next()
+                            .and_then(|v| v.parse().ok())
+                            .ok_or_else(|| bad("value"))?;
+                    }
+                    let pcs = f.map(hex).collect::<Result<Vec<_>, _>>()?;
+                    raw.buckets.push(RawBucket { values, pcs });
                 }
                 None => {}
                 Some(other) => return Err(bad(&format!("unknown record {other}"))),
@@ -221,9 +255,20 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
     let mut functions: Vec<proto::Function> = Vec::new();
     let mut function_of: HashMap<(String, String), u64> = HashMap::new();
     let mut aggregated: HashMap<Vec<u64>, [f64; 4]> = HashMap::new();
+    let mut entries: Vec<(&[u64], [f64; 4])> = Vec::new();
     for s in &raw.samples {
-        let mut ids = Vec::with_capacity(s.pcs.len());
-        for &pc in &s.pcs {
+        let w = sample_weight(s.size, raw.rate);
+        let bytes = w * s.size as f64;
+        let live = if s.live { 1.0 } else { 0.0 };
+        entries.push((&s.pcs, [w, bytes, w * live, bytes * live]));
+    }
+    for b in &raw.buckets {
+        entries.push((&b.pcs, b.values.map(|v| v as f64)));
+    }
+    for (pcs, values) in entries {
+        let mut ids = Vec::with_capacity(pcs.len());
+        let separator = pcs.iter().position(|&pc| pc == STACK_SEPARATOR);
+        for &pc in pcs.iter().filter(|&&pc| pc != STACK_SEPARATOR) {
             let id = *location_of.entry(pc).or_insert_with(|| {
                 let id = locations.len() as u64 + 1;
                 let mapping = raw
@@ -285,6 +330,21 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
                         }
                     }
                 }
+                // Code of the allocator inlined into the caller (the Rust fast path
+                // is): keep the caller's lines only, so the site is the leaf.
+                let inlined_allocator = lines
+                    .iter()
+                    .take_while(|l| {
+                        let f = &functions[l.function_id as usize - 1];
+                        is_allocator_line(
+                            &strings.table[f.name as usize],
+                            &strings.table[f.filename as usize],
+                        )
+                    })
+                    .count();
+                if inlined_allocator < lines.len() {
+                    lines.drain(..inlined_allocator);
+                }
                 locations.push(proto::Location {
                     id,
                     mapping_id: mapping.map_or(0, |m| m as u64 + 1),
@@ -295,13 +355,42 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
             });
             ids.push(id);
         }
-        let w = sample_weight(s.size, raw.rate);
+        // A location is the allocator's if the function holding it (its last, outermost
+        // line) is: those frames are not allocation sites.
+        let allocator = |id: &u64| {
+            let loc = &locations[*id as usize - 1];
+            loc.line.last().is_some_and(|l| {
+                let f = &functions[l.function_id as usize - 1];
+                is_allocator_line(
+                    &strings.table[f.name as usize],
+                    &strings.table[f.filename as usize],
+                )
+            })
+        };
+        let drop_inner_allocator = |ids: &mut Vec<u64>| {
+            let n = ids.iter().take_while(|id| allocator(id)).count();
+            if n < ids.len() {
+                ids.drain(..n);
+            }
+        };
+        // Candidates for the caller's return address, then the frame-pointer chain
+        // (see `ebb::profile`'s stack capture): the caller is the first candidate
+        // that is not the allocator's.
+        if let Some(sep) = separator {
+            let candidates = ids[..sep].to_vec();
+            let mut chain = ids[sep..].to_vec();
+            drop_inner_allocator(&mut chain);
+            ids = chain;
+            if let Some(&caller) = candidates.iter().find(|id| !allocator(id)) {
+                if ids.first() != Some(&caller) {
+                    ids.insert(0, caller);
+                }
+            }
+        }
+        drop_inner_allocator(&mut ids);
         let v = aggregated.entry(ids).or_default();
-        v[0] += w;
-        v[1] += w * s.size as f64;
-        if s.live {
-            v[2] += w;
-            v[3] += w * s.size as f64;
+        for (sum, value) in v.iter_mut().zip(values) {
+            *sum += value;
         }
     }
     let mut sample: Vec<proto::Sample> = aggregated
@@ -335,6 +424,53 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
     }
 }
 
+/// Between the candidates for the caller's return address and the frame-pointer
+/// chain in a stack ebb captured (`ebb::profile::STACK_SEPARATOR`).
+pub const STACK_SEPARATOR: u64 = 1;
+
+/// Functions of the allocator and of Rust's allocation shims: dropped from the inner
+/// end of every stack.
+pub fn is_allocator_function(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "ebb::",
+        "<ebb::",
+        "ebb_",
+        "__rust_alloc",
+        "__rust_realloc",
+        "__rustc::__rust",
+        "__rust_alloc_zeroed",
+        "__rg_",
+        "__rdl_",
+        "alloc::alloc::",
+    ];
+    const C_NAMES: &[&str] = &[
+        "malloc",
+        "calloc",
+        "realloc",
+        "reallocarray",
+        "posix_memalign",
+        "aligned_alloc",
+        "memalign",
+        "valloc",
+        "pvalloc",
+        "__libc_malloc",
+        "__libc_calloc",
+        "__libc_realloc",
+        "__libc_memalign",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || C_NAMES.contains(&name)
+}
+
+/// A line of the allocator's code: an allocator function by name, or code from
+/// ebb's sources or from Rust's `alloc::alloc` (`__rust_alloc` and its wrappers),
+/// whose inlined functions carry short names only.
+pub fn is_allocator_line(name: &str, file: &str) -> bool {
+    is_allocator_function(name)
+        || file.contains("/crates/ebb/src/")
+        || (file.contains("/ebb-") && file.contains("/src/front/"))
+        || file.ends_with("library/alloc/src/alloc.rs")
+}
+
 fn function_id(
     functions: &mut Vec<proto::Function>,
     function_of: &mut HashMap<(String, String), u64>,
@@ -364,4 +500,92 @@ pub fn write_gzipped(profile: &proto::Profile, out: &Path) -> std::io::Result<()
     let mut gz = GzEncoder::new(std::fs::File::create(out)?, flate2::Compression::default());
     gz.write_all(&bytes)?;
     gz.finish()?.sync_all()
+}
+
+/// The executable mappings of this process (from `/proc/self/maps`).
+pub fn own_executable_mappings() -> Vec<RawMapping> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    maps.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 6 || !f[1].contains('x') || !f[5].starts_with('/') {
+                return None;
+            }
+            let (s, e) = f[0].split_once('-')?;
+            Some(RawMapping {
+                start: u64::from_str_radix(s, 16).ok()?,
+                end: u64::from_str_radix(e, 16).ok()?,
+                offset: u64::from_str_radix(f[2], 16).ok()?,
+                path: f[5..].join(" "),
+            })
+        })
+        .collect()
+}
+
+/// What ebb's sampler holds in this process now (`leaks_only`: only stacks with live
+/// samples, their allocation values set to the live ones).
+pub fn snapshot(leaks_only: bool) -> RawProfile {
+    let mut raw = RawProfile {
+        rate: ebb::profile::rate(),
+        mappings: own_executable_mappings(),
+        ..Default::default()
+    };
+    ebb::profile::for_each_site(|site| {
+        if leaks_only && site.live_samples == 0 {
+            return;
+        }
+        let (ao, ab) = if leaks_only {
+            (site.inuse_objects, site.inuse_bytes)
+        } else {
+            (site.alloc_objects, site.alloc_bytes)
+        };
+        raw.buckets.push(RawBucket {
+            values: [ao, ab, site.inuse_objects, site.inuse_bytes],
+            pcs: site.stack.iter().map(|&pc| pc as u64).collect(),
+        });
+    });
+    raw
+}
+
+fn encode_own_profile(path: &std::ffi::CStr, leaks_only: bool) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let path = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+    write_gzipped(&build(&snapshot(leaks_only)), path).is_ok()
+}
+
+/// Make ebb write its heap profiles of this process as pprof (`.pb.gz`, symbolized
+/// here) instead of the raw format. Call it early in `main` (or link `libebb.so`,
+/// which calls it when loaded).
+pub fn install() {
+    ebb::profile::set_encoder(encode_own_profile);
+}
+
+/// Read a gzipped `profile.proto` (tests, tools).
+pub fn read_gzipped(path: &Path) -> std::io::Result<proto::Profile> {
+    use prost::Message;
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path)?).read_to_end(&mut bytes)?;
+    proto::Profile::decode(&*bytes).map_err(std::io::Error::other)
+}
+
+/// The values (`alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`) of the
+/// samples whose stack holds a function named `name` (or ending in `::name`).
+pub fn totals_at(profile: &proto::Profile, name: &str) -> [i64; 4] {
+    let mut totals = [0i64; 4];
+    for s in &profile.sample {
+        let hit = s.location_id.iter().any(|&id| {
+            profile.location[id as usize - 1].line.iter().any(|l| {
+                let f = &profile.function[l.function_id as usize - 1];
+                let n = &profile.string_table[f.name as usize];
+                n == name || n.ends_with(&format!("::{name}"))
+            })
+        });
+        if hit {
+            for (t, v) in totals.iter_mut().zip(&s.value) {
+                *t += v;
+            }
+        }
+    }
+    totals
 }

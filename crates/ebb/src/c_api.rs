@@ -12,11 +12,13 @@
 //! `memalign` rounds a non-power-of-two alignment up; `aligned_alloc` rejects one with
 //! `EINVAL`.
 
-use crate::front::{alloc, check};
+use crate::front::{alloc, check, freed_key, tls};
+use crate::span::page::{CHECK_TAG, FREE, HUGE, LARGE};
 use crate::span::segment;
-use crate::{counters, diag, options, os, stats};
+use crate::{counters, diag, memcheck, options, os, stats};
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
 
 /// The alignment glibc guarantees (`MALLOC_ALIGNMENT` on 64-bit).
 pub const C_ALIGN: usize = 16;
@@ -31,6 +33,9 @@ fn fail_enomem() -> *mut c_void {
 /// the slow paths, so the fast path is a tail call with no test).
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
+    if memcheck::ENABLED {
+        return crate::front::valgrind::malloc_c(size) as *mut c_void;
+    }
     alloc::malloc_c(size) as *mut c_void
 }
 
@@ -38,7 +43,12 @@ pub fn calloc(count: usize, size: usize) -> *mut c_void {
     let Some(total) = count.checked_mul(size) else {
         return fail_enomem();
     };
-    let p = alloc::alloc_zeroed(total, if total <= 8 { 8 } else { C_ALIGN });
+    let align = if total <= 8 { 8 } else { C_ALIGN };
+    let p = if memcheck::ENABLED {
+        crate::front::valgrind::alloc_zeroed(total, align)
+    } else {
+        alloc::alloc_zeroed(total, align)
+    };
     if p.is_null() {
         fail_enomem()
     } else {
@@ -51,7 +61,12 @@ pub fn calloc(count: usize, size: usize) -> *mut c_void {
 #[inline(always)]
 pub unsafe fn free(ptr: *mut c_void) {
     // SAFETY: per the contract.
-    unsafe { alloc::free(ptr as *mut u8) }
+    unsafe {
+        if memcheck::ENABLED {
+            return crate::front::valgrind::free(ptr as *mut u8);
+        }
+        alloc::free(ptr as *mut u8)
+    }
 }
 
 /// # Safety
@@ -72,8 +87,11 @@ pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
         if !is_ours(ptr, "realloc") {
             return fail_enomem();
         }
-        let old = alloc::usable_size(ptr);
-        let p = alloc::realloc(ptr, old, size, C_ALIGN);
+        let p = if memcheck::ENABLED {
+            crate::front::valgrind::realloc(ptr, size, C_ALIGN)
+        } else {
+            alloc::realloc(ptr, alloc::usable_size(ptr), size, C_ALIGN)
+        };
         if p.is_null() {
             fail_enomem()
         } else {
@@ -100,6 +118,11 @@ fn aligned(align: usize, size: usize) -> *mut c_void {
         alloc::malloc_c(size.max(C_ALIGN))
     } else {
         alloc::alloc(size, align)
+    };
+    let p = if memcheck::ENABLED {
+        crate::front::valgrind::reported(p)
+    } else {
+        p
     };
     if p.is_null() {
         fail_enomem()
@@ -167,7 +190,38 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
     }
 }
 
-/// True if `ptr` is in ebb memory (and, in check mode, a live block); else reports it.
+/// C++ sized `operator delete` (and `delete[]`) in the secure build: the size the
+/// program states must fit in the block (a delete through the wrong type, or of the
+/// wrong object, usually states another size). Without the `secure` feature these
+/// symbols are not exported and libstdc++'s (which ignore the size) serve.
+///
+/// # Safety
+/// `ptr` must be null or a live block from this allocator.
+#[cfg(feature = "secure")]
+pub unsafe fn free_sized(ptr: *mut c_void, size: usize) {
+    // SAFETY: per the contract; `is_ours` checks the pointer before anything reads
+    // its block.
+    unsafe {
+        let block = ptr as *mut u8;
+        if !block.is_null() && is_ours(block, "operator delete") {
+            let usable = alloc::usable_size(block);
+            if size > usable {
+                crate::secure::fatal(
+                    "operator delete",
+                    block,
+                    "sized delete with a size larger than the block (wrong type or object)",
+                );
+            }
+        }
+        free(ptr)
+    }
+}
+
+/// True if `ptr` is a block of ebb's; else reports it (see `diag`): outside ebb's
+/// memory, the foreign-pointer policy; inside, a pointer that is no block start, or
+/// into a span not in use, or a small block holding the freed key and found on its
+/// page's free lists (or, on a page another thread owns, just holding the key), is a
+/// corrupted pointer. In check mode, the check bitmap decides.
 ///
 /// # Safety
 /// `ptr` is any address (the segment map decides whether it is ebb's) and, if ebb's,
@@ -175,15 +229,54 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
 unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
     let seg = segment::segment_of(ptr);
     if seg.is_null() {
-        report(ptr, what, "pointer not allocated by ebb");
+        diag::report_unknown(what, ptr);
         return false;
     }
+    // SAFETY: seg is the segment of ptr.
+    let page = unsafe { segment::page_of(seg, ptr) };
     if options::get().check {
-        // SAFETY: seg is the segment of ptr.
-        let page = unsafe { segment::page_of(seg, ptr) };
         // SAFETY: page is the descriptor of ptr.
         if !unsafe { check::is_live_block(page, ptr) } {
             report(ptr, what, "pointer is not a live block");
+            return false;
+        }
+        return true;
+    }
+    // SAFETY: page is the descriptor of ptr; its block size and start do not change
+    // while it holds blocks, and the owner's lists are walked only by the owner.
+    unsafe {
+        let owner = (*page).owner.load(Ordering::Acquire);
+        let size = (*page).block_size();
+        let start = (*page).start as usize;
+        let problem = match owner {
+            // Not DRAINING: a drainer briefly owns an abandoned page whose blocks live on
+            // (speed suite `mstress`: realloc of live blocks was reported as freed).
+            FREE => Some("pointer into memory not in use (freed?)"),
+            LARGE | HUGE if ptr as usize != start => Some("pointer is not the start of a block"),
+            LARGE | HUGE => None,
+            _ if size == 0 || (ptr as usize).wrapping_sub(start) % size != 0 => {
+                Some("pointer is not the start of a block")
+            }
+            #[cfg(feature = "secure")]
+            _ if crate::front::secure::is_free_block(page, ptr) => {
+                Some("block is not in use (freed)")
+            }
+            _ if freed_key::is_marked(ptr) => {
+                let heap = tls::heap();
+                let own = owner & !CHECK_TAG == heap as usize;
+                if !own {
+                    Some("block is not in use (freed)")
+                } else {
+                    (*heap).enter();
+                    let freed = freed_key::is_on_free_list(page, ptr);
+                    (*heap).leave();
+                    freed.then_some("block is not in use (freed)")
+                }
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            diag::report_invalid_sized(what, ptr, problem, if owner == HUGE { 0 } else { size });
             return false;
         }
     }
@@ -352,6 +445,7 @@ pub unsafe fn option_get(name: *const c_char) -> i64 {
         Some(OptionName::ShowErrors) => o.show_errors as i64,
         Some(OptionName::Check) => o.check as i64,
         Some(OptionName::AbortOnError) => o.abort_on_error as i64,
+        Some(OptionName::LargePages) => o.large_pages as i64,
         None => -1,
     }
 }
@@ -374,6 +468,7 @@ pub unsafe fn option_set(name: *const c_char, value: i64) -> c_int {
         // Check mode is fixed when the process starts (see check.rs).
         Some(OptionName::Check) => return if (value != 0) == o.check { 0 } else { -1 },
         Some(OptionName::AbortOnError) => o.abort_on_error = value != 0,
+        Some(OptionName::LargePages) => o.large_pages = value != 0,
         None => return -1,
     }
     options::set(o);
@@ -387,6 +482,7 @@ enum OptionName {
     ShowErrors,
     Check,
     AbortOnError,
+    LargePages,
 }
 
 /// The option a C string names (`EBB_` prefix optional, any case).
@@ -414,6 +510,7 @@ unsafe fn option_name(name: *const c_char) -> Option<OptionName> {
         b"show_errors" => Some(OptionName::ShowErrors),
         b"check" => Some(OptionName::Check),
         b"abort_on_error" => Some(OptionName::AbortOnError),
+        b"large_pages" => Some(OptionName::LargePages),
         _ => None,
     }
 }

@@ -65,26 +65,85 @@ pub fn assertion_failed(what: fmt::Arguments, file: &str, line: u32) -> ! {
     os::abort()
 }
 
-/// Report an invalid free on stderr (without allocating) and abort if asked to.
+/// Report a corrupted free on stderr (without allocating); aborts unless
+/// `EBB_ABORT_ON_ERROR=0`.
 #[cold]
 pub fn report_invalid_free(ptr: *mut u8, what: &str) {
     report_invalid("free", ptr, what);
 }
 
-/// Report an invalid pointer given to `function` (`free`, `realloc`,
-/// `malloc_usable_size`): count it, print `ebb: function(ptr): what` unless
-/// `EBB_SHOW_ERRORS=0`, and abort with `EBB_ABORT_ON_ERROR=1`.
+/// Report a bad pointer given to `function` (`free`, `realloc`, `malloc_usable_size`)
+/// that can only be a bug of the program (a double free, a pointer into ebb's memory
+/// that is no block start): count it, print `ebb: function(ptr): what` unless
+/// `EBB_SHOW_ERRORS=0`, and abort unless `EBB_ABORT_ON_ERROR=0`.
 #[cold]
 pub fn report_invalid(function: &str, ptr: *mut u8, what: &str) {
+    report_invalid_sized(function, ptr, what, 0);
+}
+
+/// `report_invalid` naming the block size of the page the pointer falls in (0: none).
+#[cold]
+pub fn report_invalid_sized(function: &str, ptr: *mut u8, what: &str, block_size: usize) {
     COUNTERS.invalid_frees.fetch_add(1, Ordering::Relaxed);
     let options = options::get();
     if options.show_errors {
         let mut w = StderrWriter::new();
-        let _ = writeln!(w, "ebb: {}({:p}): {}", function, ptr, what);
+        let _ = write!(w, "ebb: {}({:p}): {}", function, ptr, what);
+        if block_size != 0 {
+            let _ = write!(w, " [{}-byte blocks]", block_size);
+        }
+        let _ = writeln!(
+            w,
+            "{}",
+            if options.abort_on_error {
+                "; aborting (EBB_ABORT_ON_ERROR=0 to go on)"
+            } else {
+                ""
+            }
+        );
     }
     if options.abort_on_error {
         os::abort();
     }
+}
+
+/// Report a pointer outside every ebb region given to `function`. One that could be
+/// another allocator's block (mapped, 16-byte aligned: memory the dynamic loader
+/// allocated before ebb was loaded, say) is reported as `pointer not allocated by ebb`
+/// and left alone, aborting only with `EBB_ABORT_ON_ERROR=1`; one that cannot
+/// (unmapped, unaligned, beyond the user address space) is a corrupted pointer,
+/// reported and aborted on as `report_invalid` does.
+#[cold]
+pub fn report_unknown(function: &str, ptr: *mut u8) {
+    let addr = ptr as usize;
+    let what = if addr % 16 != 0 {
+        "invalid pointer (unaligned, not allocated by ebb)"
+    } else if !crate::span::segment::in_map_range(ptr) || !is_mapped(addr) {
+        "invalid pointer (not mapped)"
+    } else {
+        COUNTERS.invalid_frees.fetch_add(1, Ordering::Relaxed);
+        let options = options::get();
+        if options.show_errors {
+            let mut w = StderrWriter::new();
+            let _ = writeln!(
+                w,
+                "ebb: {}({:p}): pointer not allocated by ebb",
+                function, ptr
+            );
+        }
+        if options.abort_on_foreign {
+            os::abort();
+        }
+        return;
+    };
+    report_invalid(function, ptr, what);
+}
+
+/// True if the OS page holding `addr` is mapped (`mincore` fails on unmapped ranges).
+fn is_mapped(addr: usize) -> bool {
+    let page = os::page_size();
+    let mut residency = [0u8; 1];
+    os::mincore((addr & !(page - 1)) as *const u8, page, &mut residency)
 }
 
 /// A byte count for reports: B, KiB, MiB or GiB, whichever keeps it readable.
@@ -174,4 +233,61 @@ pub(crate) fn expand_pid(template: &[u8], pid: u64, out: &mut [u8]) -> Option<us
     }
     *out.get_mut(len)? = 0;
     Some(len)
+}
+
+/// Call `f` with every line of the file at `path` (NUL-terminated), read through a
+/// stack buffer (no allocation: the readers of `/proc/self/maps` and `smaps` run in
+/// `atexit` handlers and signal-driven dumps of programs whose heap is ebb). A line
+/// longer than the buffer is cut. False if the file cannot be opened.
+pub fn for_each_line(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
+    let Some(fd) = os::open_read(path) else {
+        return false;
+    };
+    let mut buf = [0u8; 4096];
+    let mut len = 0;
+    let mut eof = false;
+    while !eof || len > 0 {
+        if !eof && len < buf.len() {
+            let n = os::read_fd(fd, &mut buf[len..]);
+            if n <= 0 {
+                eof = true;
+            } else {
+                len += n as usize;
+            }
+        }
+        // Every whole line in the buffer (or the rest at the end, or a full buffer
+        // with no newline: a line too long, cut).
+        let mut consumed = 0;
+        loop {
+            let rest = &buf[consumed..len];
+            let line_len = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => i,
+                None if eof || (consumed == 0 && len == buf.len()) => rest.len(),
+                None => break,
+            };
+            if line_len == 0 && rest.is_empty() {
+                break;
+            }
+            f(&rest[..line_len]);
+            consumed += (line_len + 1).min(rest.len());
+        }
+        buf.copy_within(consumed..len, 0);
+        len -= consumed;
+    }
+    os::close_fd(fd);
+    true
+}
+
+/// A hexadecimal number without prefix, as `/proc` prints addresses; `None` if empty,
+/// not hexadecimal or too large.
+pub fn parse_hex(field: &[u8]) -> Option<usize> {
+    if field.is_empty() {
+        return None;
+    }
+    let mut v = 0usize;
+    for &b in field {
+        let d = (b as char).to_digit(16)?;
+        v = v.checked_mul(16)? + d as usize;
+    }
+    Some(v)
 }

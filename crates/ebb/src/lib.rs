@@ -79,10 +79,12 @@ mod diag;
 mod front;
 mod handoff;
 mod heap_api;
+mod memcheck;
 mod observe;
 mod options;
 mod os;
 mod process;
+pub mod profile;
 mod protocol;
 #[cfg(feature = "secure")]
 mod secure;
@@ -116,24 +118,40 @@ pub struct Ebb;
 unsafe impl GlobalAlloc for Ebb {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if memcheck::ENABLED {
+            return crate::front::valgrind::alloc(layout.size(), layout.align());
+        }
         alloc::alloc(layout.size(), layout.align())
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
         // SAFETY: GlobalAlloc's contract: ptr came from this allocator.
-        unsafe { alloc::free(ptr) }
+        unsafe {
+            if memcheck::ENABLED {
+                return crate::front::valgrind::free(ptr);
+            }
+            alloc::free(ptr)
+        }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if memcheck::ENABLED {
+            return crate::front::valgrind::alloc_zeroed(layout.size(), layout.align());
+        }
         alloc::alloc_zeroed(layout.size(), layout.align())
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: GlobalAlloc's contract: ptr is live with this layout.
-        unsafe { alloc::realloc(ptr, layout.size(), new_size, layout.align()) }
+        unsafe {
+            if memcheck::ENABLED {
+                return crate::front::valgrind::realloc(ptr, new_size, layout.align());
+            }
+            alloc::realloc(ptr, layout.size(), new_size, layout.align())
+        }
     }
 }
 
@@ -142,6 +160,9 @@ unsafe impl GlobalAlloc for Ebb {
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
     if !align.is_power_of_two() {
         return core::ptr::null_mut();
+    }
+    if memcheck::ENABLED {
+        return crate::front::valgrind::alloc(size, align);
     }
     alloc::alloc(size, align)
 }
@@ -152,18 +173,27 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
     if !align.is_power_of_two() {
         return core::ptr::null_mut();
     }
+    if memcheck::ENABLED {
+        return crate::front::valgrind::alloc_zeroed(size, align);
+    }
     alloc::alloc_zeroed(size, align)
 }
 
-/// Free a block from [`alloc`] (null is ignored; a pointer ebb did not allocate is
-/// reported on stderr and otherwise ignored).
+/// Free a block from [`alloc`] (null is ignored; a pointer of another allocator is
+/// reported on stderr and otherwise ignored; a double free, or a pointer no allocator
+/// hands out, is reported and aborts: README "Security").
 ///
 /// # Safety
 /// `ptr` must be null or a live block from this allocator.
 #[inline]
 pub unsafe fn free(ptr: *mut u8) {
     // SAFETY: per the contract.
-    unsafe { alloc::free(ptr) }
+    unsafe {
+        if memcheck::ENABLED {
+            return crate::front::valgrind::free(ptr);
+        }
+        alloc::free(ptr)
+    }
 }
 
 /// Resize a block, keeping alignment `align`. Null on failure (the block is unchanged).
@@ -174,6 +204,9 @@ pub unsafe fn free(ptr: *mut u8) {
 pub unsafe fn realloc(ptr: *mut u8, new_size: usize, align: usize) -> *mut u8 {
     // SAFETY: per the contract.
     unsafe {
+        if memcheck::ENABLED {
+            return crate::front::valgrind::realloc(ptr, new_size, align);
+        }
         let old = alloc::usable_size(ptr);
         alloc::realloc(ptr, old, new_size, align)
     }

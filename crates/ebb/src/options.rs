@@ -12,6 +12,7 @@
 //! | `EBB_SHOW_ERRORS` | 1 | report invalid and double frees on stderr |
 //! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower; fixed at start) |
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
+//! | `EBB_LARGE_PAGES` | 0 | transparent huge pages: segments advised `MADV_HUGEPAGE`, purges that keep mostly used 2 MiB pages whole (`span/large_pages.rs`) |
 
 use crate::os;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -31,7 +32,18 @@ pub struct Options {
     pub stats_json: bool,
     pub show_errors: bool,
     pub check: bool,
+    /// Abort after reporting a corrupted heap: a double free, or a pointer that cannot
+    /// be a block of any allocator (unmapped, unaligned, not a block start in ebb's
+    /// memory). On by default; `EBB_ABORT_ON_ERROR=0` reports and goes on (unsafe: the
+    /// program keeps running on a heap it damaged).
     pub abort_on_error: bool,
+    /// Abort after reporting a pointer that may be another allocator's block (mapped,
+    /// 16-byte aligned, outside ebb's memory: the dynamic loader's, say). Off by
+    /// default (it is reported and left alone); `EBB_ABORT_ON_ERROR=1` turns it on.
+    pub abort_on_foreign: bool,
+    /// `EBB_LARGE_PAGES`: ask for transparent huge pages on segments made from now on,
+    /// and purge free slices only out of 2 MiB ranges that are mostly free.
+    pub large_pages: bool,
 }
 
 impl Options {
@@ -42,7 +54,9 @@ impl Options {
         stats_json: false,
         show_errors: true,
         check: false,
-        abort_on_error: false,
+        abort_on_error: true,
+        abort_on_foreign: false,
+        large_pages: false,
     };
 
     /// Build options from a lookup function (the environment, or a test's table).
@@ -69,7 +83,12 @@ impl Options {
             o.check = v;
         }
         if let Some(v) = lookup(b"EBB_ABORT_ON_ERROR\0").and_then(parse_bool) {
-            o.abort_on_error = v;
+            // The secure build always aborts on a corrupted heap (README "Security").
+            o.abort_on_error = v || cfg!(feature = "secure");
+            o.abort_on_foreign = v;
+        }
+        if let Some(v) = lookup(b"EBB_LARGE_PAGES\0").and_then(parse_bool) {
+            o.large_pages = v;
         }
         o
     }
@@ -108,7 +127,7 @@ pub fn parse_bool(text: &[u8]) -> Option<bool> {
     }
 }
 
-fn trim(mut text: &[u8]) -> &[u8] {
+pub(crate) fn trim(mut text: &[u8]) -> &[u8] {
     while let [first, rest @ ..] = text {
         if first.is_ascii_whitespace() {
             text = rest;
@@ -210,8 +229,10 @@ mod tests {
             b"EBB_BACKGROUND\0" => Some(b"0"),
             b"EBB_SHOW_STATS\0" => Some(b"true"),
             b"EBB_CHECK\0" => Some(b"nonsense"),
+            b"EBB_LARGE_PAGES\0" => Some(b"on"),
             _ => None,
         });
+        assert!(o.large_pages);
         assert_eq!(o.purge_delay_ms, 0);
         assert!(!o.background);
         assert!(o.show_stats);

@@ -24,6 +24,7 @@
 
 use crate::diag::StderrWriter;
 use crate::os;
+use crate::span::page::Page;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
@@ -109,9 +110,10 @@ pub fn random() -> u64 {
     z ^ (z >> 31)
 }
 
-/// A page's link key: random, never zero.
+/// A page's link key: random, with its top bit set, so that a word a program leaves
+/// at zero (or any small value) never decodes to an address (`may_be_link`).
 pub fn new_key() -> usize {
-    (random() | 1) as usize
+    (random() | 1 << 63) as usize
 }
 
 // ---------------------------------------------------------------------------------
@@ -135,6 +137,27 @@ pub fn decode(key: usize, start: usize, span: usize, slot: usize, stored: usize)
     next
 }
 
+/// The malloc fast paths' decode: the link must be a user-space address (or null).
+/// An overwritten word decodes to a random one, which fails this but for a chance of
+/// about 2^-17 (ranges are checked on the slow paths, [`decode`]).
+#[inline(always)]
+pub fn decode_fast(key: usize, slot: usize, stored: usize) -> usize {
+    let next = stored ^ key ^ slot;
+    if next >> os::ADDRESS_BITS != 0 {
+        corrupt_link(0, slot, next);
+    }
+    next
+}
+
+/// The free fast path's filter: false if `word`, the first word of the block at
+/// `slot`, is certainly no link (it does not decode to a user-space address: the
+/// common case for a live block, whose word the pop cleared or the program wrote);
+/// true sends the free to the slow path, which tells with [`looks_like_link`].
+#[inline(always)]
+pub fn may_be_link(key: usize, slot: usize, word: usize) -> bool {
+    (word ^ key ^ slot) >> os::ADDRESS_BITS == 0
+}
+
 /// True if `word`, the first word of the block at `slot`, is what a free block's link
 /// looks like (it decodes to null or into the page). Blocks in use never hold one: the
 /// pop clears the word, and other values decode there with probability about
@@ -149,22 +172,36 @@ pub fn looks_like_link(key: usize, start: usize, span: usize, slot: usize, word:
 #[inline(never)]
 fn corrupt_link(start: usize, slot: usize, next: usize) -> ! {
     let mut w = StderrWriter::new();
-    let _ = writeln!(
-        w,
-        "ebb: free list of page {:#x} corrupted: the link in free block {:#x} decodes to \
-         {:#x}, outside its page (a write after free or an overflow; secure build)",
-        start, slot, next
-    );
+    let _ = if start == 0 {
+        writeln!(
+            w,
+            "ebb: free list corrupted: the link in free block {:#x} decodes to {:#x}, not an \
+             address (a write after free or an overflow); aborting (secure build)",
+            slot, next
+        )
+    } else {
+        writeln!(
+            w,
+            "ebb: free list of page {:#x} corrupted: the link in free block {:#x} decodes to \
+             {:#x}, outside its page (a write after free or an overflow); aborting (secure build)",
+            start, slot, next
+        )
+    };
     w.flush();
     os::abort()
 }
 
-/// Report a detected heap error of the secure build and abort: `ebb: free(0x…): what`.
+/// Report a detected heap error of the secure build and abort:
+/// `ebb: free(0x…): what; aborting (secure build)`.
 #[cold]
 #[inline(never)]
 pub fn fatal(function: &str, ptr: *const u8, what: &str) -> ! {
     let mut w = StderrWriter::new();
-    let _ = writeln!(w, "ebb: {}({:p}): {} (secure build)", function, ptr, what);
+    let _ = writeln!(
+        w,
+        "ebb: {}({:p}): {}; aborting (secure build)",
+        function, ptr, what
+    );
     w.flush();
     os::abort()
 }
@@ -179,6 +216,70 @@ pub const fn multiple_magic(divisor: usize) -> u64 {
 #[inline(always)]
 pub fn is_multiple(offset: usize, magic: u64) -> bool {
     (offset as u64).wrapping_mul(magic) < magic
+}
+
+// ---------------------------------------------------------------------------------
+// Canaries after large blocks
+
+/// Bytes of the canary after a large block.
+pub const LARGE_CANARY: usize = 16;
+
+/// `arena::alloc_large` with a canary after the block: the span has room for
+/// `LARGE_CANARY` more bytes, the block's usable size is `size` rounded up to 16 (so a
+/// linear overflow of even one byte past what `malloc_usable_size` reports lands on
+/// the canary), checked when the block is freed ([`check_large_canary`]).
+pub fn alloc_large(size: usize, align: usize) -> Option<*mut Page> {
+    let page = crate::span::arena::alloc_large(size.max(1) + LARGE_CANARY, align)?;
+    // SAFETY: a fresh large span of ours, `LARGE_CANARY` bytes longer than the block.
+    unsafe { set_large_canary(page, size) };
+    Some(page)
+}
+
+/// The canary's first word for `page` (the second is its complement): unpredictable
+/// without the page's key.
+fn large_canary_word(page: &Page) -> usize {
+    page.key.rotate_left(17) ^ page.start as usize
+}
+
+/// Make the block of large span `page` `size` bytes (rounded up to 16) and put the
+/// canary after it.
+///
+/// # Safety
+/// `page` is a live large span of the caller's with room for the block and the canary.
+pub unsafe fn set_large_canary(page: *mut Page, size: usize) {
+    let usable = size.max(1).next_multiple_of(16);
+    // SAFETY: per the contract.
+    unsafe {
+        debug_assert!(usable + LARGE_CANARY <= (*page).span_bytes());
+        (*page).block_size.store(usable, Ordering::Relaxed);
+        (*page).large_canary = true;
+        let word = large_canary_word(&*page);
+        let at = (*page).start.add(usable) as *mut usize;
+        at.write(word);
+        at.add(1).write(!word);
+    }
+}
+
+/// Abort if the canary after large block `block` (of span `page`) was overwritten.
+///
+/// # Safety
+/// `page` is the live large span of `block`, about to be freed.
+pub unsafe fn check_large_canary(page: *mut Page, block: *mut u8) {
+    // SAFETY: per the contract; the canary lies inside the span.
+    unsafe {
+        if !(*page).large_canary {
+            return; // a span made without one (a heap-profile sample)
+        }
+        let word = large_canary_word(&*page);
+        let at = (*page).start.add((*page).block_size()) as *const usize;
+        if at.read() != word || at.add(1).read() != !word {
+            fatal(
+                "free",
+                block,
+                "overflow past the end of the block (its canary was overwritten)",
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------

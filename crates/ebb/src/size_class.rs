@@ -10,8 +10,10 @@
 //! `2^(k-3)`: this is what lets aligned requests pick a class whose blocks are
 //! naturally aligned (see [`class_for_aligned`]).
 
-/// Smallest block: one pointer, enough to thread the free list through.
+/// Smallest block size class: one pointer, enough to thread the free list through.
 pub const MIN_BLOCK: usize = 8;
+/// Smallest block handed out by malloc: the link and the freed key (`front::freed_key`).
+pub const MIN_ALLOC_BLOCK: usize = 16;
 /// Requests up to this size find their class in the heap's per-size tables
 /// (`Heap::small_class`, built by [`small_classes`]), indexed by the size itself.
 pub const SMALL_MAX: usize = 1024;
@@ -68,6 +70,11 @@ pub const fn class_size(class: usize) -> usize {
 
 /// Number of 64 KiB slices in a page of this class: enough that the page holds at
 /// least 8 blocks, so the unusable tail of a page stays under 1/8 of it.
+///
+/// Blocks above `MEDIUM_PAGE_BLOCK_MAX` get just the slices 8 blocks need (9 to 64),
+/// not 64 each: a heap keeps the only page of a class when it empties, and python3
+/// starting up leaves one block in each of eight classes of 66-208 KiB, which took
+/// eight 4 MiB pages (address space, which `ulimit -v` counts: a second segment).
 #[inline]
 pub const fn page_slices(class: usize) -> usize {
     let size = class_size(class);
@@ -76,9 +83,13 @@ pub const fn page_slices(class: usize) -> usize {
     } else if size <= MEDIUM_PAGE_BLOCK_MAX {
         8
     } else {
-        64
+        (8 * size).div_ceil(SLICE_BYTES)
     }
 }
+
+/// Bytes of a slice, the arena's unit (`span::segment::SLICE_SIZE`, asserted equal
+/// there): kept here so the size classes do not import the span layer that uses them.
+pub const SLICE_BYTES: usize = 64 * 1024;
 
 /// The largest block of a 1-slice (64 KiB) page: 8 blocks fit.
 pub const SMALL_PAGE_BLOCK_MAX: usize = 8 * 1024;
@@ -134,11 +145,20 @@ pub const SMALL_COUNT: usize = SMALL_MAX + 1;
 /// `class_of(size)` (`c`: `c_class_of(size)`) for every `size <= SMALL_MAX`, one byte
 /// per size: each heap keeps a copy (see `Heap::small_class`), so the malloc fast path
 /// finds the class with one load indexed by the size itself, with no rounding.
+///
+/// Requests of up to 8 bytes get [`MIN_ALLOC_BLOCK`]-byte blocks, not 8-byte ones: a
+/// freed block keeps a key in its second word (`front::freed_key`).
 pub const fn small_classes(c: bool) -> [u8; SMALL_COUNT] {
     let mut table = [0u8; SMALL_COUNT];
     let mut size = 0;
     while size < SMALL_COUNT {
-        table[size] = if c { c_class_of(size) } else { class_of(size) } as u8;
+        table[size] = if size <= MIN_ALLOC_BLOCK {
+            class_of(MIN_ALLOC_BLOCK)
+        } else if c {
+            c_class_of(size)
+        } else {
+            class_of(size)
+        } as u8;
         size += 1;
     }
     table
@@ -152,6 +172,11 @@ mod tests {
     fn small_tables_match_class_of() {
         let (rust, c) = (small_classes(false), small_classes(true));
         for size in 0..=SMALL_MAX {
+            if size <= MIN_ALLOC_BLOCK {
+                assert_eq!(class_size(rust[size] as usize), MIN_ALLOC_BLOCK);
+                assert_eq!(class_size(c[size] as usize), MIN_ALLOC_BLOCK);
+                continue;
+            }
             assert_eq!(rust[size] as usize, class_of(size), "size {size}");
             assert_eq!(c[size] as usize, c_class_of(size), "C size {size}");
             assert!(class_size(c[size] as usize) >= size);

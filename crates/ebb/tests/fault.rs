@@ -285,3 +285,29 @@ fn reused_huge_zeroing_decommit_refused() {
     unsafe { ebb::free(z) };
     allocation_works();
 }
+
+#[test]
+fn huge_page_advice_refused_leaves_memory_working() {
+    let _turn = exclusive();
+    // EBB_LARGE_PAGES=1 advises each new reservation MADV_HUGEPAGE; a refusal is only
+    // advice not taken: the mapping is used in small pages.
+    let mut options = ebb::options();
+    options.large_pages = true;
+    ebb::set_options(options);
+    ebb::collect(true); // no kept huge mapping: the next huge block is a new reservation
+    arm(FaultKind::Advise as u8, 1, u64::MAX);
+    let before = ebb::faults_refused();
+    let size = 40 * MIB;
+    let p = ebb::alloc(size, 16);
+    let refused = ebb::faults_refused() - before;
+    disarm();
+    options.large_pages = false;
+    ebb::set_options(options);
+    assert!(refused > 0, "the reservation was not advised");
+    assert!(!p.is_null(), "a refused advice failed the allocation");
+    fill(p, size, 4);
+    assert!(holds(p, size, 4));
+    // SAFETY: live and ours.
+    unsafe { ebb::free(p) };
+    allocation_works();
+}

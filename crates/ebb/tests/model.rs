@@ -426,7 +426,7 @@ fn big_blocks_resize_across_limits() {
 /// `ebb::free`), not a crash.
 #[test]
 fn foreign_pointers_are_ignored() {
-    if ebb::options().abort_on_error {
+    if ebb::options().abort_on_foreign {
         eprintln!("foreign_pointers_are_ignored: skipped (EBB_ABORT_ON_ERROR=1)");
         return;
     }

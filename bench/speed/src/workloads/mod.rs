@@ -11,6 +11,7 @@ mod larson;
 mod mstress;
 mod prodcons;
 mod sweep;
+mod tree_rebuild;
 mod typechecker;
 
 /// What a workload reports besides its wall time.
@@ -85,5 +86,9 @@ pub const ALL: &[Workload] = &[
     Workload {
         name: "huge-replace",
         run: huge_replace::run,
+    },
+    Workload {
+        name: "tree-rebuild",
+        run: tree_rebuild::run,
     },
 ];

@@ -911,6 +911,16 @@ static void t_ebb(void) {
     ok("ebb: ebb_option_get/ebb_option_set round-trip purge_delay (any case, EBB_ prefix, "
        "unknown names and negative values rejected)");
 
+    int64_t large_pages = ebb.option_get("large_pages");
+    CHECK(large_pages == 0 || large_pages == 1, "ebb_option_get(large_pages) = %lld",
+          (long long)large_pages);
+    CHECK(ebb.option_set("EBB_LARGE_PAGES", 1) == 0 && ebb.option_get("large_pages") == 1,
+          "large_pages on");
+    CHECK(ebb.option_set("large_pages", large_pages) == 0 &&
+              ebb.option_get("large_pages") == large_pages,
+          "large_pages restore");
+    ok("ebb: ebb_option_get/ebb_option_set round-trip large_pages");
+
     CHECK(ebb.stats(NULL) == -1, "ebb_stats(NULL)");
     /* Reading stats changes nothing, so blocks other threads freed into abandoned pages
      * still count as allocated until they are taken in: take them in first, or a

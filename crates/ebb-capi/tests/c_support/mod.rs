@@ -34,10 +34,28 @@ pub fn libebb() -> &'static Path {
     })
 }
 
+/// `libebb_secure.so` (crates/ebb-capi-secure: the `secure` feature), built as
+/// `libebb` is.
+pub fn libebb_secure() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = profile_dir();
+        build_package(&dir, "ebb-capi-secure");
+        let lib = dir.join("libebb_secure.so");
+        assert!(lib.exists(), "{} was not built", lib.display());
+        lib.canonicalize().unwrap()
+    })
+}
+
 /// `cargo build -p ebb-capi` with the profile of this test run. Cargo does not build a
 /// cdylib-only library for its package's integration tests, and a libebb.so left from
 /// an earlier build may be stale; when it is up to date this is a quick no-op.
 pub fn build_libebb(dir: &Path) {
+    build_package(dir, "ebb-capi");
+}
+
+/// `cargo build -p <package>` with the profile of this test run (see `build_libebb`).
+pub fn build_package(dir: &Path, package: &str) {
     let profile = match dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") => "dev".to_string(),
         Some(name) => name.to_string(),
@@ -46,7 +64,7 @@ pub fn build_libebb(dir: &Path) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let mut cmd = Command::new(&cargo);
-    cmd.args(["build", "--quiet", "-p", "ebb-capi", "--profile", &profile])
+    cmd.args(["build", "--quiet", "-p", package, "--profile", &profile])
         .arg("--manifest-path")
         .arg(&manifest);
     if let Some(target_dir) = dir.parent() {
@@ -54,10 +72,10 @@ pub fn build_libebb(dir: &Path) {
     }
     let status = cmd
         .status()
-        .unwrap_or_else(|e| panic!("cannot run {cargo} build -p ebb-capi: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {cargo} build -p {package}: {e}"));
     assert!(
         status.success(),
-        "cargo build -p ebb-capi --profile {profile} failed"
+        "cargo build -p {package} --profile {profile} failed"
     );
 }
 
@@ -183,6 +201,15 @@ impl Run {
 /// Run `exe args` with `LD_PRELOAD=libebb.so` if `preload`, with `env` added to an
 /// environment cleared of `LD_PRELOAD` and every `EBB_*` variable.
 pub fn run(exe: &Path, args: &[&str], preload: bool, env: &[(&str, &str)]) -> Run {
+    run_with(exe, args, preload.then(libebb), env)
+}
+
+/// Run `exe` with `LD_PRELOAD=library` (another build of ebb, say), as `run` does.
+pub fn run_preloading(exe: &Path, library: &Path, env: &[(&str, &str)]) -> Run {
+    run_with(exe, &[], Some(library), env)
+}
+
+fn run_with(exe: &Path, args: &[&str], preload: Option<&Path>, env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(exe);
     cmd.args(args)
         .stdin(Stdio::null())
@@ -196,8 +223,8 @@ pub fn run(exe: &Path, args: &[&str], preload: bool, env: &[(&str, &str)]) -> Ru
             cmd.env_remove(key);
         }
     }
-    if preload {
-        cmd.env("LD_PRELOAD", libebb());
+    if let Some(library) = preload {
+        cmd.env("LD_PRELOAD", library);
     }
     cmd.envs(env.iter().copied());
     let what = format!(
@@ -205,10 +232,12 @@ pub fn run(exe: &Path, args: &[&str], preload: bool, env: &[(&str, &str)]) -> Ru
         env.iter()
             .map(|(k, v)| format!("{k}={v} "))
             .collect::<String>(),
-        if preload {
-            "LD_PRELOAD=libebb.so"
-        } else {
-            "(glibc malloc)"
+        match preload {
+            Some(library) => format!(
+                "LD_PRELOAD={}",
+                library.file_name().unwrap().to_string_lossy()
+            ),
+            None => "(glibc malloc)".to_string(),
         },
         exe.file_name().unwrap().to_string_lossy(),
         args.iter().map(|a| format!(" {a}")).collect::<String>()

@@ -66,6 +66,28 @@ export! {
     fn ebb_malloc_stats / [malloc_stats] () () -> () = stats::print();
 }
 
+/// C++ `operator delete(void*, std::size_t)`, secure build only (`c_api::free_sized`).
+///
+/// # Safety
+/// `ptr` is null or a live block from this allocator.
+#[cfg(all(feature = "secure", feature = "override"))]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn _ZdlPvm(ptr: *mut c_void, size: usize) {
+    // SAFETY: the caller upholds the C++ contract.
+    unsafe { super::free_sized(ptr, size) }
+}
+
+/// C++ `operator delete[](void*, std::size_t)`, secure build only.
+///
+/// # Safety
+/// `ptr` is null or a live block from this allocator.
+#[cfg(all(feature = "secure", feature = "override"))]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn _ZdaPvm(ptr: *mut c_void, size: usize) {
+    // SAFETY: the caller upholds the C++ contract.
+    unsafe { super::free_sized(ptr, size) }
+}
+
 /// Fill `*out` with a statistics snapshot. Returns 0, or -1 if `out` is null.
 ///
 /// # Safety
@@ -156,4 +178,42 @@ pub unsafe extern "C" fn ebb_option_set(name: *const c_char, value: i64) -> c_in
 #[no_mangle]
 pub extern "C" fn ebb_version() -> *const c_char {
     VERSION.as_ptr() as *const c_char
+}
+
+/// Start the sampling heap profiler with a mean of `rate` bytes between samples (0:
+/// `EBB_PROFILE_RATE`, else 512 KiB). 0 on success, -1 if its tables could not be
+/// mapped.
+#[no_mangle]
+pub extern "C" fn ebb_profile_start(rate: usize) -> c_int {
+    if crate::profile::start(rate as u64) {
+        0
+    } else {
+        -1
+    }
+}
+
+/// Stop sampling (what was sampled stays, for `ebb_profile_dump`).
+#[no_mangle]
+pub extern "C" fn ebb_profile_stop() {
+    crate::profile::stop();
+}
+
+/// Write the heap profile to `path`: pprof's gzipped protobuf from `libebb.so` (raw
+/// text where no encoder is linked, for `ebb-pprof symbolize`). 0 on success, -1 if
+/// it could not be written.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ebb_profile_dump(path: *const c_char) -> c_int {
+    if path.is_null() {
+        return -1;
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    let path = unsafe { core::ffi::CStr::from_ptr(path) };
+    if crate::profile::dump_to(path, false) {
+        0
+    } else {
+        -1
+    }
 }

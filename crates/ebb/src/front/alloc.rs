@@ -6,11 +6,13 @@
 //!   block = page.free; if null -> slow path; page.free = block.next; page.used += 1.
 //! free:
 //!   segment = SEGMENT_MAP[ptr >> 25]; page = segment.span_page[slice];
-//!   if page.owner == heap: push on page.local_free; page.used -= 1 (slow if it hits 0:
+//!   if page.owner == heap: push on page.free (page.local_free while the free list is
+//!   known zero); page.used -= 1 (slow if it hits 0:
 //!   the count is 0 and the page is not current, see page::CURRENT)
 //!   else -> slow path (remote push, large span, huge mapping, or invalid pointer).
 
-use crate::diag::report_invalid_free;
+use crate::diag::{report_invalid_free, report_unknown};
+use crate::front::freed_key;
 use crate::front::heap;
 use crate::front::slow::{self, malloc_slow};
 use crate::front::tls;
@@ -110,8 +112,9 @@ unsafe fn pop_or_slow<const C: bool>(
         if block.is_null() {
             return malloc_local_or_slow(size, page, heap, C);
         }
-        (*page).free = (*page).link(block);
+        (*page).free = (*page).link_fast(block);
         (*page).clear_link(block);
+        freed_key::clear(block);
         (*page).inc_used();
         (*heap).leave();
         block as *mut u8
@@ -165,15 +168,20 @@ fn malloc_local_or_slow(
     // SAFETY: `page` came from the heap's table, so it is owned by this thread (or is the
     // empty page, whose lists are always null and which is never written here).
     unsafe {
-        let block = (*page).local_free;
+        // The heap's mask is 0 while it samples: then this refill is the slow path's,
+        // which counts the blocks (`profile::sampler`). One `and`, on the flags the
+        // null test needs anyway. (The cast exposes the pointer's provenance.)
+        let block = ((*page).local_free as usize & (*heap).local_mask) as *mut Block;
         if block.is_null() {
             return malloc_slow_and_leave(size, heap, c);
         }
         (*page).local_free = (*page).link(block);
+        freed_key::clear(block);
         (*page).free = core::ptr::null_mut();
         core::mem::swap(&mut (*page).free, &mut (*page).local_free);
         (*page).clear_link(block);
         (*page).free_is_zero = false;
+        (*page).frees_to_local = false;
         (*page).inc_used();
         (*heap).leave();
         block as *mut u8
@@ -185,6 +193,11 @@ fn malloc_local_or_slow(
 #[cold]
 #[inline(never)]
 fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8 {
+    // This frame is the first below the caller's (the fast path reached it by tail
+    // calls): where a sample's stack capture starts (`profile::Entry`), taken first,
+    // while the frame pointer register is still the caller's.
+    let marker = 0u8;
+    let entry = crate::profile::Entry::here(&marker);
     // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the same.
     let class = unsafe {
         match (size <= SMALL_MAX, c) {
@@ -194,7 +207,7 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
             (false, true) => class_of((size + 15) & !15),
         }
     };
-    let block = malloc_slow(class);
+    let block = malloc_slow(class, size, entry);
     // SAFETY: the fast path entered this heap's window.
     unsafe { (*heap).leave() };
     if c && block.is_null() {
@@ -253,12 +266,32 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
 #[inline(never)]
 fn alloc_big(size: usize, align: usize) -> *mut u8 {
     if size <= LARGE_MAX {
-        if let Some(page) = arena::alloc_large(size.max(1), align) {
+        #[cfg(feature = "secure")]
+        let span = crate::secure::alloc_large(size, align);
+        #[cfg(not(feature = "secure"))]
+        let span = arena::alloc_large(size.max(1), align);
+        if let Some(page) = span {
             // SAFETY: alloc_large returns a valid span head.
-            return unsafe { (*page).start };
+            return counted_big(unsafe { (*page).start }, size);
         }
     }
-    huge::alloc(size, align)
+    counted_big(huge::alloc(size, align), size)
+}
+
+/// A block above `MEDIUM_MAX`: counted by the heap profiler while it runs.
+#[inline(always)]
+fn counted_big(block: *mut u8, size: usize) -> *mut u8 {
+    if crate::profile::is_active() && !block.is_null() {
+        sample_big(block, size);
+    }
+    block
+}
+
+#[cold]
+#[inline(never)]
+fn sample_big(block: *mut u8, size: usize) {
+    let marker = 0u8;
+    crate::profile::big_allocated(block, size, crate::profile::Entry::here(&marker));
 }
 
 /// Allocate zeroed memory. Memory fresh from the OS is known to be zero and is not
@@ -294,8 +327,9 @@ fn malloc_zeroed(size: usize) -> *mut u8 {
             return alloc_zeroed_any(size, MIN_ALIGN);
         }
         let zero = (*page).free_is_zero;
-        (*page).free = (*page).link(block);
+        (*page).free = (*page).link_fast(block);
         (*page).clear_link(block);
+        freed_key::clear(block);
         (*page).inc_used();
         (*heap).leave();
         if zero {
@@ -382,6 +416,10 @@ pub unsafe fn free(ptr: *mut u8) {
         if (*page).owner.load(Ordering::Relaxed) != heap as usize {
             return free_slow_and_leave(ptr, page, heap);
         }
+        if freed_key::is_marked(ptr) {
+            return free_marked_and_leave(ptr, page, heap);
+        }
+        freed_key::mark(ptr);
         // A page that empties goes back to the arena, except the heap's current page of
         // its class (`free_local` says which: see `page::CURRENT`).
         if (*page).free_local(ptr as *mut Block) {
@@ -439,12 +477,39 @@ unsafe fn page_emptied_and_leave(heap: *mut heap::Heap, page: *mut crate::span::
     }
 }
 
+/// Out of line (a tail call from `free`); leaves the window `free` entered. The block
+/// holds the freed key: a double free if it is on the page's free lists (reported),
+/// else a live block whose program stored the key value, freed as usual.
+///
+/// # Safety
+/// As `free`; `page` is `ptr`'s, owned by `heap`, inside the window `free` entered.
+#[cold]
+#[inline(never)]
+unsafe fn free_marked_and_leave(
+    ptr: *mut u8,
+    page: *mut crate::span::page::Page,
+    heap: *mut heap::Heap,
+) {
+    // SAFETY: forwarded from `free`.
+    unsafe {
+        if freed_key::is_on_free_list(page, ptr) {
+            freed_key::report_double_free(page, ptr);
+            (*heap).leave();
+            return;
+        }
+        if (*page).free_local(ptr as *mut Block) {
+            return page_emptied_and_leave(heap, page);
+        }
+        (*heap).leave();
+    }
+}
+
 /// `free` of a pointer in no ebb segment: null, or not ours.
 #[cold]
 #[inline(never)]
 fn free_unknown(ptr: *mut u8) {
     if !ptr.is_null() {
-        report_invalid_free(ptr, "pointer not allocated by ebb");
+        report_unknown("free", ptr);
     }
 }
 
@@ -497,6 +562,7 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
             HUGE if fits || new_size > LARGE_MAX => {
                 let p = huge::resize(page, new_size.max(LARGE_MAX + 1));
                 if !p.is_null() {
+                    crate::profile::moved(ptr, p);
                     return p;
                 }
                 if fits {

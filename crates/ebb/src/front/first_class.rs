@@ -203,7 +203,7 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
         if block.is_null() {
             return malloc_slow(fc, class);
         }
-        (*page).free = (*page).link(block);
+        (*page).free = (*page).link_fast(block);
         (*page).clear_link(block);
         (*page).inc_used();
         block as *mut u8
@@ -377,7 +377,11 @@ unsafe fn alloc_large(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8
     if !on_owner_thread(fc) {
         wrong_thread(fc, "allocation");
     }
-    let Some(page) = arena::alloc_large(size.max(1), align) else {
+    #[cfg(feature = "secure")]
+    let span = crate::secure::alloc_large(size, align);
+    #[cfg(not(feature = "secure"))]
+    let span = arena::alloc_large(size.max(1), align);
+    let Some(page) = span else {
         return huge::alloc(size, align);
     };
     // SAFETY: the span is ours (nobody else has its address yet); so is the heap.

@@ -71,6 +71,12 @@ pub struct Heap {
     /// What this heap writes in the owner word of its pages: its address, plus
     /// `CHECK_TAG` in check mode.
     pub owner_word: usize,
+    /// ANDed with a page's `local_free` where the fast path refills from it
+    /// (`alloc::malloc_local_or_slow`): all ones, or 0 while the heap samples, so
+    /// that refill goes through the slow path, which counts it (`profile::sampler`).
+    pub local_mask: usize,
+    /// The heap's sampling state (`profile::sampler`).
+    pub sampler: crate::profile::HeapSampler,
 }
 
 impl Heap {
@@ -92,6 +98,8 @@ impl Heap {
             sweep_wanted: AtomicBool::new(false),
             link: registry::Link::new(),
             owner_word: 0,
+            local_mask: usize::MAX,
+            sampler: crate::profile::HeapSampler::new(),
         }
     }
 
@@ -195,6 +203,7 @@ fn arm_reports() {
         os::at_exit(crate::stats_json::write_stats_file_at_exit);
     }
     crate::observe::retention::register();
+    crate::profile::register_from_env();
 }
 
 /// The calling thread's heap, made on first use. Null if the OS refused memory.
@@ -251,6 +260,8 @@ fn new_heap() -> *mut Heap {
             h.clear_tables();
             h.queues = [PageList::new(); CLASS_COUNT];
             h.page_count.store(0, Ordering::Relaxed);
+            h.local_mask = usize::MAX;
+            h.sampler = crate::profile::HeapSampler::new();
         }
         reused
     };

@@ -7,12 +7,14 @@
 //! - `takeover`: which heaps are idle, and taking one over (for the purger);
 //! - `tls`: how a thread finds its heap;
 //! - `check`: check mode's validation of frees (`EBB_CHECK=1`);
+//! - `freed_key`: the key in freed blocks that catches double frees in the default mode;
 //! - `first_class`: heaps the program creates and destroys (`ebb::Heap`);
 //! - `secure`: the secure build's checks on free (`secure` feature).
 
 pub mod alloc;
 pub mod check;
 pub mod first_class;
+pub mod freed_key;
 pub mod heap;
 pub mod queue;
 #[cfg(feature = "secure")]
@@ -20,3 +22,4 @@ pub mod secure;
 pub mod slow;
 pub mod takeover;
 pub mod tls;
+pub mod valgrind;

@@ -5,10 +5,11 @@
 use crate::counters::COUNTERS;
 use crate::front::heap::{empty_heap, ensure_heap, Heap};
 use crate::front::queue::{queue_is_short, queue_push_back, queue_push_front, queue_remove};
-use crate::front::{check, tls};
+use crate::front::{check, freed_key, tls};
 use crate::handoff::{abandon, drain};
 use crate::os;
 use crate::process::purger::after_slow_path;
+use crate::profile;
 use crate::protocol;
 use crate::size_class::{class_size, page_slices, CLASS_COUNT};
 use crate::span::page::{
@@ -134,10 +135,16 @@ fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
 /// stranded page would cost most and churn matters least, are never kept.
 pub const FULL_PAGE_SLICES_KEPT: usize = 4;
 
-/// Allocate a block of `class` when the fast path found no free block.
+/// Allocate a block of `class` (for a request of `size` bytes) when the fast path
+/// found no free block. `entry`: where the allocator was entered, for a sample's
+/// stack (`profile::Entry`).
 #[cold]
 #[inline(never)]
-pub fn malloc_slow(class: usize) -> *mut u8 {
+pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 {
+    // SAFETY: the fast path that called us is inside the heap's `in_op` window.
+    if let Some(block) = unsafe { sampled_local_refill(tls::heap(), class, size, entry) } {
+        return block;
+    }
     let heap = ensure_heap();
     if heap.is_null() {
         return null_mut();
@@ -148,20 +155,83 @@ pub fn malloc_slow(class: usize) -> *mut u8 {
         if (*heap).sweep_wanted.load(Ordering::Relaxed) {
             sweep(heap);
         }
-        let page = find_page(heap, class);
-        if page.is_null() {
-            null_mut()
+        // The sample-point hook: while the heap samples, this slow path runs at every
+        // sample point (see profile/sampler.rs) and serves that allocation itself.
+        let h = &mut *heap;
+        let sampling = profile::sync(
+            &mut h.sampler,
+            &mut h.local_mask,
+            h.owner_word & CHECK_TAG == 0,
+        );
+        let block_size = class_size(class);
+        let mut sampled = null_mut();
+        if sampling && profile::sample_point(&mut h.sampler, class, block_size) {
+            sampled = profile::serve_sampled(size, block_size, entry);
+        }
+        if !sampled.is_null() {
+            sampled
         } else {
-            let block = pop(page);
-            if (*heap).owner_word & CHECK_TAG != 0 {
-                check::mark_allocated(block);
+            let page = find_page(heap, class);
+            if page.is_null() {
+                null_mut()
+            } else {
+                let block = pop(page);
+                if (*heap).owner_word & CHECK_TAG != 0 {
+                    check::mark_allocated(block);
+                }
+                if sampling {
+                    profile::cut(&mut (*heap).sampler, page, class, block_size);
+                }
+                block
             }
-            block
         }
     };
     // SAFETY: as above.
     unsafe { (*heap).leave() };
     block
+}
+
+/// While a heap samples, its fast path does not refill from `local_free` (see
+/// `profile::sampler`): this does it here, as cheaply, counting the blocks (and serving
+/// the allocation itself at a sample point). None if the heap does not sample or the
+/// current page has no such refill to give (then the full slow path runs).
+///
+/// # Safety
+/// `heap` is the calling thread's heap (or the empty heap), inside the `in_op` window
+/// its fast path entered: the same footing as the fast path's own refill.
+#[inline]
+unsafe fn sampled_local_refill(
+    heap: *mut Heap,
+    class: usize,
+    size: usize,
+    entry: profile::Entry,
+) -> Option<*mut u8> {
+    // SAFETY: per the contract; the current page is the heap's own (or the empty page,
+    // whose lists are null).
+    unsafe {
+        let h = &mut *heap;
+        if h.local_mask != 0 || !profile::in_step(&h.sampler) {
+            return None;
+        }
+        let page = h.current.get_unchecked(class).load(Ordering::Relaxed);
+        if (*page).local_free.is_null() || !(*page).free.is_null() {
+            return None;
+        }
+        let block_size = class_size(class);
+        if profile::sample_point(&mut h.sampler, class, block_size) {
+            let block = profile::serve_sampled(size, block_size, entry);
+            if !block.is_null() {
+                return Some(block);
+            }
+        }
+        (*page).free = (*page).local_free;
+        (*page).local_free = null_mut();
+        (*page).free_is_zero = false;
+        (*page).frees_to_local = false;
+        let block = pop(page);
+        profile::cut(&mut h.sampler, page, class, block_size);
+        Some(block)
+    }
 }
 
 /// Let go of every page of the heap but the current one of each class: free the unused
@@ -212,6 +282,7 @@ pub unsafe fn pop(page: *mut Page) -> *mut u8 {
         debug_assert!(!block.is_null());
         (*page).free = (*page).link(block);
         (*page).clear_link(block);
+        crate::front::freed_key::clear(block);
         (*page).inc_used();
         block as *mut u8
     }
@@ -259,9 +330,16 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         if owner >= MARKER_LIMIT && owner & !CHECK_TAG == heap as usize {
             // Our own page: in check mode, or the fast path raced with a steal that was
             // undone.
-            if (owner & CHECK_TAG == 0 || check::small_free_is_valid(page, block))
-                && (*page).free_local(block as *mut Block)
-            {
+            if owner & CHECK_TAG == 0 && freed_key::is_marked(block) {
+                if freed_key::is_on_free_list(page, block) {
+                    freed_key::report_double_free(page, block);
+                    return;
+                }
+            } else if owner & CHECK_TAG != 0 && !check::small_free_is_valid(page, block) {
+                return;
+            }
+            freed_key::mark(block);
+            if (*page).free_local(block as *mut Block) {
                 retire(heap, page);
             }
             return;
@@ -271,12 +349,16 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         }
         match owner {
             LARGE => {
+                #[cfg(feature = "secure")]
+                crate::secure::check_large_canary(page, block);
+                profile::freed(block);
                 (*page).set_used(0);
                 COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
                 arena::free_span(page, os::now_ms());
                 after_slow_path();
             }
             HUGE => {
+                profile::freed(block);
                 huge::free(page);
                 // Without a background purger, this is where an expired kept mapping goes.
                 after_slow_path();
@@ -305,6 +387,21 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
                 } else {
                     drain::free_remote(page, block);
                 }
+            }
+            ABANDONED if heap != empty_heap() => {
+                // Ours, but we hold spare pages of the class: forget that we abandoned
+                // it, so our next frees into it take `free`'s direct remote push (no
+                // slow path, no queue walk: ~150 instructions less each; tree-rebuild
+                // and the Rust tool of the real-programs suite free whole trees into
+                // such pages). It comes back to us, or to anyone, through the abandoned
+                // list. A CAS: a page re-abandoned meanwhile keeps its new last owner.
+                let _ = (*page).last_owner.compare_exchange(
+                    heap as usize,
+                    0,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                drain::free_remote(page, block);
             }
             _ => drain::free_remote(page, block),
         }

@@ -14,10 +14,11 @@ use crate::counters::COUNTERS;
 use crate::handoff::drain::{self, claim_for_drain, finish_drain};
 use crate::os;
 use crate::protocol;
-use crate::size_class::{class_of, CLASS_COUNT};
+use crate::size_class::CLASS_COUNT;
 use crate::span::arena::free_span;
 use crate::span::deadline;
-use crate::span::page::{Page, PageList, ABANDONED, PURGE_INSIDE_MIN};
+use crate::span::holes::purged_inside;
+use crate::span::page::{Page, PageList, ABANDONED};
 use crate::sync::Mutex;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
@@ -123,14 +124,14 @@ pub unsafe fn unlist(page: *mut Page) {
 
 /// `freed_at` of a listed abandoned page whose free blocks have been purged inside.
 pub const PURGED_INSIDE: u64 = u64::MAX;
-/// The first class whose blocks are purged inside (see `Page::purge_free_blocks`).
-const FIRST_INSIDE_CLASS: usize = class_of(PURGE_INSIDE_MIN);
 /// Pages purged inside per pass under the lock.
 const INSIDE_BATCH: usize = 32;
 
-/// Put an abandoned page on the list of its class. For pages of big blocks `freed_at`
-/// (unused while the page is in use: see `Page::freed_at`) records when: their free
-/// blocks are purged inside once nobody has claimed the page for the purge delay.
+/// Put an abandoned page on the list of its class. For pages whose free blocks are
+/// purged inside (big blocks, or small ones by holes: `span::holes::purged_inside`)
+/// `freed_at` (unused while the page is in use: see `Page::freed_at`) records when:
+/// their free blocks are purged inside once nobody has claimed the page for the purge
+/// delay.
 ///
 /// `listed_at` is normally now; `PURGED_INSIDE` if the caller just purged the page.
 ///
@@ -142,7 +143,7 @@ pub unsafe fn list_locked(lists: &mut [PageList; CLASS_COUNT], page: *mut Page, 
         debug_assert!(!(*page).listed);
         lists[(*page).class as usize].push_back(page);
         (*page).listed = true;
-        if (*page).block_size() >= PURGE_INSIDE_MIN {
+        if purged_inside(&*page) {
             (*page).freed_at.store(listed_at, Ordering::Relaxed);
             if listed_at != PURGED_INSIDE {
                 deadline::schedule_purge(listed_at);
@@ -151,27 +152,51 @@ pub unsafe fn list_locked(lists: &mut [PageList; CLASS_COUNT], page: *mut Page, 
     }
 }
 
-/// Purge the inside of the free blocks of listed abandoned pages of big blocks that
-/// nobody claimed for the purge delay (all of them if `force`): a few survivors must
-/// not keep a page of 512 KiB blocks resident. Returns the next time one becomes due.
+/// Purge the inside of the free blocks of listed abandoned pages that nobody claimed
+/// for the purge delay (all of them if `force`): a few survivors must not keep a page
+/// of 512 KiB blocks, or the OS pages around them in a page of small blocks, resident.
+/// Returns the next time one becomes due.
 pub fn purge_unclaimed_insides(now: u64, delay: u64, force: bool) -> u64 {
+    // Batch after batch (a pass of the sparse-survivor scenario finds thousands of
+    // pages due at once), but bounded: a page another drainer holds stays due, and the
+    // purger must not spin on it.
+    for _ in 0..MAX_INSIDE_BATCHES {
+        let (next_due, more) = purge_unclaimed_batch(now, delay, force);
+        if !more {
+            return next_due;
+        }
+    }
+    now // more left: come back soon
+}
+
+/// Batches of `purge_unclaimed_insides` per call.
+const MAX_INSIDE_BATCHES: usize = 256;
+
+/// One batch of `purge_unclaimed_insides`; true if more were due than a batch holds.
+fn purge_unclaimed_batch(now: u64, delay: u64, force: bool) -> (u64, bool) {
     let mut next_due = u64::MAX;
+    let mut more = false;
     // One pass under the lock over every class (the lock is what the slow paths of all
     // threads contend for), then the purging outside it.
     let mut batch: [*mut Page; INSIDE_BATCH] = [null_mut(); INSIDE_BATCH];
     let mut count = 0;
     {
         let lists = ABANDONED_LISTS.lock();
-        'classes: for list in &lists[FIRST_INSIDE_CLASS..] {
+        'classes: for list in lists.iter() {
             let mut page = list.first;
             while !page.is_null() {
                 // SAFETY: listed pages are valid descriptors; the lock guards the links.
-                let listed_at = unsafe { (*page).freed_at.load(Ordering::Relaxed) };
-                if listed_at != PURGED_INSIDE {
+                let (listed_at, inside) = unsafe {
+                    (
+                        (*page).freed_at.load(Ordering::Relaxed),
+                        purged_inside(&*page),
+                    )
+                };
+                if inside && listed_at != PURGED_INSIDE {
                     if !force && listed_at.saturating_add(delay) > now {
                         next_due = next_due.min(listed_at + delay);
                     } else if count == batch.len() {
-                        next_due = now; // more than a batch: come back soon
+                        more = true; // more than a batch: another one right after
                         break 'classes;
                     } else {
                         batch[count] = page;
@@ -199,7 +224,7 @@ pub fn purge_unclaimed_insides(now: u64, delay: u64, force: bool) -> u64 {
             finish_drain(page, false);
         }
     }
-    next_due
+    (next_due, more)
 }
 
 /// Take the list lock before `fork` (see `process::fork_prepare`).

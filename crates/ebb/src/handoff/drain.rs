@@ -16,7 +16,7 @@ use crate::os;
 use crate::protocol;
 use crate::span::arena::{free_span, segments};
 use crate::span::deadline;
-use crate::span::page::{Block, Page, ABANDONED, DRAINING, PURGE_INSIDE_MIN};
+use crate::span::page::{Block, Page, ABANDONED, DRAINING};
 use crate::span::segment::{segment_of_page, DRAIN_MASK_WORDS};
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -112,7 +112,7 @@ pub unsafe fn finish_drain(page: *mut Page, took_frees: bool) {
         if !(*page).listed && (*page).has_room() {
             let mut lists = ABANDONED_LISTS.lock();
             abandon::list_locked(&mut lists, page, os::now_ms());
-        } else if (*page).listed && took_frees && (*page).block_size() >= PURGE_INSIDE_MIN {
+        } else if (*page).listed && took_frees && crate::span::holes::purged_inside(&*page) {
             // New free blocks: their insides wait out the purge delay again.
             let now = os::now_ms();
             (*page).freed_at.store(now, Ordering::Relaxed);

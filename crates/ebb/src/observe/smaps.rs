@@ -2,8 +2,6 @@
 //! (no allocation: the retention report runs in `atexit` handlers of programs whose
 //! heap is ebb).
 
-use crate::os;
-
 /// Bytes of a mapping's name kept (longer names are cut).
 pub const NAME_MAX: usize = 80;
 
@@ -68,68 +66,23 @@ pub fn for_each_mapping(with_rss: bool, mut f: impl FnMut(&Mapping)) -> bool {
     } else {
         b"/proc/self/maps\0"
     };
-    let Some(fd) = os::open_read(path) else {
-        return false;
-    };
-    let mut buf = [0u8; 4096];
-    let mut len = 0;
     let mut current = Mapping::EMPTY;
     let mut have = false;
-    let mut eof = false;
-    while !eof || len > 0 {
-        if !eof && len < buf.len() {
-            let n = os::read_fd(fd, &mut buf[len..]);
-            if n <= 0 {
-                eof = true;
-            } else {
-                len += n as usize;
+    let read = crate::diag::for_each_line(path, |line| {
+        if let Some(m) = parse_header(line) {
+            if have {
+                f(&current);
             }
+            current = m;
+            have = true;
+        } else if let Some(kb) = field_kb(line, b"Rss:") {
+            current.rss = kb * 1024;
         }
-        // Every whole line in the buffer (or the rest at the end, or a full buffer
-        // with no newline: a line too long, cut).
-        let mut consumed = 0;
-        loop {
-            let rest = &buf[consumed..len];
-            let line_len = match rest.iter().position(|&b| b == b'\n') {
-                Some(i) => i,
-                None if eof || (consumed == 0 && len == buf.len()) => rest.len(),
-                None => break,
-            };
-            if line_len == 0 && rest.is_empty() {
-                break;
-            }
-            let line = &rest[..line_len];
-            if let Some(m) = parse_header(line) {
-                if have {
-                    f(&current);
-                }
-                current = m;
-                have = true;
-            } else if let Some(kb) = field_kb(line, b"Rss:") {
-                current.rss = kb * 1024;
-            }
-            consumed += (line_len + 1).min(rest.len());
-        }
-        buf.copy_within(consumed..len, 0);
-        len -= consumed;
-    }
+    });
     if have {
         f(&current);
     }
-    os::close_fd(fd);
-    true
-}
-
-fn hex(field: &[u8]) -> Option<usize> {
-    if field.is_empty() {
-        return None;
-    }
-    let mut v = 0usize;
-    for &b in field {
-        let d = (b as char).to_digit(16)?;
-        v = v.checked_mul(16)? + d as usize;
-    }
-    Some(v)
+    read
 }
 
 fn decimal(field: &[u8]) -> Option<u64> {
@@ -151,13 +104,13 @@ fn parse_header(line: &[u8]) -> Option<Mapping> {
     let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
     let range = fields.next()?;
     let dash = range.iter().position(|&b| b == b'-')?;
-    let start = hex(&range[..dash])?;
-    let end = hex(&range[dash + 1..])?;
+    let start = crate::diag::parse_hex(&range[..dash])?;
+    let end = crate::diag::parse_hex(&range[dash + 1..])?;
     let perms = fields.next()?;
     if perms.len() != 4 {
         return None;
     }
-    let _offset = hex(fields.next()?)?;
+    let _offset = crate::diag::parse_hex(fields.next()?)?;
     let _dev = fields.next()?;
     let inode = decimal(fields.next()?)?;
     let mut m = Mapping::EMPTY;

@@ -1,5 +1,5 @@
 //! Fault injection for the OS memory calls (`reserve_aligned`, `reserve_at`, `decommit`,
-//! `remap`, `protect`):
+//! `remap`, `advise_huge_pages`, `protect`):
 //! make them fail on demand, so every path that handles a refusal can be tested.
 //!
 //! Armed from the environment on the first OS memory call, or by
@@ -23,12 +23,14 @@ pub enum Kind {
     Reserve = 1,
     Decommit = 2,
     Remap = 4,
+    /// `advise_huge_pages` (`EBB_LARGE_PAGES=1` only).
+    Advise = 8,
     /// `protect` (the secure build's guard pages).
-    Protect = 8,
+    Protect = 16,
 }
 
 /// Every kind.
-pub const ALL_KINDS: u8 = 15;
+pub const ALL_KINDS: u8 = 31;
 
 const UNREAD: u8 = 0;
 const OFF: u8 = 1;

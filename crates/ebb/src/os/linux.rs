@@ -23,6 +23,11 @@ pub const HAS_REMAP: bool = true;
 /// time with `membarrier_register`).
 pub const HAS_MEMBARRIER: bool = true;
 
+/// A transparent huge page maps 2 MiB with 4 KiB base pages (x86-64; arm64 kernels
+/// built with 16 or 64 KiB pages have bigger ones, which `advise_huge_pages` declines:
+/// segments hold 32 MiB, too few of those).
+pub const HUGE_PAGE_SIZE: usize = 2 << 20;
+
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
 
 /// The OS page size (read once; 4 KiB on x86-64 Linux, 16/64 KiB on some arm64).
@@ -248,6 +253,25 @@ pub unsafe fn decommit(ptr: *mut u8, size: usize) -> bool {
         valgrind_mark_defined(ptr, size);
     }
     ok
+}
+
+/// Ask for transparent huge pages over `[ptr, ptr + size)` (`MADV_HUGEPAGE`): in the
+/// kernel's `madvise` mode (`/sys/kernel/mm/transparent_hugepage/enabled`) the first
+/// touch of a whole, aligned 2 MiB range of it then maps a huge page, and khugepaged
+/// may collapse its ranges later. False if refused (no THP in the kernel: EINVAL) or
+/// the base page is not 4 KiB (see `HUGE_PAGE_SIZE`). errno is preserved.
+///
+/// # Safety
+/// The range must be page aligned and reserved by this module.
+pub unsafe fn advise_huge_pages(ptr: *mut u8, size: usize) -> bool {
+    if page_size() != 4096 || super::fault::refuse(super::fault::Kind::Advise, size) {
+        return false;
+    }
+    // SAFETY: per the contract above; the advice changes how the range is backed,
+    // never its contents.
+    preserving_errno(|| unsafe {
+        libc::madvise(ptr as *mut c_void, size, libc::MADV_HUGEPAGE) == 0
+    })
 }
 
 /// Tell valgrind's memcheck, when running under it, that `[ptr, ptr + size)` holds

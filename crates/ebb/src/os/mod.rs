@@ -25,6 +25,10 @@
 //! - [`HAS_MEMBARRIER`]: [`membarrier`] exists (a full barrier on every running thread
 //!   of the process). False: idle heaps are never taken over (their pages wait for
 //!   their thread's next allocator call or its exit).
+//! - [`HUGE_PAGE_SIZE`]: the size of a transparent huge page (the page a page-table
+//!   entry one level up maps: 2 MiB on x86-64 and on arm64 with 4 KiB pages), or 0 if
+//!   the target has none. `EBB_LARGE_PAGES=1` keeps purges in units of it
+//!   (`span/large_pages.rs`); with 0 the option does nothing.
 //!
 //! # Primitives
 //! Memory:
@@ -48,6 +52,11 @@
 //! - `reserve_at(at, size) -> *mut u8`: as `reserve_aligned`, but exactly at `at`, or
 //!   null if that range is taken (never replaces a mapping). (Randomised placement.)
 //! - `random_seed() -> u64`: 64 unpredictable bits (the secure build's keys).
+//! - `advise_huge_pages(ptr, size) -> bool`: ask the OS to back the range with huge
+//!   pages where whole aligned huge pages fit in it (Linux: `MADV_HUGEPAGE`, which is
+//!   what makes transparent huge pages used at all in the kernel's `madvise` mode).
+//!   Advice only: true if taken, false if the OS refused or has no huge pages; the
+//!   memory works the same either way. Pre: reserved, page aligned.
 //! - `page_size() -> usize`.
 //! - `valgrind_mark_defined(ptr, size)`: tell a memory checker the range is defined
 //!   (a no-op natively).
@@ -85,7 +94,7 @@
 //! header of a huge mapping found through the segment map may be freed meanwhile).
 //!
 //! Fault injection (`fault.rs`, shared by every implementation): `reserve_aligned`,
-//! `reserve_at`, `decommit`, `remap` and `protect` ask [`fault::refuse`] first and fail as the OS would when it
+//! `reserve_at`, `decommit`, `remap`, `advise_huge_pages` and `protect` ask [`fault::refuse`] first and fail as the OS would when it
 //! says so; `release` reports the bytes it gives back with [`fault::released`].
 //!
 //! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
@@ -118,6 +127,8 @@ mod contract {
     const _: bool = HAS_REMAP;
     const _: bool = HAS_MEMBARRIER;
     const _: bool = HAS_PROTECT;
+    const _: usize = HUGE_PAGE_SIZE;
+    const _: () = assert!(HUGE_PAGE_SIZE == 0 || HUGE_PAGE_SIZE.is_power_of_two());
     const _: () = assert!(ADDRESS_BITS >= 39 && ADDRESS_BITS <= 48);
     const _: fn(usize, usize) -> *mut u8 = reserve_aligned;
     const _: unsafe fn(*mut u8, usize) = release;
@@ -126,6 +137,7 @@ mod contract {
     const _: unsafe fn(*mut u8, usize, bool) -> bool = protect;
     const _: fn(*mut u8, usize) -> *mut u8 = reserve_at;
     const _: fn() -> u64 = random_seed;
+    const _: unsafe fn(*mut u8, usize) -> bool = advise_huge_pages;
     const _: fn() -> usize = page_size;
     const _: fn(*mut u8, usize) = valgrind_mark_defined;
     const _: fn() -> u64 = now_ms;

@@ -205,6 +205,8 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         {
             (*page).key = crate::secure::new_key();
             (*page).block_magic = crate::secure::multiple_magic(count * SLICE_SIZE);
+            (*page).large_canary = false;
+            (*page).carved_bytes = 1;
         }
         (*page).owner.store(LARGE, Ordering::Release);
     }
@@ -218,6 +220,27 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
 /// # Safety
 /// `page` must be a live large span owned by the caller's block.
 pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
+    // The secure build's canary after the block moves with its end.
+    #[cfg(feature = "secure")]
+    // SAFETY: per the contract.
+    unsafe {
+        if (*page).large_canary {
+            if !resize_large_span(page, bytes + crate::secure::LARGE_CANARY) {
+                return false;
+            }
+            crate::secure::set_large_canary(page, bytes);
+            return true;
+        }
+    }
+    // SAFETY: per the contract.
+    unsafe { resize_large_span(page, bytes) }
+}
+
+/// `resize_large` of the span alone.
+///
+/// # Safety
+/// As `resize_large`.
+unsafe fn resize_large_span(page: *mut Page, bytes: usize) -> bool {
     let new_count = bytes.div_ceil(SLICE_SIZE);
     let seg = segment_of_page(page);
     let _guard = SPAN_LOCK.lock();
@@ -313,6 +336,7 @@ pub unsafe fn free_span(page: *mut Page, unused_since: u64) {
         #[cfg(feature = "secure")]
         {
             (*page).guarded = false;
+            (*page).large_canary = false;
         }
         free_slices_locked(seg, index, (*page).slice_count as usize, unused_since);
     }

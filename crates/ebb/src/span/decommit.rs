@@ -9,10 +9,15 @@
 //! Nothing else reads a hidden run's descriptors. Once decommitted, the run is made
 //! free again, now uncommitted, under the lock; a run the OS refused to decommit is
 //! made free again still committed, and the scan stops until the next purge.
+//!
+//! With `EBB_LARGE_PAGES=1` an unforced scan skips the free slices of 2 MiB units
+//! that are mostly in use (`large_pages::kept_units`), so it does not split their huge
+//! pages; they are not counted as pending either.
 
 use crate::counters::COUNTERS;
 use crate::os;
 use crate::span::arena::{segments, SPAN_LOCK};
+use crate::span::large_pages;
 use crate::span::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
 use core::sync::atomic::Ordering;
 
@@ -32,12 +37,20 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
                 let _guard = SPAN_LOCK.lock();
                 // SAFETY: seg is live; bitmaps and free descriptors are guarded by the lock.
                 let seg_ref = unsafe { &mut *seg };
+                // Decided before anything is hidden, so hiding a run does not make the
+                // rest of its unit look used.
+                let kept = if force {
+                    0
+                } else {
+                    large_pages::kept_units(&seg_ref.free_slices)
+                };
                 let mut i = crate::span::segment::HEADER_SLICES;
                 while i < SLICES_PER_SEGMENT && run_count < runs.len() {
                     // Skip to the next slice that is free and committed, a word at a time.
                     let word = i / 64;
                     let candidates = (seg_ref.free_slices.word(word)
-                        & seg_ref.committed_slices.word(word))
+                        & seg_ref.committed_slices.word(word)
+                        & !large_pages::kept_mask(kept, word))
                         >> (i % 64);
                     if candidates == 0 {
                         i = (word + 1) * 64;
@@ -54,6 +67,7 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
                     while i < SLICES_PER_SEGMENT
                         && seg_ref.free_slices.get(i)
                         && seg_ref.committed_slices.get(i)
+                        && !large_pages::is_kept(kept, i)
                         && (force
                             || seg_ref.pages[i].freed_at.load(Ordering::Relaxed) + delay <= now)
                     {

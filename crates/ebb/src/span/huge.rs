@@ -254,6 +254,9 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         unsafe { os::release(base, mapped) };
         return null_mut();
     }
+    // SAFETY: just reserved and ours (a no-op unless `EBB_LARGE_PAGES`; a move by
+    // `resize` keeps the advice, which belongs to the pages' mapping).
+    unsafe { crate::span::large_pages::advise(base, mapped) };
     COUNTERS.huge_allocs.fetch_add(1, Ordering::Relaxed);
     COUNTERS
         .huge_bytes

@@ -1,12 +1,15 @@
 //! The span backend: segments and the pointer → segment map, slices and their bitmaps,
 //! page descriptors and their free lists, spans for pages and large blocks, the
-//! decommit scan, huge mappings, and the purger's deadlines. It knows nothing of heaps:
-//! a page's owner word is just a word to it.
+//! decommit scan (and its 2 MiB units under `EBB_LARGE_PAGES`), huge mappings, and the
+//! purger's deadlines. It knows nothing of heaps: a page's owner word is just a word to
+//! it.
 
 pub mod arena;
 pub mod bitmap;
 pub mod deadline;
 pub mod decommit;
+pub mod holes;
 pub mod huge;
+pub mod large_pages;
 pub mod page;
 pub mod segment;

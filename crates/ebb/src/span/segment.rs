@@ -20,10 +20,11 @@
 use crate::os;
 use crate::span::bitmap::Bitmap512;
 use crate::span::page::{Page, FREE};
-use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 pub const SLICE_SHIFT: usize = 16;
 pub const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
+const _: () = assert!(SLICE_SIZE == crate::size_class::SLICE_BYTES);
 pub const SEGMENT_SHIFT: usize = 25;
 pub const SEGMENT_SIZE: usize = 1 << SEGMENT_SHIFT;
 /// Bytes of a segment's check-mode allocation bitmap (`Segment::check_bits`): one bit
@@ -93,13 +94,16 @@ pub const HEADER_SLICES: usize = core::mem::size_of::<Segment>().div_ceil(SLICE_
 pub const HEADER_BYTES: usize = HEADER_SLICES * SLICE_SIZE;
 const _: () = assert!(HEADER_SLICES == 2 && HEADER_BYTES.is_power_of_two());
 
-/// The segment map: entry `addr >> 25` is the owning segment's address.
-struct SegmentMap([AtomicUsize; MAP_ENTRIES]);
-// 32 MiB (47-bit space) or 64 MiB (48-bit) of zero-initialised .bss, address space
+/// The segment map: entry `addr >> 25` is the owning segment's address `>> 25` (its
+/// window; 0: not ebb's).
+struct SegmentMap([AtomicU32; MAP_ENTRIES]);
+// 16 MiB (47-bit space) or 32 MiB (48-bit) of zero-initialised .bss, address space
 // only: just the entries for windows ebb uses are ever touched, so it costs a few KiB
-// of RSS at most. Full addresses
-// rather than `address >> 25` in a u32 save `free` a shift.
-static SEGMENT_MAP: SegmentMap = SegmentMap([const { AtomicUsize::new(0) }; MAP_ENTRIES]);
+// of RSS at most. Windows rather than whole addresses halve it (address space is what
+// `ulimit -v` counts: python3 under `ulimit -v 600000` got one more 8 MiB block in
+// each 8 MiB saved) at the cost of a shift in `free`.
+static SEGMENT_MAP: SegmentMap = SegmentMap([const { AtomicU32::new(0) }; MAP_ENTRIES]);
+const _: () = assert!(ADDRESS_BITS - SEGMENT_SHIFT <= 32);
 
 /// Address and size of the segment map (stats count its resident pages as metadata).
 pub fn map_extent() -> (usize, usize) {
@@ -114,7 +118,8 @@ pub fn map_extent() -> (usize, usize) {
 pub fn segment_of(ptr: *const u8) -> *mut Segment {
     let index = (ptr as usize >> SEGMENT_SHIFT) & (MAP_ENTRIES - 1);
     // SAFETY: index is masked into range.
-    unsafe { SEGMENT_MAP.0.get_unchecked(index) }.load(Ordering::Relaxed) as *mut Segment
+    let window = unsafe { SEGMENT_MAP.0.get_unchecked(index) }.load(Ordering::Relaxed);
+    ((window as usize) << SEGMENT_SHIFT) as *mut Segment
 }
 
 /// True if `ptr` is inside the range the segment map covers (`ADDRESS_BITS`).
@@ -125,7 +130,7 @@ pub fn in_map_range(ptr: *const u8) -> bool {
 
 /// Record `segment` as the owner of every window in `[start, start + len)`.
 pub fn map_windows(segment: *mut Segment, start: usize, len: usize) {
-    let value = segment as usize;
+    let value = (segment as usize >> SEGMENT_SHIFT) as u32;
     let mut window = start >> SEGMENT_SHIFT;
     let end = (start + len + SEGMENT_SIZE - 1) >> SEGMENT_SHIFT;
     while window < end {
@@ -162,6 +167,8 @@ impl Segment {
             }
             return core::ptr::null_mut();
         }
+        // SAFETY: just reserved; `EBB_LARGE_PAGES` asks for huge pages (a no-op if off).
+        unsafe { crate::span::large_pages::advise(base, SEGMENT_SIZE) };
         let segment = base as *mut Segment;
         // SAFETY: the mapping is fresh, zeroed and ours; the header fits in its slices.
         // Zero is a valid bit pattern for every header field except `kind`, and a zero

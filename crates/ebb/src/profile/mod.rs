@@ -1,0 +1,386 @@
+//! The sampling heap profiler: off by default; `EBB_PROFILE=<prefix>` starts it at
+//! process start, or [`start`] at any time.
+//!
+//! - `sampler`: sample points, how the slow path stops the fast path at them, how a
+//!   sampled block is served and its free credited (the hooks in `front/slow.rs` and
+//!   `front/alloc.rs`);
+//! - `stack`: the stack of a sample (frame-pointer walk, no allocation, no lock);
+//! - `table`: the records (stacks with estimated totals, live sampled blocks);
+//! - `maps`: executable mappings from `/proc/self/maps`;
+//! - `math`: `ln` and `1 - exp(-x)` without `std`;
+//! - this file: start/stop/dump, the environment, the raw text format, and the
+//!   encoder an upper layer may register (`ebb-pprof` writes pprof's `.pb.gz`).
+//!
+//! Environment (read when the process sets up, see README "Find a leak"):
+//! `EBB_PROFILE=<prefix>` profile from the start and write `<prefix>.<pid>.pb.gz`
+//! (`.raw` without an encoder) at exit; `EBB_PROFILE_RATE=<bytes>` mean interval
+//! between samples (default 512 KiB; `k`/`m` suffixes); `EBB_PROFILE_SIGNAL=<signal>`
+//! write `<prefix>.<pid>.<n>.pb.gz` on each signal (a thread of its own writes it);
+//! `EBB_PROFILE_LEAKS=1` the exit profile holds only blocks still live;
+//! `EBB_PROFILE_SEED=<n>` fix the sample points (tests).
+
+mod maps;
+mod math;
+mod sampler;
+mod stack;
+mod table;
+
+pub(crate) use sampler::HeapSampler;
+pub(crate) use sampler::{
+    big_allocated, cut, freed, in_step, moved, sample_point, serve_sampled, sync,
+};
+pub(crate) use stack::Entry;
+pub use stack::SEPARATOR as STACK_SEPARATOR;
+pub use table::MAX_DEPTH;
+
+use crate::diag::StderrWriter;
+use crate::os;
+use core::ffi::CStr;
+use core::fmt::Write;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Mean bytes between samples unless told otherwise.
+pub const DEFAULT_RATE: u64 = 512 << 10;
+
+/// Sampling is on (heaps pick a change up on their next malloc slow path, via `EPOCH`).
+pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(false);
+pub(crate) static EPOCH: AtomicU32 = AtomicU32::new(0);
+pub(crate) static RATE: AtomicU64 = AtomicU64::new(DEFAULT_RATE);
+pub(crate) static SEED: AtomicU64 = AtomicU64::new(0x5EED_EBB0);
+
+/// Start sampling with a mean of `rate` bytes between samples (0: the default, or
+/// `EBB_PROFILE_RATE`). Samples already taken are kept. False if the record tables
+/// could not be mapped.
+pub fn start(rate: u64) -> bool {
+    if !table::tables_or_make() {
+        return false;
+    }
+    stack::refresh_executable_ranges();
+    let rate = if rate != 0 {
+        rate
+    } else {
+        env_rate().unwrap_or(DEFAULT_RATE)
+    };
+    RATE.store(rate, Ordering::Relaxed);
+    sampler::reset_big();
+    ACTIVE.store(true, Ordering::Relaxed);
+    EPOCH.fetch_add(1, Ordering::Release);
+    true
+}
+
+/// Stop sampling. What was sampled stays (a later [`dump`] writes it) and frees of
+/// sampled blocks are still credited.
+pub fn stop() {
+    ACTIVE.store(false, Ordering::Relaxed);
+    EPOCH.fetch_add(1, Ordering::Release);
+}
+
+/// True while sampling.
+pub fn is_active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+/// The mean sampling interval in bytes.
+pub fn rate() -> u64 {
+    RATE.load(Ordering::Relaxed)
+}
+
+/// Capture the calling thread's stack as a sample would (benchmarks: the cost of a
+/// capture, `scripts/bench-profile.sh`); returns the depth written into `out`.
+#[doc(hidden)]
+#[inline(never)]
+pub fn capture_here(out: &mut [usize; MAX_DEPTH]) -> usize {
+    let marker = 0u8;
+    stack::capture(stack::Entry::here(&marker), out)
+}
+
+/// Samples that found no room in the record tables (0 unless tens of thousands of
+/// distinct stacks or live samples).
+pub fn dropped() -> u64 {
+    table::DROPPED.load(Ordering::Relaxed)
+}
+
+/// The records of one call stack.
+#[derive(Clone, Copy, Debug)]
+pub struct Site<'a> {
+    /// Return addresses, innermost first (the allocator's own frames included when it
+    /// was built with frame pointers: encoders drop them by name).
+    pub stack: &'a [usize],
+    /// Estimated allocations and bytes made at this stack since profiling started.
+    pub alloc_objects: u64,
+    pub alloc_bytes: u64,
+    /// Estimated blocks and bytes still live.
+    pub inuse_objects: u64,
+    pub inuse_bytes: u64,
+    /// Samples behind the estimates, and those still live.
+    pub samples: u64,
+    pub live_samples: u64,
+}
+
+/// Call `f` for every stack sampled so far (any thread, any time; no allocation).
+pub fn for_each_site(mut f: impl FnMut(&Site)) {
+    table::for_each_bucket(|b| {
+        let scale = table::OBJECT_SCALE;
+        f(&Site {
+            stack: b.stack(),
+            alloc_objects: (b.alloc_objects.load(Ordering::Relaxed) + scale / 2) / scale,
+            alloc_bytes: b.alloc_bytes.load(Ordering::Relaxed),
+            inuse_objects: (b.inuse_objects.load(Ordering::Relaxed) + scale / 2) / scale,
+            inuse_bytes: b.inuse_bytes.load(Ordering::Relaxed),
+            samples: b.samples.load(Ordering::Relaxed),
+            live_samples: b.live_samples.load(Ordering::Relaxed),
+        })
+    });
+}
+
+/// Writes a profile to `path`; `leaks_only`: only what is still live. Registered by
+/// an upper layer ([`set_encoder`]); may allocate (it runs at exit, on the signal
+/// thread, or in [`dump`], never inside an allocation).
+pub type Encoder = fn(path: &CStr, leaks_only: bool) -> bool;
+
+static ENCODER: AtomicUsize = AtomicUsize::new(0);
+
+/// Register the function that writes profiles (`ebb-pprof` registers its pprof
+/// writer; `libebb.so` does so when it loads). Without one, profiles are written in
+/// the raw text format, which `ebb-pprof symbolize` turns into pprof.
+pub fn set_encoder(encoder: Encoder) {
+    ENCODER.store(encoder as usize, Ordering::Release);
+}
+
+fn encoder() -> Option<Encoder> {
+    let f = ENCODER.load(Ordering::Acquire);
+    // SAFETY: only `set_encoder` stores here, from a value of type `Encoder`.
+    (f != 0).then(|| unsafe { core::mem::transmute::<usize, Encoder>(f) })
+}
+
+/// True if profiles are written as pprof (an encoder is registered).
+pub fn writes_pprof() -> bool {
+    encoder().is_some()
+}
+
+/// Write everything sampled so far to `path`: pprof's gzipped protobuf if an encoder
+/// is registered, else the raw text format. False if it could not be written.
+pub fn dump(path: &str) -> bool {
+    let mut buf = [0u8; 4096];
+    if path.len() >= buf.len() || path.as_bytes().contains(&0) {
+        return false;
+    }
+    buf[..path.len()].copy_from_slice(path.as_bytes());
+    let Ok(path) = CStr::from_bytes_with_nul(&buf[..path.len() + 1]) else {
+        return false;
+    };
+    dump_to(path, false)
+}
+
+/// [`dump`] to a NUL-terminated path.
+pub fn dump_to(path: &CStr, leaks_only: bool) -> bool {
+    if !table::tables_or_make() {
+        return false;
+    }
+    stack::refresh_executable_ranges();
+    // The encoder allocates (symbols, the protobuf): those are not the program's.
+    let previous = WRITER.swap(stack::thread_pointer(), Ordering::AcqRel);
+    let written = match encoder() {
+        Some(encode) => encode(path, leaks_only),
+        None => write_raw(path, leaks_only),
+    };
+    WRITER.store(previous, Ordering::Release);
+    written
+}
+
+/// The thread writing a profile (its thread pointer), whose samples are not recorded.
+static WRITER: AtomicUsize = AtomicUsize::new(0);
+
+/// True if the calling thread is writing a profile.
+pub(crate) fn is_writer() -> bool {
+    WRITER.load(Ordering::Relaxed) == stack::thread_pointer()
+}
+
+/// The raw text format (version 2; `crates/ebb-pprof` parses it):
+/// ```text
+/// ebb-heap-raw 2
+/// rate <mean sampling interval in bytes>
+/// map <start hex> <end hex> <file offset hex> <path>        (executable mappings)
+/// b <alloc objects> <alloc bytes> <in-use objects> <in-use bytes> <pc hex>...
+/// ```
+/// Each `b` line is a call stack (innermost first) with the estimated totals.
+pub fn write_raw(path: &CStr, leaks_only: bool) -> bool {
+    let Some(fd) = os::create_file(path.to_bytes_with_nul()) else {
+        return false;
+    };
+    {
+        let mut w = StderrWriter::to_fd(fd);
+        let _ = write!(w, "ebb-heap-raw 2\nrate {}\n", rate());
+        maps::for_each_executable(|start, end, offset, path| {
+            if path.first() == Some(&b'/') {
+                let _ = write!(w, "map {start:x} {end:x} {offset:x} ");
+                let _ = w.write_str(core::str::from_utf8(path).unwrap_or("?"));
+                let _ = w.write_char('\n');
+            }
+        });
+        for_each_site(|s| {
+            if leaks_only && s.live_samples == 0 {
+                return;
+            }
+            let (ao, ab) = if leaks_only {
+                (s.inuse_objects, s.inuse_bytes)
+            } else {
+                (s.alloc_objects, s.alloc_bytes)
+            };
+            let _ = write!(w, "b {ao} {ab} {} {}", s.inuse_objects, s.inuse_bytes);
+            for pc in s.stack {
+                let _ = write!(w, " {pc:x}");
+            }
+            let _ = w.write_char('\n');
+        });
+    }
+    os::close_fd(fd);
+    true
+}
+
+// ---------------------------------------------------------------------------------
+// The environment: EBB_PROFILE and friends
+
+static PREFIX: AtomicUsize = AtomicUsize::new(0);
+static PREFIX_LEN: AtomicUsize = AtomicUsize::new(0);
+static LEAKS: AtomicBool = AtomicBool::new(false);
+static SIGNALLED: AtomicU32 = AtomicU32::new(0);
+
+fn env_rate() -> Option<u64> {
+    let text = os::getenv(b"EBB_PROFILE_RATE\0")?;
+    let text = crate::options::trim(text);
+    let (digits, scale) = match text.last().map(|b| b.to_ascii_lowercase()) {
+        Some(b'k') => (&text[..text.len() - 1], 1u64 << 10),
+        Some(b'm') => (&text[..text.len() - 1], 1 << 20),
+        Some(b'g') => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    crate::options::parse_u64(digits)
+        .map(|v| v.saturating_mul(scale))
+        .filter(|&v| v > 0)
+}
+
+/// `<prefix>.<pid>[.<n>].pb.gz` (or `.raw`) into `out`, NUL-terminated.
+fn profile_path(sequence: Option<u32>, out: &mut [u8; 4096]) -> Option<&CStr> {
+    let start = PREFIX.load(Ordering::Acquire);
+    let len = PREFIX_LEN.load(Ordering::Acquire);
+    if start == 0 {
+        return None;
+    }
+    // SAFETY: the prefix is an environment string (lives for the process).
+    let prefix = unsafe { core::slice::from_raw_parts(start as *const u8, len) };
+    let mut w = SliceWriter::new(&mut out[..]);
+    let _ = w.write_str(core::str::from_utf8(prefix).ok()?);
+    let _ = write!(w, ".{}", os::process_id());
+    if let Some(n) = sequence {
+        let _ = write!(w, ".{n}");
+    }
+    let _ = w.write_str(if encoder().is_some() {
+        ".pb.gz\0"
+    } else {
+        ".raw\0"
+    });
+    let n = w.len();
+    if w.overflowed() {
+        return None;
+    }
+    CStr::from_bytes_with_nul(&out[..n]).ok()
+}
+
+extern "C" fn dump_at_exit() {
+    let mut buf = [0u8; 4096];
+    if let Some(path) = profile_path(None, &mut buf) {
+        stop();
+        if !dump_to(path, LEAKS.load(Ordering::Relaxed)) {
+            let _ = writeln!(
+                StderrWriter::new(),
+                "ebb: cannot write the heap profile {path:?}"
+            );
+        }
+    }
+}
+
+extern "C" fn on_profile_signal(_: core::ffi::c_int) {
+    // Only async-signal-safe work here: the dump takes locks and may allocate.
+    SIGNALLED.fetch_add(1, Ordering::Release);
+    os::wake(&SIGNALLED, 1);
+}
+
+extern "C" fn signal_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
+    let mut seen = SIGNALLED.load(Ordering::Acquire);
+    let mut sequence = 0;
+    loop {
+        os::wait(&SIGNALLED, seen, None);
+        let now = SIGNALLED.load(Ordering::Acquire);
+        if now != seen {
+            seen = now;
+            sequence += 1;
+            let mut buf = [0u8; 4096];
+            if let Some(path) = profile_path(Some(sequence), &mut buf) {
+                dump_to(path, false);
+            }
+        }
+    }
+}
+
+/// `EBB_PROFILE` and friends, once, right after the process set-up.
+pub fn register_from_env() {
+    let Some(prefix) = os::getenv(b"EBB_PROFILE\0") else {
+        return;
+    };
+    if prefix.is_empty() {
+        return;
+    }
+    PREFIX_LEN.store(prefix.len(), Ordering::Release);
+    PREFIX.store(prefix.as_ptr() as usize, Ordering::Release);
+    if let Some(seed) = os::getenv(b"EBB_PROFILE_SEED\0").and_then(crate::options::parse_u64) {
+        SEED.store(seed, Ordering::Relaxed);
+    } else {
+        SEED.store(os::process_id() ^ os::now_ms(), Ordering::Relaxed);
+    }
+    if let Some(leaks) = os::getenv(b"EBB_PROFILE_LEAKS\0").and_then(crate::options::parse_bool) {
+        LEAKS.store(leaks, Ordering::Relaxed);
+    }
+    if !start(0) {
+        return;
+    }
+    os::at_exit(dump_at_exit);
+    if let Some(signo) = os::getenv(b"EBB_PROFILE_SIGNAL\0").and_then(os::signal_number) {
+        if os::spawn_detached(signal_watcher, 256 << 10) {
+            os::on_signal(signo, on_profile_signal);
+        }
+    }
+}
+
+/// Formats into a byte slice (no allocation); remembers whether it ran out of room.
+struct SliceWriter<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+    overflowed: bool,
+}
+
+impl<'a> SliceWriter<'a> {
+    fn new(buf: &'a mut [u8]) -> Self {
+        SliceWriter {
+            buf,
+            len: 0,
+            overflowed: false,
+        }
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+}
+
+impl Write for SliceWriter<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        self.overflowed |= n < s.len();
+        Ok(())
+    }
+}

@@ -1,0 +1,407 @@
+//! Stack capture for a sample, without allocating, locking or faulting.
+//!
+//! Two parts, innermost first:
+//! 1. The allocation site itself: the return address into the code that called the
+//!    allocator. The allocator's own functions have no frame pointers (the fast paths
+//!    must stay frameless), so the frame chain would skip it. The slow path that takes
+//!    the sample passes the address of a local of the first allocator frame below the
+//!    caller (`entry_hint`); the return address is the first word above it that points
+//!    into executable code (the mappings read from `/proc/self/maps` when profiling
+//!    starts and at every dump).
+//! 2. The callers: the frame-pointer chain from the current frame pointer register,
+//!    keeping only frames above that word. Each step is checked before it is read: the
+//!    frame lies in `[stack pointer, top of the thread's stack)`, 8-byte aligned, above
+//!    the one before. The top comes without allocating: a glibc thread's stack lies
+//!    below its thread control block (the thread pointer), the main thread's below
+//!    `__libc_stack_end`. Code built without frame pointers ends the chain early (or
+//!    yields a few wrong frames); see README "Find a leak".
+
+use super::table::MAX_DEPTH;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+/// Bytes above `entry_hint` searched for the caller's return address.
+const SCAN_BYTES: usize = 512;
+/// Executable mappings remembered (sorted by address, as `/proc/self/maps` is).
+const MAX_RANGES: usize = 512;
+
+static RANGE_VERSION: AtomicU32 = AtomicU32::new(0);
+static RANGE_COUNT: AtomicUsize = AtomicUsize::new(0);
+static RANGES: [[AtomicUsize; 2]; MAX_RANGES] =
+    [const { [AtomicUsize::new(0), AtomicUsize::new(0)] }; MAX_RANGES];
+static REFRESHING: AtomicU32 = AtomicU32::new(0);
+
+/// Re-read the executable mappings (profiling start, each dump). A seqlock: captures
+/// that overlap a refresh skip the caller search rather than read a torn table.
+pub fn refresh_executable_ranges() {
+    if REFRESHING.swap(1, Ordering::Acquire) != 0 {
+        return;
+    }
+    RANGE_VERSION.fetch_add(1, Ordering::AcqRel); // odd: being written
+    let mut n = 0;
+    super::maps::for_each_executable(|start, end, _, _| {
+        if n < MAX_RANGES {
+            RANGES[n][0].store(start, Ordering::Relaxed);
+            RANGES[n][1].store(end, Ordering::Relaxed);
+            n += 1;
+        }
+    });
+    RANGE_COUNT.store(n, Ordering::Relaxed);
+    note_own_mapping(n);
+    RANGE_VERSION.fetch_add(1, Ordering::Release);
+    REFRESHING.store(0, Ordering::Release);
+}
+
+fn is_code(addr: usize, count: usize) -> bool {
+    // Most stack words are small numbers or stack addresses, outside every range.
+    if count == 0
+        || addr < RANGES[0][0].load(Ordering::Relaxed)
+        || addr >= RANGES[count - 1][1].load(Ordering::Relaxed)
+    {
+        return false;
+    }
+    // Binary search for the last range starting at or below addr.
+    let (mut lo, mut hi) = (0, count);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if RANGES[mid][0].load(Ordering::Relaxed) <= addr {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo > 0 && addr < RANGES[lo - 1][1].load(Ordering::Relaxed)
+}
+
+/// The current stack pointer and frame pointer.
+#[inline(always)]
+fn registers() -> (usize, usize) {
+    let (sp, fp): (usize, usize);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: reads two registers, no memory access.
+    unsafe {
+        core::arch::asm!("mov {}, rsp", "mov {}, rbp", out(reg) sp, out(reg) fp,
+            options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: reads two registers, no memory access.
+    unsafe {
+        core::arch::asm!("mov {}, sp", "mov {}, x29", out(reg) sp, out(reg) fp,
+            options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        sp = 0;
+        fp = 0;
+    }
+    (sp, fp)
+}
+
+/// The thread pointer (glibc: the thread control block, above a thread's stack).
+#[inline(always)]
+pub fn thread_pointer() -> usize {
+    let tp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `%fs:0` is the TCB's self pointer on x86_64 Linux (glibc and musl).
+    unsafe {
+        core::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags));
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: reads a system register.
+    unsafe {
+        core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        tp = 0;
+    }
+    tp
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+extern "C" {
+    /// glibc (ld.so): the stack pointer at process entry, above every frame of the main
+    /// thread.
+    static __libc_stack_end: *const core::ffi::c_void;
+}
+
+fn main_stack_end() -> usize {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: a pointer-sized variable ld.so sets before any code of ours runs.
+    unsafe {
+        __libc_stack_end as usize
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    0
+}
+
+/// The top of the current thread's stack, or None if it cannot be told.
+fn stack_top(sp: usize) -> Option<usize> {
+    const MAX_STACK: usize = 1 << 30;
+    let tp = thread_pointer();
+    if tp > sp && tp - sp < MAX_STACK {
+        return Some(tp);
+    }
+    let end = main_stack_end();
+    if end > sp && end - sp < MAX_STACK {
+        return Some(end);
+    }
+    None
+}
+
+/// Where the allocator was entered, for a sample's stack: the address of a local of
+/// the first allocator frame below the caller's, and the frame pointer register
+/// there (still the caller's: ebb's own code has no frame pointers, and the fast
+/// paths that lead there do not touch the register). Taken by `Entry::here` at the
+/// start of that frame.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Entry {
+    pub hint: usize,
+    pub fp: usize,
+}
+
+impl Entry {
+    /// `marker`: a local of the calling frame.
+    #[inline(always)]
+    pub fn here(marker: &u8) -> Entry {
+        let (_, fp) = registers();
+        Entry {
+            hint: core::hint::black_box(marker) as *const u8 as usize,
+            fp,
+        }
+    }
+}
+
+/// Between the candidates for the caller's return address and the frame-pointer
+/// chain in a captured stack (never a code address).
+pub const SEPARATOR: usize = 1;
+/// Candidates kept (the encoder takes the first that is not an allocator function).
+const MAX_CANDIDATES: usize = 8;
+
+/// ebb's own executable mapping, and whether it is a shared object of its own
+/// (`libebb.so`) rather than part of the program (set with the ranges).
+static EBB_LO: AtomicUsize = AtomicUsize::new(0);
+static EBB_HI: AtomicUsize = AtomicUsize::new(0);
+static EBB_SHARED: AtomicU32 = AtomicU32::new(0);
+
+fn note_own_mapping(count: usize) {
+    let here = capture as *const () as usize;
+    for r in RANGES.iter().take(count) {
+        let (lo, hi) = (r[0].load(Ordering::Relaxed), r[1].load(Ordering::Relaxed));
+        if lo <= here && here < hi {
+            EBB_LO.store(lo, Ordering::Relaxed);
+            EBB_HI.store(hi, Ordering::Relaxed);
+            // SAFETY: getauxval has no preconditions.
+            let entry = unsafe { libc::getauxval(libc::AT_ENTRY) } as usize;
+            EBB_SHARED.store(!(lo <= entry && entry < hi) as u32, Ordering::Relaxed);
+        }
+    }
+}
+
+fn in_ebb(addr: usize) -> bool {
+    EBB_LO.load(Ordering::Relaxed) <= addr && addr < EBB_HI.load(Ordering::Relaxed)
+}
+
+/// Read a word that may not be mapped.
+fn read_word_checked(addr: usize) -> Option<usize> {
+    let mut bytes = [0u8; 8];
+    crate::os::read_checked(addr, &mut bytes).then(|| usize::from_ne_bytes(bytes))
+}
+
+/// Where a call instruction ending at `ret` goes, as far as can be told:
+/// `Some(Some(target))` for a direct call (or one through a memory slot, read here),
+/// `Some(None)` for a call through a register, `None` if no call ends there.
+/// Reads only code bytes inside a known executable mapping.
+#[cfg(target_arch = "x86_64")]
+fn call_before(ret: usize, count: usize) -> Option<Option<usize>> {
+    if !is_code(ret - 7, count) {
+        return None;
+    }
+    // SAFETY: [ret - 7, ret) lies in an executable (readable) mapping, checked above
+    // for its first byte; mappings are page-granular and `ret` lies in one too.
+    let b = unsafe { core::slice::from_raw_parts((ret - 7) as *const u8, 7) };
+    if b[2] == 0xE8 {
+        let rel = i32::from_le_bytes([b[3], b[4], b[5], b[6]]);
+        return Some(Some(ret.wrapping_add(rel as isize as usize)));
+    }
+    if b[1] == 0xFF && b[2] == 0x15 {
+        let rel = i32::from_le_bytes([b[3], b[4], b[5], b[6]]);
+        return Some(read_word_checked(ret.wrapping_add(rel as isize as usize)));
+    }
+    if (b[5] == 0xFF && b[6] & 0xF8 == 0xD0)
+        || (b[4] == 0xFF && b[5] & 0xF8 == 0x50)
+        || (b[1] == 0xFF && b[2] & 0xF8 == 0x90)
+    {
+        return Some(None);
+    }
+    None
+}
+
+#[cfg(target_arch = "aarch64")]
+fn call_before(ret: usize, count: usize) -> Option<Option<usize>> {
+    if ret % 4 != 0 || !is_code(ret - 4, count) {
+        return None;
+    }
+    // SAFETY: inside an executable mapping, checked above.
+    let insn = unsafe { ((ret - 4) as *const u32).read() };
+    if insn & 0xFC00_0000 == 0x9400_0000 {
+        let imm = ((insn << 6) as i32 >> 6) as isize * 4;
+        return Some(Some((ret - 4).wrapping_add(imm as usize)));
+    }
+    if insn & 0xFFFF_FC1F == 0xD63F_0000 {
+        return Some(None);
+    }
+    None
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn call_before(_: usize, _: usize) -> Option<Option<usize>> {
+    None
+}
+
+/// Follow a PLT stub (`endbr64`, `bnd`, `jmp *slot(%rip)`) to where it jumps.
+#[cfg(target_arch = "x86_64")]
+fn through_plt(target: usize, count: usize) -> usize {
+    if !is_code(target, count) || !is_code(target + 11, count) {
+        return target;
+    }
+    // SAFETY: the 11 bytes lie in executable mappings, checked above.
+    let b = unsafe { core::slice::from_raw_parts(target as *const u8, 11) };
+    let mut i = if b[..4] == [0xF3, 0x0F, 0x1E, 0xFA] {
+        4
+    } else {
+        0
+    };
+    if b[i] == 0xF2 {
+        i += 1;
+    }
+    if b[i] == 0xFF && b[i + 1] == 0x25 {
+        let rel = i32::from_le_bytes([b[i + 2], b[i + 3], b[i + 4], b[i + 5]]);
+        let next = target + i + 6;
+        return read_word_checked(next.wrapping_add(rel as isize as usize)).unwrap_or(target);
+    }
+    target
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn through_plt(target: usize, _: usize) -> usize {
+    target
+}
+
+/// True if `fp` (above `floor`, below `top`) holds a frame record: the caller's frame
+/// pointer, further up the stack, then a return address that follows a call.
+fn frame_record_at(fp: usize, floor: usize, top: usize, count: usize) -> bool {
+    if fp <= floor || fp % 16 != 0 || fp + 16 > top {
+        return false;
+    }
+    // SAFETY: `[fp, fp + 16)` lies within this thread's live stack.
+    let (next, ret) = unsafe {
+        (
+            (fp as *const usize).read(),
+            (fp as *const usize).add(1).read(),
+        )
+    };
+    next > fp
+        && next < top
+        && next % 16 == 0
+        && is_code(ret, count)
+        && call_before(ret, count).is_some()
+}
+
+/// Capture the stack of the allocation being sampled into `out`, innermost first;
+/// returns the depth. `entry_hint`: the address of a local in the allocator frame just
+/// below the caller's (0 if unknown).
+///
+/// The layout: candidates for the caller's return address (words above `entry_hint`
+/// that follow a call instruction), `SEPARATOR`, then the frame-pointer chain above
+/// `entry_hint`. When ebb is a shared object of its own, a candidate must also lie
+/// outside it and follow a call into it (through the PLT or the GOT), which leaves
+/// one; inside the program, the encoder drops the candidates that are the
+/// allocator's own return addresses (by name) and keeps the first other one.
+#[inline(never)]
+pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
+    let (sp, _) = registers();
+    let entry_hint = entry.hint;
+    let Some(top) = stack_top(sp) else {
+        return 0;
+    };
+    let mut n = 0;
+    if entry_hint >= sp && entry_hint < top {
+        let version = RANGE_VERSION.load(Ordering::Acquire);
+        let count = RANGE_COUNT.load(Ordering::Relaxed);
+        let shared = EBB_SHARED.load(Ordering::Relaxed) != 0;
+        let mut end = top.min(entry_hint + SCAN_BYTES);
+        if frame_record_at(entry.fp, entry_hint, top, count) && entry.fp < end {
+            // The caller's frame record: the return address into the caller lies
+            // below it.
+            end = entry.fp;
+        }
+        let mut at = entry_hint.next_multiple_of(8);
+        let limit = if shared { 1 } else { MAX_CANDIDATES };
+        while at + 8 <= end && n < limit {
+            // SAFETY: `[sp, top)` is this thread's live stack, mapped and readable.
+            let word = unsafe { (at as *const usize).read() };
+            at += 8;
+            if !is_code(word, count) {
+                continue;
+            }
+            let Some(target) = call_before(word, count) else {
+                continue;
+            };
+            if shared {
+                let into_ebb = target.map_or(true, |t| in_ebb(through_plt(t, count)));
+                if in_ebb(word) || !into_ebb {
+                    continue;
+                }
+            }
+            out[n] = word;
+            n += 1;
+        }
+        if version & 1 != 0 || RANGE_VERSION.load(Ordering::Acquire) != version {
+            n = 0;
+        }
+        if n > 0 {
+            out[n] = SEPARATOR;
+            n += 1;
+        }
+    }
+    // The caller's frame record: the frame pointer at entry if it is one, else the
+    // first word pair above the entry that looks like one (a saved frame pointer
+    // further up, then a return address after a call).
+    let count = RANGE_COUNT.load(Ordering::Relaxed);
+    let mut fp = entry.fp;
+    if !frame_record_at(fp, entry_hint, top, count) {
+        fp = 0;
+        let mut at = entry_hint.next_multiple_of(16);
+        while at + 16 <= top.min(entry_hint + SCAN_BYTES) {
+            if frame_record_at(at, entry_hint, top, count) {
+                fp = at;
+                break;
+            }
+            at += 16;
+        }
+    }
+    while n < MAX_DEPTH {
+        if fp < sp || fp % 8 != 0 || fp + 16 > top {
+            break;
+        }
+        // SAFETY: checked above to lie within this thread's live stack.
+        let (next, ret) = unsafe {
+            (
+                (fp as *const usize).read(),
+                (fp as *const usize).add(1).read(),
+            )
+        };
+        if ret == 0 {
+            break;
+        }
+        if fp > entry_hint {
+            out[n] = ret;
+            n += 1;
+        }
+        if next <= fp {
+            break;
+        }
+        fp = next;
+    }
+    n
+}

@@ -1,0 +1,297 @@
+//! The sampler's records, lock-free and fixed in size: a table of call stacks
+//! (buckets) with the estimated allocations and live blocks of each, and a table of
+//! the sampled blocks still live (address -> bucket and the amounts to take back when
+//! the block is freed).
+//!
+//! Both live in one mapping made when profiling first starts (untouched entries cost
+//! address space only). Inserts claim an entry with one CAS; a bucket is published
+//! (`READY`) once its stack is written, and readers (dumps) skip entries not ready. A
+//! thread that finds a bucket being written by another waits a few rounds and then
+//! uses another entry (a duplicate stack is harmless: the encoder merges by stack), so
+//! no thread ever waits for another indefinitely, even one it interrupted.
+
+use crate::os;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Frames kept per stack (the innermost).
+pub const MAX_DEPTH: usize = 64;
+/// Distinct stacks (power of two).
+pub const BUCKETS: usize = 1 << 14;
+/// Sampled blocks tracked while live (power of two); a block sampled while the table
+/// is full counts as allocated but never as live.
+pub const LIVE_SLOTS: usize = 1 << 16;
+/// Entries an insert or a lookup probes, from the hash's own.
+const PROBES: usize = 64;
+/// Fixed-point scale of the object estimates (a weight is fractional).
+pub const OBJECT_SCALE: u64 = 1024;
+
+const EMPTY: u32 = 0;
+const WRITING: u32 = 1;
+const READY: u32 = 2;
+
+/// One call stack and what was sampled at it.
+#[repr(C)]
+pub struct Bucket {
+    state: AtomicU32,
+    depth: u32,
+    hash: u64,
+    pcs: [usize; MAX_DEPTH],
+    /// Samples taken here, and of those, still live.
+    pub samples: AtomicU64,
+    pub live_samples: AtomicU64,
+    /// Estimates of the true totals (objects in `1/OBJECT_SCALE` units).
+    pub alloc_objects: AtomicU64,
+    pub alloc_bytes: AtomicU64,
+    pub inuse_objects: AtomicU64,
+    pub inuse_bytes: AtomicU64,
+}
+
+impl Bucket {
+    pub fn stack(&self) -> &[usize] {
+        &self.pcs[..self.depth as usize]
+    }
+}
+
+/// A sampled block still live.
+#[repr(C)]
+struct LiveSlot {
+    /// The block's address; `0` never used, `TOMBSTONE` freed.
+    addr: AtomicUsize,
+    bucket: AtomicU32,
+    objects: AtomicU64,
+    bytes: AtomicU64,
+}
+const TOMBSTONE: usize = 1;
+
+#[repr(C)]
+struct Tables {
+    buckets: [Bucket; BUCKETS],
+    live: [LiveSlot; LIVE_SLOTS],
+}
+
+static TABLES: AtomicPtr<Tables> = AtomicPtr::new(core::ptr::null_mut());
+static MAKING: AtomicU32 = AtomicU32::new(0);
+/// Samples that found no room (a full bucket table or live table).
+pub static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Sampled blocks in the live table: frees of large spans look there only if some.
+pub static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// The tables, mapped on first use (zeroed memory is the empty state). Null if the
+/// OS refused the mapping.
+pub fn tables_or_make() -> bool {
+    if !TABLES.load(Ordering::Acquire).is_null() {
+        return true;
+    }
+    // One maker; the others wait for it (profiling start-up only, never a sample).
+    if MAKING.swap(1, Ordering::AcqRel) == 0 {
+        let bytes = core::mem::size_of::<Tables>().next_multiple_of(os::page_size());
+        let memory = os::reserve_aligned(bytes, os::page_size());
+        TABLES.store(memory as *mut Tables, Ordering::Release);
+        if memory.is_null() {
+            MAKING.store(0, Ordering::Release);
+        }
+    } else {
+        while TABLES.load(Ordering::Acquire).is_null() && MAKING.load(Ordering::Acquire) != 0 {
+            os::yield_now();
+        }
+    }
+    !TABLES.load(Ordering::Acquire).is_null()
+}
+
+fn tables() -> Option<&'static Tables> {
+    let t = TABLES.load(Ordering::Acquire);
+    // SAFETY: once made, the tables are never unmapped; all shared fields are atomics
+    // or written before `READY` is published.
+    (!t.is_null()).then(|| unsafe { &*t })
+}
+
+fn hash_stack(pcs: &[usize]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ pcs.len() as u64;
+    for &pc in pcs {
+        h = (h ^ pc as u64).wrapping_mul(0x0100_0000_01b3);
+        h ^= h >> 29;
+    }
+    h | 1
+}
+
+fn mix(addr: usize) -> usize {
+    let h = (addr as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> 32) as usize
+}
+
+/// The bucket of `pcs`, made if new; `None` if the table has no room near its hash.
+fn bucket_for(t: &Tables, pcs: &[usize]) -> Option<u32> {
+    let hash = hash_stack(pcs);
+    let mut i = hash as usize;
+    for _ in 0..PROBES {
+        i &= BUCKETS - 1;
+        let b = &t.buckets[i];
+        let mut state = b.state.load(Ordering::Acquire);
+        if state == EMPTY {
+            match b
+                .state
+                .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    // SAFETY: WRITING gives this thread the entry's plain fields until
+                    // READY is published; readers skip it meanwhile.
+                    unsafe {
+                        let b = b as *const Bucket as *mut Bucket;
+                        (*b).hash = hash;
+                        (*b).depth = pcs.len() as u32;
+                        (&mut (*b).pcs)[..pcs.len()].copy_from_slice(pcs);
+                    }
+                    b.state.store(READY, Ordering::Release);
+                    return Some(i as u32);
+                }
+                Err(now) => state = now,
+            }
+        }
+        let mut rounds = 0;
+        while state == WRITING && rounds < 100 {
+            core::hint::spin_loop();
+            state = b.state.load(Ordering::Acquire);
+            rounds += 1;
+        }
+        if state == READY && b.hash == hash && b.stack() == pcs {
+            return Some(i as u32);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Record a sampled block at `addr` (0: not tracked as live) with its stack and the
+/// allocations it stands for (`weight`) of `size` bytes each.
+pub fn record(pcs: &[usize], addr: usize, size: usize, weight: f64) {
+    let Some(t) = tables() else {
+        return;
+    };
+    let Some(index) = bucket_for(t, pcs) else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let b = &t.buckets[index as usize];
+    let objects = (weight * OBJECT_SCALE as f64 + 0.5) as u64;
+    let bytes = (weight * size as f64 + 0.5) as u64;
+    b.samples.fetch_add(1, Ordering::Relaxed);
+    b.alloc_objects.fetch_add(objects, Ordering::Relaxed);
+    b.alloc_bytes.fetch_add(bytes, Ordering::Relaxed);
+    if addr == 0 || !track_live(t, addr, index, objects, bytes) {
+        return;
+    }
+    b.live_samples.fetch_add(1, Ordering::Relaxed);
+    b.inuse_objects.fetch_add(objects, Ordering::Relaxed);
+    b.inuse_bytes.fetch_add(bytes, Ordering::Relaxed);
+}
+
+fn track_live(t: &Tables, addr: usize, bucket: u32, objects: u64, bytes: u64) -> bool {
+    let mut i = mix(addr);
+    for _ in 0..PROBES {
+        i &= LIVE_SLOTS - 1;
+        let slot = &t.live[i];
+        let seen = slot.addr.load(Ordering::Relaxed);
+        if (seen == 0 || seen == TOMBSTONE)
+            && slot
+                .addr
+                .compare_exchange(seen, addr, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            // The block is not handed out yet, so no free can look for it before these
+            // stores (the free happens after the allocation returns, on any thread,
+            // through a synchronising hand-over of the pointer).
+            slot.bucket.store(bucket, Ordering::Relaxed);
+            slot.objects.store(objects, Ordering::Relaxed);
+            slot.bytes.store(bytes, Ordering::Relaxed);
+            LIVE_COUNT.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        i += 1;
+    }
+    DROPPED.fetch_add(1, Ordering::Relaxed);
+    false
+}
+
+/// The block at `addr` is being freed: if it is a tracked sample, take it off its
+/// bucket's live amounts.
+pub fn freed(addr: usize) {
+    let Some(t) = tables() else {
+        return;
+    };
+    let mut i = mix(addr);
+    for _ in 0..PROBES {
+        i &= LIVE_SLOTS - 1;
+        let slot = &t.live[i];
+        let seen = slot.addr.load(Ordering::Acquire);
+        if seen == addr {
+            let bucket = slot.bucket.load(Ordering::Relaxed) as usize;
+            let objects = slot.objects.load(Ordering::Relaxed);
+            let bytes = slot.bytes.load(Ordering::Relaxed);
+            if slot
+                .addr
+                .compare_exchange(addr, TOMBSTONE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                let b = &t.buckets[bucket];
+                b.live_samples.fetch_sub(1, Ordering::Relaxed);
+                b.inuse_objects.fetch_sub(objects, Ordering::Relaxed);
+                b.inuse_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        if seen == 0 {
+            return;
+        }
+        i += 1;
+    }
+}
+
+/// A sampled block moved (a huge block remapped by `realloc`): keep tracking it.
+pub fn moved(from: usize, to: usize) {
+    let Some(t) = tables() else {
+        return;
+    };
+    let mut i = mix(from);
+    for _ in 0..PROBES {
+        i &= LIVE_SLOTS - 1;
+        let slot = &t.live[i];
+        let seen = slot.addr.load(Ordering::Acquire);
+        if seen == from {
+            let bucket = slot.bucket.load(Ordering::Relaxed);
+            let objects = slot.objects.load(Ordering::Relaxed);
+            let bytes = slot.bytes.load(Ordering::Relaxed);
+            if slot
+                .addr
+                .compare_exchange(from, TOMBSTONE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
+                if !track_live(t, to, bucket, objects, bytes) {
+                    // Lost track: it no longer counts as live.
+                    let b = &t.buckets[bucket as usize];
+                    b.live_samples.fetch_sub(1, Ordering::Relaxed);
+                    b.inuse_objects.fetch_sub(objects, Ordering::Relaxed);
+                    b.inuse_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                }
+            }
+            return;
+        }
+        if seen == 0 {
+            return;
+        }
+        i += 1;
+    }
+}
+
+/// Every published bucket, in table order.
+pub fn for_each_bucket(mut f: impl FnMut(&Bucket)) {
+    let Some(t) = tables() else {
+        return;
+    };
+    for b in &t.buckets {
+        if b.state.load(Ordering::Acquire) == READY {
+            f(b);
+        }
+    }
+}

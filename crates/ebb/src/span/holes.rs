@@ -1,0 +1,492 @@
+//! Holes: OS pages inside a page of small blocks that hold no live block, given back to
+//! the OS while the page's survivors keep it in use.
+//!
+//! A 64 KiB page with one live 48-byte node pins sixteen 4 KiB OS pages, fifteen of
+//! which may hold only free blocks. When such a page has sat unchanged for the purge
+//! delay (its owner went idle and was taken over, or nobody claimed it off the abandoned
+//! list), [`purge`] finds the OS pages every block of which is free, takes the blocks
+//! overlapping them off the free lists (after `MADV_DONTNEED` their link words would
+//! read as zero), decommits them and records them in the page's `holes` mask. The blocks
+//! in a hole belong to nobody: neither handed out (`used`) nor on a list.
+//!
+//! The page refills a hole only when it needs the space: `Page::extend`, which runs when
+//! the free lists are dry, hands out the blocks of the lowest run of holes
+//! ([`refill`]) before it carves new ones. A whole run at a time, so a block that
+//! straddles two hole OS pages is never half refilled: every block overlapping a set
+//! bit of `holes` is off the lists, every other free block is on one.
+//!
+//! Only pages of one slice (blocks up to 8 KiB: sixteen 4 KiB OS pages, one bit each)
+//! have holes; bigger blocks (`PURGE_INSIDE_MIN`) have their insides purged per block
+//! (`Page::purge_free_blocks`). The mask is the owner's, like the free lists, so it
+//! adds no concurrent state: whoever may touch `free` may touch `holes`.
+
+use crate::span::page::{Block, Page, PURGE_INSIDE_MIN};
+use crate::span::segment::SLICE_SIZE;
+use core::ptr::null_mut;
+
+/// Bits in `Page::holes`.
+pub const MAX_OS_PAGES: usize = 16;
+/// Blocks in a page of one slice, at most (8-byte blocks).
+const MAX_BLOCKS: usize = SLICE_SIZE / crate::size_class::MIN_BLOCK;
+
+/// True if `page` (in use, blocks carved) is of the kind that can have holes.
+#[inline]
+pub fn can_have_holes(page: &Page) -> bool {
+    let os_page = crate::os::page_size();
+    page.slice_count == 1
+        && page.block_size() < PURGE_INSIDE_MIN
+        && SLICE_SIZE / os_page <= MAX_OS_PAGES
+        && os_page < SLICE_SIZE
+}
+
+/// True if the free blocks of `page` are purged inside after the purge delay: by holes,
+/// or block by block for big blocks.
+#[inline]
+pub fn purged_inside(page: &Page) -> bool {
+    page.block_size() >= PURGE_INSIDE_MIN || can_have_holes(page)
+}
+
+/// The OS pages block `index` overlaps, as a mask.
+#[inline]
+fn os_pages_of(index: usize, size: usize, shift: u32) -> u16 {
+    let first = (index * size) >> shift;
+    let last = ((index + 1) * size - 1) >> shift;
+    let count = last - first + 1;
+    (((1u32 << count) - 1) << first) as u16
+}
+
+/// Give back the OS pages of `page` that hold no live block, take their blocks off the
+/// free lists and record them in `page.holes`. Returns the bytes decommitted.
+///
+/// Blocks on the remote-free list count as live (the list is the other threads'); the
+/// callers take it in first. Owner only.
+pub fn purge(page: &mut Page) -> usize {
+    if !can_have_holes(page) || page.capacity == 0 {
+        return 0;
+    }
+    let os_page = crate::os::page_size();
+    let shift = os_page.trailing_zeros();
+    let size = page.block_size();
+    let start = page.start as usize;
+    let capacity = page.capacity as usize;
+    debug_assert!(capacity <= MAX_BLOCKS);
+    // One bit per free block: on a list, or in a hole already.
+    let mut free = [0u64; MAX_BLOCKS / 64];
+    let mut mark = |i: usize| free[i / 64] |= 1 << (i % 64);
+    for head in [page.free, page.local_free] {
+        let mut block = head;
+        while !block.is_null() {
+            let offset = block as usize - start;
+            debug_assert!(offset % size == 0 && offset / size < capacity);
+            mark(offset / size);
+            // SAFETY: blocks on the owner's lists are free and ours.
+            block = unsafe { page.link(block) };
+        }
+    }
+    let old = page.holes;
+    if old != 0 {
+        for i in 0..capacity {
+            if os_pages_of(i, size, shift) & old != 0 {
+                mark(i);
+            }
+        }
+    }
+    let is_free = |i: usize| free[i / 64] & (1 << (i % 64)) != 0;
+    // An OS page is a hole if it holds a carved block and every block it holds is free.
+    let os_pages = SLICE_SIZE >> shift;
+    let mut new: u16 = 0;
+    for j in 0..os_pages {
+        if old & (1 << j) != 0 {
+            continue;
+        }
+        let first = (j << shift) / size;
+        if first >= capacity {
+            break; // never carved: the tail, not a hole
+        }
+        let last = ((((j + 1) << shift) - 1) / size).min(capacity - 1);
+        if (first..=last).all(is_free) {
+            new |= 1 << j;
+        }
+    }
+    if new == 0 {
+        return 0;
+    }
+    // Unlink before decommitting: the walk reads link words inside the holes.
+    // SAFETY: the lists are the owner's and hold blocks of this page.
+    unsafe {
+        page.free = without_holes(page, page.free, size, shift, new);
+        page.local_free = without_holes(page, page.local_free, size, shift, new);
+    }
+    page.holes = old | new;
+    let mut purged = 0;
+    let mut j = 0;
+    while j < os_pages {
+        if new & (1 << j) == 0 {
+            j += 1;
+            continue;
+        }
+        let run_start = j;
+        while j < os_pages && new & (1 << j) != 0 {
+            j += 1;
+        }
+        let bytes = (j - run_start) << shift;
+        // SAFETY: every block overlapping these OS pages is free and off every list
+        // (and the uncarved tail holds nothing), so no live data and no link word that
+        // anyone reads lives there; they are whole OS pages of the page's span.
+        if unsafe { crate::os::decommit((start + (run_start << shift)) as *mut u8, bytes) } {
+            purged += bytes;
+        }
+    }
+    purged
+}
+
+/// `list` without the blocks that overlap the OS pages in `mask`, in the same order.
+///
+/// # Safety
+/// `list` is a list of free blocks of `page`, owned by the caller.
+unsafe fn without_holes(
+    page: &Page,
+    list: *mut Block,
+    size: usize,
+    shift: u32,
+    mask: u16,
+) -> *mut Block {
+    let mut head: *mut Block = null_mut();
+    let mut tail: *mut Block = null_mut();
+    let mut block = list;
+    let start = page.start as usize;
+    // SAFETY: per the contract; blocks kept are written (their link) before any hole is
+    // decommitted, and kept blocks lie outside the holes.
+    unsafe {
+        while !block.is_null() {
+            let next = page.link(block);
+            let index = (block as usize - start) / size;
+            if os_pages_of(index, size, shift) & mask == 0 {
+                if tail.is_null() {
+                    head = block;
+                } else {
+                    page.set_link(tail, block);
+                }
+                tail = block;
+            }
+            block = next;
+        }
+        if !tail.is_null() {
+            page.set_link(tail, null_mut());
+        }
+    }
+    head
+}
+
+/// Put the blocks of the lowest run of holes back on `free`, in address order, ahead of
+/// what is there. Returns false if the page has no holes. Owner only.
+pub fn refill(page: &mut Page) -> bool {
+    let holes = page.holes;
+    if holes == 0 {
+        return false;
+    }
+    let shift = crate::os::page_size().trailing_zeros();
+    let size = page.block_size();
+    let low = holes.trailing_zeros();
+    // The lowest run of set bits.
+    let above = holes >> low;
+    let run_len = (!above).trailing_zeros();
+    let run = if low + run_len >= 16 {
+        holes & (u16::MAX << low)
+    } else {
+        holes & (((1u16 << run_len) - 1) << low)
+    };
+    let first = ((low as usize) << shift) / size;
+    let end = ((((low + run_len) as usize) << shift).div_ceil(size)).min(page.capacity as usize);
+    let mut list = page.free;
+    // SAFETY: these blocks are the page's, free and on no list (they overlap the run of
+    // holes, whose blocks were taken off the lists); writing their link words commits
+    // the OS pages again.
+    unsafe {
+        for i in (first..end).rev() {
+            debug_assert!(os_pages_of(i, size, shift) & run != 0);
+            let block = page.start.add(i * size) as *mut Block;
+            page.set_link(block, list);
+            list = block;
+        }
+    }
+    page.free = list;
+    page.free_is_zero = false;
+    page.frees_to_local = false;
+    page.holes = holes & !run;
+    true
+}
+
+/// Blocks in the holes of `page` (for the invariant checks of tests).
+#[cfg(test)]
+pub fn hole_blocks(page: &Page) -> usize {
+    let shift = crate::os::page_size().trailing_zeros();
+    (0..page.capacity as usize)
+        .filter(|&i| os_pages_of(i, page.block_size(), shift) & page.holes != 0)
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::span::page::list_len;
+    extern crate std;
+    use std::collections::BTreeSet;
+    use std::vec::Vec;
+
+    /// A page of one slice over a private mapping (so decommit is real), all carved.
+    struct TestPage {
+        mem: *mut u8,
+        page: Page,
+    }
+
+    impl TestPage {
+        fn new(size: usize) -> TestPage {
+            // SAFETY: a private anonymous mapping, unmapped in drop.
+            let mem = unsafe {
+                libc::mmap(
+                    null_mut(),
+                    SLICE_SIZE,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(mem, libc::MAP_FAILED);
+            let mut page = Page::new();
+            page.start = mem as *mut u8;
+            page.slice_count = 1;
+            page.init_blocks(crate::size_class::class_of(size), size, SLICE_SIZE);
+            while page.extend() {
+                // Carve everything onto one list.
+                let mut tail = page.free;
+                // SAFETY: test-owned list.
+                unsafe {
+                    while !page.link(tail).is_null() {
+                        tail = page.link(tail);
+                    }
+                    page.set_link(tail, page.local_free);
+                }
+                page.local_free = page.free;
+                page.free = null_mut();
+            }
+            TestPage {
+                mem: mem as *mut u8,
+                page,
+            }
+        }
+
+        fn block(&self, i: usize) -> *mut Block {
+            // SAFETY: within the mapping.
+            unsafe { self.mem.add(i * self.page.block_size()) as *mut Block }
+        }
+
+        fn index(&self, b: *mut Block) -> usize {
+            (b as usize - self.mem as usize) / self.page.block_size()
+        }
+
+        /// Pop one block the way the malloc paths do (free, then local_free, then
+        /// extend), or None if the page is full.
+        fn pop(&mut self) -> Option<usize> {
+            let p = &mut self.page;
+            if p.free.is_null() {
+                p.free = p.local_free;
+                p.local_free = null_mut();
+            }
+            if p.free.is_null() && !p.extend() {
+                return None;
+            }
+            let b = p.free;
+            // SAFETY: test-owned list.
+            unsafe {
+                p.free = p.link(b);
+                p.clear_link(b);
+            }
+            p.inc_used();
+            Some(self.index(b))
+        }
+
+        fn push(&mut self, i: usize) {
+            let b = self.block(i);
+            // SAFETY: block i is in use (the caller's model says so).
+            unsafe { self.page.free_local(b) };
+        }
+
+        /// Blocks resident, per OS page (mincore).
+        fn resident_os_pages(&self) -> usize {
+            let mut vec = [0u8; 64];
+            let n = SLICE_SIZE / crate::os::page_size();
+            assert!(crate::os::mincore(self.mem, SLICE_SIZE, &mut vec[..n]));
+            vec[..n].iter().filter(|&&v| v & 1 != 0).count()
+        }
+
+        /// The lists' blocks, checked: inside the page, on a block boundary, not in a
+        /// hole, not live, no repeats.
+        fn check(&self, live: &BTreeSet<usize>) {
+            let p = &self.page;
+            let shift = crate::os::page_size().trailing_zeros();
+            let mut seen = BTreeSet::new();
+            for head in [p.free, p.local_free] {
+                let mut b = head;
+                while !b.is_null() {
+                    let offset = b as usize - self.mem as usize;
+                    assert!(offset < SLICE_SIZE && offset % p.block_size() == 0);
+                    let i = offset / p.block_size();
+                    assert!(i < p.capacity as usize);
+                    assert_eq!(
+                        os_pages_of(i, p.block_size(), shift) & p.holes,
+                        0,
+                        "block {i} of a hole on a list"
+                    );
+                    assert!(!live.contains(&i), "live block {i} on a list");
+                    assert!(seen.insert(i), "block {i} twice on the lists");
+                    // SAFETY: blocks on the lists are outside holes: their words are ours.
+                    b = unsafe { p.link(b) };
+                }
+            }
+            assert_eq!(p.used() as usize, live.len());
+            assert_eq!(
+                live.len() + seen.len() + hole_blocks(p) + (p.reserved - p.capacity) as usize,
+                p.reserved as usize,
+                "used + listed + in holes + uncarved == reserved"
+            );
+        }
+    }
+
+    impl Drop for TestPage {
+        fn drop(&mut self) {
+            // SAFETY: our mapping.
+            unsafe { libc::munmap(self.mem as *mut libc::c_void, SLICE_SIZE) };
+        }
+    }
+
+    /// One live block per 16 KiB of 48-byte blocks: everything else goes back, the
+    /// survivors' OS pages stay, and the blocks come back out in order, zeroed holes and
+    /// all, without a stale link.
+    #[test]
+    fn purge_leaves_one_os_page_per_survivor_and_refills() {
+        let os_page = crate::os::page_size();
+        let mut t = TestPage::new(48);
+        let reserved = t.page.reserved as usize;
+        let mut live = BTreeSet::new();
+        while let Some(i) = t.pop() {
+            // SAFETY: a handed-out block, ours to write.
+            unsafe { core::ptr::write_bytes(t.block(i) as *mut u8, 0xC5, 48) };
+            live.insert(i);
+        }
+        assert_eq!(live.len(), reserved);
+        let survivors: Vec<usize> = (0..reserved).filter(|i| i * 48 % (16 << 10) < 48).collect();
+        for i in 0..reserved {
+            if !survivors.contains(&i) {
+                t.push(i);
+                live.remove(&i);
+            }
+        }
+        t.check(&live);
+        assert_eq!(t.resident_os_pages(), SLICE_SIZE / os_page);
+        let purged = purge(&mut t.page);
+        t.check(&live);
+        let survivor_pages: BTreeSet<usize> = survivors.iter().map(|i| i * 48 / os_page).collect();
+        assert_eq!(purged, SLICE_SIZE - survivor_pages.len() * os_page);
+        assert_eq!(t.resident_os_pages(), survivor_pages.len());
+        for &i in &survivors {
+            // SAFETY: live blocks are untouched.
+            assert_eq!(unsafe { *(t.block(i) as *const u8).add(47) }, 0xC5);
+        }
+        // Purging again finds nothing new.
+        assert_eq!(purge(&mut t.page), 0);
+        // Everything but the survivors comes back out, each block once.
+        let mut out = BTreeSet::new();
+        while let Some(i) = t.pop() {
+            assert!(!live.contains(&i), "live block {i} handed out");
+            assert!(out.insert(i), "block {i} handed out twice");
+            t.check(&live.union(&out).copied().collect());
+        }
+        assert_eq!(out.len(), reserved - survivors.len());
+        assert_eq!(t.page.holes, 0);
+    }
+
+    /// The holes of a page refill one run at a time, only when the lists are dry.
+    #[test]
+    fn holes_refill_only_when_lists_are_dry() {
+        let os_page = crate::os::page_size();
+        let mut t = TestPage::new(1024);
+        let per_os_page = os_page / 1024;
+        let mut live = BTreeSet::new();
+        while let Some(i) = t.pop() {
+            live.insert(i);
+        }
+        // OS pages 0, 1 and 4 free; the rest keep a block each.
+        for i in 0..t.page.reserved as usize {
+            let j = i / per_os_page;
+            if j == 0 || j == 1 || j == 4 || i % per_os_page != 0 {
+                t.push(i);
+                live.remove(&i);
+            }
+        }
+        purge(&mut t.page);
+        assert_eq!(t.page.holes, 0b1_0011);
+        t.check(&live);
+        let listed = list_len(&t.page, t.page.free) + list_len(&t.page, t.page.local_free);
+        for _ in 0..listed {
+            let i = t.pop().unwrap();
+            assert!(i / per_os_page != 0 && i / per_os_page != 1 && i / per_os_page != 4);
+            live.insert(i);
+        }
+        assert_eq!(
+            t.page.holes, 0b1_0011,
+            "no refill while the lists had blocks"
+        );
+        let i = t.pop().unwrap();
+        assert_eq!(i, 0, "the lowest run refills first, in address order");
+        assert_eq!(t.page.holes, 0b1_0000);
+        live.insert(i);
+        t.check(&live);
+    }
+
+    /// A model of random use with purges in between, for block sizes that straddle OS
+    /// pages and ones that do not: the lists, holes and live blocks stay disjoint and
+    /// complete, and no block is handed out twice or with a stale link.
+    #[test]
+    fn model_with_holes() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for &size in &[8usize, 48, 112, 640, 1536, 3072, 5120, 8192] {
+            let mut t = TestPage::new(size);
+            let mut live = BTreeSet::new();
+            let mut purges = 0;
+            for step in 0..4000 {
+                // Phases of filling and of draining, so whole OS pages come free.
+                let alloc_odds = if (step / 500) % 2 == 0 { 8 } else { 2 };
+                match rnd(10) {
+                    r if r < alloc_odds => {
+                        if let Some(i) = t.pop() {
+                            assert!(live.insert(i), "size {size} step {step}: block {i} twice");
+                            // SAFETY: handed out, ours: the whole block is writable.
+                            unsafe { core::ptr::write_bytes(t.block(i) as *mut u8, 0x5A, size) };
+                        }
+                    }
+                    r if r < 9 => {
+                        if !live.is_empty() {
+                            let k = rnd(live.len());
+                            let i = *live.iter().nth(k).unwrap();
+                            live.remove(&i);
+                            t.push(i);
+                        }
+                    }
+                    _ => {
+                        purges += usize::from(purge(&mut t.page) > 0);
+                    }
+                }
+                t.check(&live);
+            }
+            assert!(purges > 0, "size {size}: the model never made a hole");
+        }
+    }
+}

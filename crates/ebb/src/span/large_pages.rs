@@ -1,0 +1,150 @@
+//! Transparent huge pages (`EBB_LARGE_PAGES=1`): segments asked to be backed by 2 MiB
+//! pages, and purges that do not split a huge page that is mostly in use.
+//!
+//! # Alignment
+//! Segments start on 32 MiB boundaries and huge mappings on 32 MiB windows
+//! (`segment.rs`, `huge.rs`), so every 2 MiB *unit* of a segment (32 slices) is an
+//! aligned huge page: nothing here re-aligns anything. The kernel only backs a whole
+//! aligned 2 MiB range inside one mapping with a huge page, so a huge mapping's last
+//! partial unit stays in 4 KiB pages.
+//!
+//! # Advice
+//! A new segment (and a new huge mapping) is advised `MADV_HUGEPAGE` whole, once, when
+//! it is reserved ([`advise`]): the flag is per mapping in the kernel, so advising each
+//! range as it is committed would split ebb's one mapping into thousands (and cost a
+//! system call per span). With the kernel in `madvise` mode only advised memory gets
+//! huge pages; in `always` mode everything aligned does, advised or not, and the
+//! purge rule below is what the option changes.
+//!
+//! # Purging in 2 MiB units
+//! `MADV_DONTNEED` on part of a huge page splits it into 4 KiB pages for good (until
+//! khugepaged collapses it again, which it may do in the background). So while a unit
+//! is mostly in use (at least [`KEEP_MIN_USED_SLICES`] of its slices are not free) the
+//! decommit scan leaves its free slices committed: at most half a unit stays resident
+//! unused, and the used part keeps its huge-page TLB entry. A unit whose use falls
+//! below that is purged as before (its free runs; a wholly free unit in one call, which
+//! gives the huge page back whole). The rule lives in [`kept_units`], which the scan
+//! (`decommit.rs`) asks once per segment and lock hold. A kept free slice is not a
+//! pending purge: the purger does not wake for it. Its unit is looked at again when a
+//! span in it is freed (which schedules a purge), so the scan re-decides exactly when
+//! the unit's use can have fallen. `collect(true)` (force) purges kept units too.
+//!
+//! The insides of free blocks (`Page::purge_free_blocks`) are purged as before: they
+//! are purged only for idle owners and unclaimed pages, where giving memory back
+//! matters more than the TLB.
+
+use crate::os;
+use crate::span::bitmap::Bitmap512;
+use crate::span::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
+
+/// Slices in a huge page (32: 2 MiB of 64 KiB slices).
+pub const UNIT_SLICES: usize = if os::HUGE_PAGE_SIZE == 0 {
+    SLICES_PER_SEGMENT
+} else {
+    os::HUGE_PAGE_SIZE / SLICE_SIZE
+};
+/// Units per segment (16).
+pub const UNITS_PER_SEGMENT: usize = SLICES_PER_SEGMENT / UNIT_SLICES;
+/// A unit with at least this many slices in use (not free) keeps its free slices
+/// committed (half: the most the rule leaves resident unused is what is in use).
+pub const KEEP_MIN_USED_SLICES: usize = UNIT_SLICES / 2;
+
+const _: () = assert!(UNIT_SLICES <= 64 && 64 % UNIT_SLICES == 0);
+const _: () = assert!(UNITS_PER_SEGMENT <= 16);
+const _: () = assert!(os::HUGE_PAGE_SIZE == 0 || UNIT_SLICES * SLICE_SIZE == os::HUGE_PAGE_SIZE);
+
+/// True if the option is on and the target has huge pages.
+#[inline]
+pub fn enabled() -> bool {
+    os::HUGE_PAGE_SIZE != 0 && crate::options::get().large_pages
+}
+
+/// Advise a fresh reservation `MADV_HUGEPAGE` if the option is on. A refusal is not an
+/// error: the memory works, in 4 KiB pages.
+///
+/// # Safety
+/// `[ptr, ptr + size)` must be a reservation of the OS layer, page aligned.
+pub unsafe fn advise(ptr: *mut u8, size: usize) {
+    if enabled() {
+        // SAFETY: per the contract.
+        let _ = unsafe { os::advise_huge_pages(ptr, size) };
+    }
+}
+
+/// Bit `u` set: unit `u` of a segment whose free slices are `free` is mostly in use,
+/// so the (unforced) purge leaves its free slices alone. 0 when the option is off.
+pub fn kept_units(free: &Bitmap512) -> u16 {
+    if !enabled() {
+        return 0;
+    }
+    kept_units_of(free)
+}
+
+/// `kept_units` without the option test.
+fn kept_units_of(free: &Bitmap512) -> u16 {
+    let mut kept = 0u16;
+    for unit in 0..UNITS_PER_SEGMENT {
+        let first = unit * UNIT_SLICES;
+        let word = free.word(first / 64) >> (first % 64);
+        let free_slices = if UNIT_SLICES == 64 {
+            word.count_ones() as usize
+        } else {
+            (word & ((1u64 << UNIT_SLICES) - 1)).count_ones() as usize
+        };
+        if UNIT_SLICES - free_slices >= KEEP_MIN_USED_SLICES {
+            kept |= 1 << unit;
+        }
+    }
+    kept
+}
+
+/// The slices of bitmap word `word` (slices `64 * word ..`) that lie in kept units.
+#[inline]
+pub fn kept_mask(kept: u16, word: usize) -> u64 {
+    if kept == 0 {
+        return 0;
+    }
+    let mut mask = 0u64;
+    for slot in 0..64 / UNIT_SLICES {
+        let unit = word * 64 / UNIT_SLICES + slot;
+        if kept & (1 << unit) != 0 {
+            mask |= (if UNIT_SLICES == 64 {
+                u64::MAX
+            } else {
+                (1u64 << UNIT_SLICES) - 1
+            }) << (slot * UNIT_SLICES);
+        }
+    }
+    mask
+}
+
+/// True if slice `index` lies in a kept unit.
+#[inline]
+pub fn is_kept(kept: u16, index: usize) -> bool {
+    kept & (1 << (index / UNIT_SLICES)) != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_mostly_used_are_kept() {
+        assert_eq!(UNIT_SLICES, 32);
+        let mut free = Bitmap512::new();
+        // Unit 0: all free. Unit 1: 8 free (24 used): kept. Unit 2: 17 free (15 used):
+        // purged. Unit 3: 16 free (16 used): kept. Units 4..: none free: kept.
+        free.assign_range(0, 32, true);
+        free.assign_range(40, 8, true);
+        free.assign_range(64, 17, true);
+        free.assign_range(96 + 3, 16, true);
+        let kept = kept_units_of(&free);
+        assert_eq!(kept & 0xf, 0b1010);
+        assert_eq!(kept >> 4, 0xfff);
+        assert_eq!(kept_mask(kept, 0), 0xffff_ffff_0000_0000);
+        assert_eq!(kept_mask(kept, 1), 0xffff_ffff_0000_0000);
+        assert_eq!(kept_mask(kept, 2), u64::MAX);
+        assert_eq!(kept_mask(0, 2), 0);
+        assert!(is_kept(kept, 63) && !is_kept(kept, 64) && is_kept(kept, 96));
+    }
+}

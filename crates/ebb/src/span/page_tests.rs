@@ -1,0 +1,228 @@
+//! Unit tests of `span::page` (the page descriptor and its free lists).
+
+use super::*;
+extern crate std;
+use std::vec;
+
+fn page_over(buf: &mut [u8], size: usize) -> Page {
+    let mut page = Page::new();
+    page.start = buf.as_mut_ptr();
+    page.slice_count = 1;
+    page.init_blocks(crate::size_class::class_of(size), size, buf.len());
+    page
+}
+
+/// An idle page built on a reused (dirty) span gives back its never-carved tail and
+/// the inside of its free big blocks; live blocks and link words stay.
+#[test]
+fn purge_free_blocks_gives_back_tail_and_free_block_insides() {
+    let len = crate::span::segment::SLICE_SIZE;
+    let block = 16 * 1024;
+    let os_page = crate::os::page_size();
+    // SAFETY: a private anonymous mapping, unmapped at the end.
+    let mem = unsafe {
+        libc::mmap(
+            null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(mem, libc::MAP_FAILED);
+    let mem = mem as *mut u8;
+    // SAFETY: the mapping is ours and `len` bytes long.
+    let buf = unsafe {
+        core::ptr::write_bytes(mem, 0xAB, len); // dirty, like a reused span
+        core::slice::from_raw_parts_mut(mem, len)
+    };
+    let mut page = page_over(buf, block);
+    assert!(!page.is_zero);
+    // Block 0 live, block 1 free, blocks 2 and 3 never carved.
+    assert!(page.extend());
+    let live = page.free;
+    // SAFETY: test owns the page and its blocks.
+    unsafe {
+        page.free = page.link(live);
+        page.clear_link(live);
+        page.set_used(1);
+        (live as *mut u8).add(8).write(0x5A);
+    }
+    assert!(page.extend());
+    assert_eq!(page.capacity, 2);
+    let free = page.free;
+    let purged = page.purge_free_blocks();
+    assert_eq!(purged, 2 * block + (block - os_page));
+    // SAFETY: all within the mapping.
+    unsafe {
+        assert_eq!(page.free, free);
+        assert!(
+            page.link(free).is_null(),
+            "the free block's link word survives"
+        );
+        assert_eq!(
+            *(live as *mut u8).add(8),
+            0x5A,
+            "the live block is untouched"
+        );
+        assert_eq!(*mem.add(block - 1), 0xAB, "the live block is untouched");
+        let after_link =
+            core::slice::from_raw_parts(mem.add(block + os_page), len - block - os_page);
+        assert!(
+            after_link.iter().all(|&b| b == 0),
+            "tail and free insides read zero"
+        );
+        libc::munmap(mem as *mut libc::c_void, len);
+    }
+}
+
+#[test]
+fn extend_pop_free_collect() {
+    let mut buf = vec![0u8; 4096];
+    let mut page = page_over(&mut buf, 64);
+    assert_eq!(page.reserved, 64);
+    assert!(page.extend());
+    assert_eq!(page.capacity, 64);
+    assert_eq!(list_len(&page, page.free), 64);
+    let mut taken = vec![];
+    while page.has_free() {
+        let b = page.free;
+        // SAFETY: test owns the page.
+        unsafe {
+            page.free = page.link(b);
+            page.clear_link(b);
+        }
+        page.inc_used();
+        taken.push(b);
+    }
+    assert!(!page.extend());
+    assert_eq!(page.used(), 64);
+    for &b in &taken[..32] {
+        // SAFETY: b is in use.
+        assert!(!unsafe { page.free_local(b) });
+    }
+    for &b in &taken[32..63] {
+        // SAFETY: b is in use.
+        unsafe { page.free_remote(b) };
+    }
+    assert_eq!(page.used(), 32);
+    assert_eq!(
+        page.thread_free.load(Ordering::Relaxed) as usize >> THREAD_FREE_COUNT_SHIFT,
+        31,
+        "the remote list carries its length"
+    );
+    page.gather_frees();
+    assert_eq!(page.used(), 1);
+    assert!(page.thread_free.load(Ordering::Relaxed).is_null());
+    // The owner's frees are handed out first, then the remote ones (taken unwalked).
+    assert_eq!(list_len(&page, page.free), 32);
+    assert_eq!(list_len(&page, page.local_free), 31);
+    // SAFETY: last block is in use.
+    assert!(unsafe { page.free_local(taken[63]) });
+    assert!(page.is_unused());
+}
+
+#[test]
+fn remote_list_joins_both_lists_when_neither_is_empty() {
+    let mut buf = vec![0u8; 4096];
+    let mut page = page_over(&mut buf, 64);
+    // Carved from zero memory: the owner's frees wait on `local_free`.
+    page.is_zero = true;
+    assert!(page.extend());
+    let mut taken = vec![];
+    for _ in 0..6 {
+        let b = page.free;
+        // SAFETY: test owns the page.
+        unsafe {
+            page.free = page.link(b);
+            page.clear_link(b);
+        }
+        page.inc_used();
+        taken.push(b);
+    }
+    // SAFETY: the blocks are in use.
+    unsafe {
+        page.free_local(taken[0]);
+        page.free_remote(taken[1]);
+        page.free_remote(taken[2]);
+    }
+    let free_before = list_len(&page, page.free);
+    page.take_remote_frees();
+    assert_eq!(page.used(), 3);
+    assert_eq!(
+        list_len(&page, page.free),
+        free_before,
+        "free is left alone"
+    );
+    assert_eq!(
+        list_len(&page, page.local_free),
+        3,
+        "remote blocks then the owner's"
+    );
+    // SAFETY: the remaining blocks are in use.
+    unsafe {
+        for &b in &taken[3..] {
+            page.free_remote(b);
+        }
+    }
+    page.gather_frees();
+    assert!(page.is_unused());
+    assert_eq!(
+        list_len(&page, page.free) + list_len(&page, page.local_free),
+        64
+    );
+}
+
+/// Once `free` is not known zero, a block the owner frees is the next one handed
+/// out (LIFO, its line still in cache); while it is, the block waits on
+/// `local_free` and the carved blocks stay known zero.
+#[test]
+fn owner_free_is_reused_first_unless_free_is_known_zero() {
+    for is_zero in [false, true] {
+        let mut buf = vec![0u8; 4096];
+        let mut page = page_over(&mut buf, 64);
+        page.is_zero = is_zero;
+        assert!(page.extend());
+        let b = page.free;
+        // SAFETY: test owns the page; b and the next block are then in use.
+        unsafe {
+            let second = page.link(b);
+            page.free = page.link(second);
+            page.clear_link(b);
+            page.clear_link(second);
+            page.set_used(2);
+            assert!(!page.free_local(b));
+        }
+        assert_eq!(page.free_is_zero, is_zero);
+        if is_zero {
+            assert_eq!(page.local_free, b, "waits on local_free");
+            assert_ne!(page.free, b);
+        } else {
+            assert_eq!(page.free, b, "handed out next");
+            assert!(page.local_free.is_null());
+        }
+    }
+}
+
+#[test]
+fn extend_is_incremental() {
+    let mut buf = vec![0u8; 65536];
+    let mut page = page_over(&mut buf, 16);
+    assert!(page.extend());
+    assert_eq!(
+        page.capacity as usize,
+        FIRST_CARVE_BYTES / 16,
+        "first carve: one OS page"
+    );
+    for carved_kib in [8, 16, 32, 48] {
+        page.free = null_mut();
+        assert!(page.extend());
+        assert_eq!(
+            page.capacity as usize,
+            carved_kib * 1024 / 16,
+            "doubling to 16 KiB"
+        );
+    }
+    assert!(page.capacity < page.reserved);
+}

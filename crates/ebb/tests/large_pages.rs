@@ -1,0 +1,218 @@
+//! `EBB_LARGE_PAGES` (span/large_pages.rs): segments and huge mappings advised
+//! `MADV_HUGEPAGE` and 2 MiB aligned, and a purge that leaves a mostly used 2 MiB unit
+//! whole while it purges a mostly empty one; with the option off, the purge is today's.
+//!
+//! ebb is called directly (not as the global allocator); in a workspace build its
+//! `override` feature is on (ebb-capi's), so the harness's own mallocs share the arena,
+//! but they are small and few. The tests take turns, since the purge and the option
+//! are process-wide. They assert which OS pages are resident (`mincore`), never
+//! how long anything takes.
+
+use std::sync::{Mutex, MutexGuard};
+
+const MIB: usize = 1 << 20;
+const UNIT: usize = 2 * MIB;
+static TURN: Mutex<()> = Mutex::new(());
+
+/// Take a turn with the option set to `large_pages`, the purge delay 0 and no
+/// background purger (the tests purge with `collect`).
+fn turn(large_pages: bool) -> MutexGuard<'static, ()> {
+    let guard = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut options = ebb::options();
+    options.large_pages = large_pages;
+    options.purge_delay_ms = 0;
+    options.background = false;
+    ebb::set_options(options);
+    guard
+}
+
+/// For each OS page of `[p, p + len)`: resident?
+fn resident(p: *mut u8, len: usize) -> Vec<bool> {
+    let page = 4096;
+    assert_eq!(p as usize % page, 0);
+    let mut out = vec![0u8; len.div_ceil(page)];
+    // SAFETY: the range is a live block of ours; `out` has a byte per page.
+    let rc = unsafe { libc::mincore(p as *mut libc::c_void, len, out.as_mut_ptr()) };
+    assert_eq!(rc, 0, "mincore failed");
+    out.iter().map(|b| b & 1 != 0).collect()
+}
+
+fn all_resident(p: *mut u8, len: usize) -> bool {
+    resident(p, len).iter().all(|&r| r)
+}
+
+fn none_resident(p: *mut u8, len: usize) -> bool {
+    resident(p, len).iter().all(|&r| !r)
+}
+
+/// The `/proc/self/smaps` entry of the mapping holding `p`: its start and its lines.
+fn mapping_of(p: *const u8) -> (usize, String) {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut current: Option<(usize, usize, String)> = None;
+    for line in smaps.lines() {
+        let head = line.split_whitespace().next().unwrap_or("");
+        if let Some((a, b)) = head.split_once('-') {
+            if let (Ok(start), Ok(end)) =
+                (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            {
+                if let Some((s, e, text)) = current.take() {
+                    if (s..e).contains(&(p as usize)) {
+                        return (s, text);
+                    }
+                }
+                current = Some((start, end, String::new()));
+                continue;
+            }
+        }
+        if let Some((_, _, text)) = current.as_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    match current {
+        Some((s, e, text)) if (s..e).contains(&(p as usize)) => (s, text),
+        _ => panic!("no mapping holds {p:p}"),
+    }
+}
+
+/// True if the mapping holding `p` carries the huge-page advice (`hg` in `VmFlags`).
+fn advised(p: *const u8) -> bool {
+    let (_, text) = mapping_of(p);
+    let flags = text
+        .lines()
+        .find_map(|l| l.strip_prefix("VmFlags:"))
+        .expect("smaps has VmFlags");
+    flags.split_whitespace().any(|f| f == "hg")
+}
+
+/// A 2 MiB block on a 2 MiB boundary (so it is one unit), every byte written.
+fn unit_block() -> *mut u8 {
+    let p = ebb::alloc(UNIT, UNIT);
+    assert!(!p.is_null());
+    assert_eq!(p as usize % UNIT, 0);
+    // SAFETY: a live block of UNIT bytes.
+    unsafe { std::ptr::write_bytes(p, 0x5a, UNIT) };
+    assert!(all_resident(p, UNIT));
+    p
+}
+
+/// Shrink a large block in place (its tail slices go back to the arena, committed).
+fn shrink(p: *mut u8, to: usize) {
+    // SAFETY: p is a live block of ours.
+    let q = unsafe { ebb::realloc(p, to, UNIT) };
+    assert_eq!(q, p, "the shrink was not in place");
+}
+
+/// Two units: A keeps 24 of its 32 slices (1.5 MiB), B 10 (640 KiB). Returns them.
+fn mostly_used_and_mostly_empty_units() -> (*mut u8, *mut u8) {
+    let a = unit_block();
+    let b = unit_block();
+    shrink(a, UNIT * 3 / 4);
+    shrink(b, 1100 * 1024);
+    shrink(b, 600 * 1024);
+    (a, b)
+}
+
+fn free(p: *mut u8) {
+    // SAFETY: a live block of ours.
+    unsafe { ebb::free(p) };
+}
+
+#[test]
+fn segments_and_huge_mappings_are_aligned_and_advised() {
+    let _turn = turn(true);
+    if !thp_in_kernel() {
+        eprintln!("skipped: no transparent huge pages in this kernel");
+        return;
+    }
+    // A segment made now, with the option on. (Segments made before may not be
+    // advised: in a workspace build `override` is on, and the test harness's own
+    // mallocs reach ebb before any test runs.)
+    let before = ebb::stats().segments;
+    let mut blocks = Vec::new();
+    let fresh = loop {
+        let p = ebb::alloc(3 * MIB, 8); // big enough to make a segment (4 MiB would not)
+        assert!(!p.is_null());
+        blocks.push(p);
+        if ebb::stats().segments > before {
+            break p;
+        }
+        assert!(blocks.len() < 64, "no new segment was made");
+    };
+    let (start, _) = mapping_of(fresh);
+    assert_eq!(
+        start % UNIT,
+        0,
+        "a segment's mapping starts off a 2 MiB boundary"
+    );
+    assert!(advised(fresh), "a new segment is not advised MADV_HUGEPAGE");
+    ebb::collect(true); // no kept huge mapping: the next one is a fresh reservation
+    let huge = ebb::alloc(40 * MIB, 8);
+    assert!(!huge.is_null());
+    let (start, _) = mapping_of(huge);
+    assert_eq!(start % UNIT, 0);
+    assert!(advised(huge), "a huge mapping is not advised MADV_HUGEPAGE");
+    blocks.push(huge);
+    for p in blocks {
+        free(p);
+    }
+}
+
+#[test]
+fn purge_keeps_a_mostly_used_unit_whole_and_purges_a_mostly_empty_one() {
+    let _turn = turn(true);
+    let (a, b) = mostly_used_and_mostly_empty_units();
+    ebb::collect(false);
+    // A's unit is 3/4 used: its free quarter stays committed, the huge page whole.
+    assert!(
+        all_resident(a, UNIT),
+        "the free tail of a mostly used unit was purged"
+    );
+    // B's unit is under half used: its free slices go back as before.
+    let kept = 640 * 1024;
+    assert!(all_resident(b, kept), "live data was purged");
+    assert!(
+        none_resident(b.wrapping_add(kept), UNIT - kept),
+        "the free part of a mostly empty unit stayed resident"
+    );
+    // A forced purge (`collect(true)`) gives back the kept free slices too.
+    ebb::collect(true);
+    assert!(none_resident(a.wrapping_add(UNIT * 3 / 4), UNIT / 4));
+    assert!(all_resident(a, UNIT * 3 / 4));
+    // Once a unit's use falls below half, the next purge gives its free slices back.
+    free(a);
+    let a_again = unit_block();
+    shrink(a_again, UNIT * 3 / 4);
+    ebb::collect(false);
+    assert!(all_resident(a_again, UNIT));
+    free(a_again);
+    ebb::collect(false);
+    assert!(
+        none_resident(a_again, UNIT),
+        "a wholly free unit stayed resident"
+    );
+    free(b);
+}
+
+#[test]
+fn option_off_purges_every_free_slice() {
+    let _turn = turn(false);
+    let (a, b) = mostly_used_and_mostly_empty_units();
+    ebb::collect(false);
+    assert!(all_resident(a, UNIT * 3 / 4));
+    assert!(
+        none_resident(a.wrapping_add(UNIT * 3 / 4), UNIT / 4),
+        "with the option off a mostly used unit's free slices must be purged"
+    );
+    assert!(none_resident(b.wrapping_add(640 * 1024), UNIT - 640 * 1024));
+    ebb::collect(true); // no kept huge mapping
+    let huge = ebb::alloc(40 * MIB, 8);
+    assert!(!advised(huge), "advised with the option off");
+    free(huge);
+    free(a);
+    free(b);
+}
+
+fn thp_in_kernel() -> bool {
+    std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists()
+}
