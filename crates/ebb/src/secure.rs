@@ -474,6 +474,23 @@ mod tests {
         );
     }
 
+    /// The fast paths' filters: every real link passes them and a cleared word (a
+    /// block in use) never does (it would, for some of the 1000 keys, if keys did not
+    /// have their top bit set).
+    #[test]
+    fn fast_filters_pass_links_and_stop_cleared_and_overwritten_words() {
+        for _ in 0..1000 {
+            let key = new_key();
+            let (start, slot) = (0x7f00_0000_0000usize, 0x7f00_0000_0040usize);
+            for next in [0, start + 128] {
+                let stored = encode(key, slot, next);
+                assert!(may_be_link(key, slot, stored));
+                assert_eq!(decode_fast(key, slot, stored), next);
+            }
+            assert!(!may_be_link(key, slot, 0), "a cleared word is no link");
+        }
+    }
+
     /// `os::protect` is reached by fault injection: a refused guard leaves the span
     /// without one (and usable), and is counted.
     #[test]
