@@ -55,6 +55,7 @@ pub unsafe fn free_passes(page: *mut Page, ptr: *mut u8) -> bool {
 ///
 /// # Safety
 /// As [`free_passes`]; `ptr` is at a block boundary of `page`.
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
 pub unsafe fn is_free_block(page: *mut Page, ptr: *mut u8) -> bool {
     // SAFETY: per the contract; a block past the carved ones is read only if carved
     // (the span's end may be a guard page).
