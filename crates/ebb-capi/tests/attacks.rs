@@ -8,7 +8,7 @@
 //! A bug counts as caught when the process dies instead of running on.
 //!
 //! Adding a mode (a column): give each entry an expectation for it and a way to run it
-//! (see `secure`: it runs only where `libebb-secure.so` has been built).
+//! (see `secure`: `libebb_secure.so`, built by the test, at both levels).
 //!
 //! Tools: gcc, g++.
 
@@ -39,8 +39,8 @@ struct Attack {
     default: Outcome,
     /// `EBB_CHECK=1`.
     check: Outcome,
-    /// `libebb-secure.so` (the `secure` feature), where built: `None` until it is
-    /// written down.
+    /// `libebb_secure.so` (the `secure` feature), at `EBB_SECURE=light` and at `full`
+    /// (the same outcome at both); `None`: not asserted, only recorded.
     secure: Option<Outcome>,
 }
 
@@ -50,6 +50,7 @@ const NOT_LIVE: &[&str] = &["not a live block"];
 const DOUBLE_FREE: &[&str] = &["double free"];
 const UNMAPPED: &[&str] = &["invalid pointer (not mapped)"];
 const UNALIGNED_FOREIGN: &[&str] = &["invalid pointer (unaligned"];
+const CANARY: &[&str] = &["its canary was overwritten"];
 
 const ATTACKS: &[Attack] = &[
     Attack {
@@ -57,27 +58,29 @@ const ATTACKS: &[Attack] = &[
         bug: "double free, small block, immediate",
         default: Dies(DOUBLE_FREE),
         check: Dies(DOUBLE_FREE),
-        secure: None,
+        secure: Some(Dies(DOUBLE_FREE)),
     },
     Attack {
         source: "attacks/double_free_small_delayed.c",
         bug: "double free, small block, delayed",
         default: Dies(DOUBLE_FREE),
         check: Dies(DOUBLE_FREE),
-        secure: None,
+        secure: Some(Dies(DOUBLE_FREE)),
     },
     Attack {
         source: "attacks/double_free_large.c",
         bug: "double free, 1 MiB block, immediate",
         default: Dies(NOT_IN_USE),
         check: Dies(DOUBLE_FREE),
-        secure: None,
+        secure: Some(Dies(DOUBLE_FREE)),
     },
     Attack {
         source: "attacks/double_free_large_delayed.c",
         bug: "double free, 1 MiB block, after its memory was reused",
         default: Dies(DOUBLE_FREE),
         check: Dies(DOUBLE_FREE),
+        // Not asserted in the secure build: merged after the default mode learned to
+        // catch this (the purger starts before the span is freed); not re-measured there.
         secure: None,
     },
     Attack {
@@ -85,119 +88,119 @@ const ATTACKS: &[Attack] = &[
         bug: "free of an unmapped address",
         default: Dies(UNMAPPED),
         check: Dies(UNMAPPED),
-        secure: None,
+        secure: Some(Dies(UNMAPPED)),
     },
     Attack {
         source: "attacks/invalid_free_far.c",
         bug: "free of a pointer 1 MiB past a block",
         default: Dies(&["not in use", "not the start of a block"]),
         check: Dies(&["not in use", "not the start of a block"]),
-        secure: None,
+        secure: Some(Dies(&["not the start of its block"])),
     },
     Attack {
         source: "attacks/invalid_free_interior.c",
         bug: "free of a pointer 16 bytes into a block",
         default: RunsOn,
         check: Dies(NOT_A_START),
-        secure: None,
+        secure: Some(Dies(NOT_A_START)),
     },
     Attack {
         source: "attacks/invalid_free_unaligned.c",
         bug: "free of a pointer 1 byte into a block",
         default: RunsOn,
         check: Dies(NOT_A_START),
-        secure: None,
+        secure: Some(Dies(NOT_A_START)),
     },
     Attack {
         source: "attacks/invalid_free_uninitialised.c",
         bug: "free of an uninitialised pointer",
         default: Dies(UNALIGNED_FOREIGN),
         check: Dies(UNALIGNED_FOREIGN),
-        secure: None,
+        secure: Some(Dies(UNALIGNED_FOREIGN)),
     },
     Attack {
         source: "attacks/read_after_free.c",
         bug: "read after free",
         default: RunsOn,
         check: RunsOn,
-        secure: None,
+        secure: Some(RunsOn),
     },
     Attack {
         source: "attacks/write_after_free.c",
         bug: "write after free (16 bytes)",
         default: RunsOn,
         check: RunsOn,
-        secure: None,
+        secure: Some(Dies(&["corrupted"])),
     },
     Attack {
         source: "attacks/overflow_small_1.c",
         bug: "1-byte overflow, 24-byte block",
         default: RunsOn,
         check: RunsOn,
-        secure: None,
+        secure: Some(RunsOn),
     },
     Attack {
         source: "attacks/overflow_small_8.c",
         bug: "8-byte overflow, 24-byte block",
         default: RunsOn,
         check: RunsOn,
-        secure: None,
+        secure: Some(RunsOn),
     },
     Attack {
         source: "attacks/overflow_large_1.c",
         bug: "1-byte overflow, 1 MiB block",
         default: RunsOn,
         check: RunsOn,
-        secure: None,
+        secure: Some(Dies(CANARY)),
     },
     Attack {
         source: "attacks/overflow_large_8.c",
         bug: "8-byte overflow, 1 MiB block",
         default: RunsOn,
         check: RunsOn,
-        secure: None,
+        secure: Some(Dies(CANARY)),
     },
     Attack {
         source: "attacks/sized_delete_mismatch.cpp",
         bug: "C++ sized delete with the wrong size",
         default: RunsOn,
         check: RunsOn,
-        secure: None,
+        secure: Some(Dies(&["sized delete"])),
     },
     Attack {
         source: "attacks/usable_size_interior.c",
         bug: "malloc_usable_size of a pointer into a block",
         default: Dies(NOT_A_START),
         check: Dies(NOT_LIVE),
-        secure: None,
+        secure: Some(Dies(NOT_A_START)),
     },
     Attack {
         source: "attacks/usable_size_freed.c",
         bug: "malloc_usable_size of a freed block",
         default: Dies(NOT_IN_USE),
         check: Dies(NOT_LIVE),
-        secure: None,
+        secure: Some(Dies(NOT_IN_USE)),
     },
     Attack {
         source: "attacks/usable_size_unmapped.c",
         bug: "malloc_usable_size of an unmapped address",
         default: Dies(UNMAPPED),
         check: Dies(UNMAPPED),
-        secure: None,
+        secure: Some(Dies(UNMAPPED)),
     },
     Attack {
         source: "attacks/realloc_unaligned.c",
         bug: "realloc of a pointer 1 byte into a block",
         default: Dies(NOT_A_START),
         check: Dies(NOT_LIVE),
-        secure: None,
+        secure: Some(Dies(NOT_A_START)),
     },
     Attack {
         source: "attacks/realloc_freed.c",
         bug: "realloc of a freed block",
         default: Dies(NOT_IN_USE),
         check: Dies(NOT_LIVE),
-        secure: None,
+        secure: Some(Dies(NOT_IN_USE)),
     },
 ];
 
@@ -256,6 +259,7 @@ fn cell(run: &Run) -> String {
         // ebb's addresses change from run to run.
         let l = l
             .strip_suffix("; aborting (EBB_ABORT_ON_ERROR=0 to go on)")
+            .or_else(|| l.strip_suffix("; aborting (secure build)"))
             .unwrap_or(l);
         match (l.find("(0x"), l.find("): ")) {
             (Some(a), Some(b)) if a < b => format!("{}(p){}", &l[..a], &l[b + 1..]),
@@ -269,11 +273,14 @@ fn cell(run: &Run) -> String {
     }
 }
 
-/// `libebb-secure.so` beside libebb.so, if the workspace built it.
+/// `libebb_secure.so` (built by the test; `EBB_ATTACKS_SECURE=0` leaves it out).
 fn secure_library() -> Option<PathBuf> {
-    let lib = libebb().with_file_name("libebb-secure.so");
-    lib.exists().then_some(lib)
+    (std::env::var("EBB_ATTACKS_SECURE").as_deref() != Ok("0"))
+        .then(|| c_support::libebb_secure().to_path_buf())
 }
+
+/// The secure build's levels, as columns.
+const SECURE_LEVELS: [&str; 2] = ["light", "full"];
 
 #[test]
 fn attack_programs_end_as_documented() {
@@ -303,11 +310,15 @@ fn attack_programs_end_as_documented() {
                     }
                     let mut cells = vec![cell(&glibc), cell(&default), cell(&check)];
                     if let Some(lib) = &secure {
-                        let with_secure = c_support::run_preloading(&exe, lib, &[]);
-                        if let Some(expected) = attack.secure {
-                            assert_outcome(&with_secure, expected, attack.source, "secure");
+                        for level in SECURE_LEVELS {
+                            let with_secure =
+                                c_support::run_preloading(&exe, lib, &[("EBB_SECURE", level)]);
+                            if let Some(expected) = attack.secure {
+                                let mode = format!("secure {level}");
+                                assert_outcome(&with_secure, expected, attack.source, &mode);
+                            }
+                            cells.push(cell(&with_secure));
                         }
-                        cells.push(cell(&with_secure));
                     }
                     (attack.bug.to_string(), cells)
                 })
@@ -319,7 +330,7 @@ fn attack_programs_end_as_documented() {
     let mut table = String::new();
     let mut header = vec!["bug", "glibc", "ebb", "ebb `EBB_CHECK=1`"];
     if secure.is_some() {
-        header.push("ebb secure");
+        header.extend(["ebb secure light", "ebb secure full"]);
     }
     writeln!(table, "| {} |", header.join(" | ")).unwrap();
     writeln!(table, "|{}", "---|".repeat(header.len())).unwrap();

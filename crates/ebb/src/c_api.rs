@@ -190,6 +190,33 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
     }
 }
 
+/// C++ sized `operator delete` (and `delete[]`) in the secure build: the size the
+/// program states must fit in the block (a delete through the wrong type, or of the
+/// wrong object, usually states another size). Without the `secure` feature these
+/// symbols are not exported and libstdc++'s (which ignore the size) serve.
+///
+/// # Safety
+/// `ptr` must be null or a live block from this allocator.
+#[cfg(feature = "secure")]
+pub unsafe fn free_sized(ptr: *mut c_void, size: usize) {
+    // SAFETY: per the contract; `is_ours` checks the pointer before anything reads
+    // its block.
+    unsafe {
+        let block = ptr as *mut u8;
+        if !block.is_null() && is_ours(block, "operator delete") {
+            let usable = alloc::usable_size(block);
+            if size > usable {
+                crate::secure::fatal(
+                    "operator delete",
+                    block,
+                    "sized delete with a size larger than the block (wrong type or object)",
+                );
+            }
+        }
+        free(ptr)
+    }
+}
+
 /// True if `ptr` is a block of ebb's; else reports it (see `diag`): outside ebb's
 /// memory, the foreign-pointer policy; inside, a pointer that is no block start, or
 /// into a span not in use, or a small block holding the freed key and found on its
@@ -233,6 +260,10 @@ unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
             LARGE | HUGE => None,
             _ if size == 0 || (ptr as usize).wrapping_sub(start) % size != 0 => {
                 Some("pointer is not the start of a block")
+            }
+            #[cfg(feature = "secure")]
+            _ if crate::front::secure::is_free_block(page, ptr) => {
+                Some("block is not in use (freed)")
             }
             _ if freed_key::is_marked(ptr) => {
                 let heap = tls::heap();

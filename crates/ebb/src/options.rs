@@ -88,7 +88,8 @@ impl Options {
             o.check = v;
         }
         if let Some(v) = lookup(b"EBB_ABORT_ON_ERROR\0").and_then(parse_bool) {
-            o.abort_on_error = v;
+            // The secure build always aborts on a corrupted heap (README "Security").
+            o.abort_on_error = v || cfg!(feature = "secure");
             o.abort_on_foreign = v;
         }
         if let Some(v) = lookup(b"EBB_LARGE_PAGES\0").and_then(parse_bool) {

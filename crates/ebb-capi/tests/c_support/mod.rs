@@ -34,10 +34,28 @@ pub fn libebb() -> &'static Path {
     })
 }
 
+/// `libebb_secure.so` (crates/ebb-capi-secure: the `secure` feature), built as
+/// `libebb` is.
+pub fn libebb_secure() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = profile_dir();
+        build_package(&dir, "ebb-capi-secure");
+        let lib = dir.join("libebb_secure.so");
+        assert!(lib.exists(), "{} was not built", lib.display());
+        lib.canonicalize().unwrap()
+    })
+}
+
 /// `cargo build -p ebb-capi` with the profile of this test run. Cargo does not build a
 /// cdylib-only library for its package's integration tests, and a libebb.so left from
 /// an earlier build may be stale; when it is up to date this is a quick no-op.
 pub fn build_libebb(dir: &Path) {
+    build_package(dir, "ebb-capi");
+}
+
+/// `cargo build -p <package>` with the profile of this test run (see `build_libebb`).
+pub fn build_package(dir: &Path, package: &str) {
     let profile = match dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") => "dev".to_string(),
         Some(name) => name.to_string(),
@@ -46,7 +64,7 @@ pub fn build_libebb(dir: &Path) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let mut cmd = Command::new(&cargo);
-    cmd.args(["build", "--quiet", "-p", "ebb-capi", "--profile", &profile])
+    cmd.args(["build", "--quiet", "-p", package, "--profile", &profile])
         .arg("--manifest-path")
         .arg(&manifest);
     if let Some(target_dir) = dir.parent() {
@@ -54,10 +72,10 @@ pub fn build_libebb(dir: &Path) {
     }
     let status = cmd
         .status()
-        .unwrap_or_else(|e| panic!("cannot run {cargo} build -p ebb-capi: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {cargo} build -p {package}: {e}"));
     assert!(
         status.success(),
-        "cargo build -p ebb-capi --profile {profile} failed"
+        "cargo build -p {package} --profile {profile} failed"
     );
 }
 

@@ -113,7 +113,8 @@ unsafe fn pop_or_slow<const C: bool>(
         if block.is_null() {
             return malloc_local_or_slow(size, page, heap, C);
         }
-        (*page).free = (*block).next;
+        (*page).free = (*page).link_fast(block);
+        (*page).clear_link(block);
         freed_key::clear(block);
         (*page).inc_used();
         (*heap).leave();
@@ -175,10 +176,11 @@ fn malloc_local_or_slow(
         if block.is_null() {
             return malloc_slow_and_leave(size, heap, c);
         }
-        (*page).local_free = (*block).next;
+        (*page).local_free = (*page).link(block);
         freed_key::clear(block);
         (*page).free = core::ptr::null_mut();
         core::mem::swap(&mut (*page).free, &mut (*page).local_free);
+        (*page).clear_link(block);
         (*page).free_is_zero = false;
         (*page).frees_to_local = false;
         (*page).inc_used();
@@ -265,7 +267,11 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
 #[inline(never)]
 fn alloc_big(size: usize, align: usize) -> *mut u8 {
     if size <= LARGE_MAX {
-        if let Some(page) = arena::alloc_large(size.max(1), align) {
+        #[cfg(feature = "secure")]
+        let span = crate::secure::alloc_large(size, align);
+        #[cfg(not(feature = "secure"))]
+        let span = arena::alloc_large(size.max(1), align);
+        if let Some(page) = span {
             // SAFETY: alloc_large returns a valid span head.
             return counted_big(unsafe { (*page).start }, size);
         }
@@ -322,7 +328,8 @@ fn malloc_zeroed(size: usize) -> *mut u8 {
             return alloc_zeroed_any(size, MIN_ALIGN);
         }
         let zero = (*page).free_is_zero;
-        (*page).free = (*block).next;
+        (*page).free = (*page).link_fast(block);
+        (*page).clear_link(block);
         freed_key::clear(block);
         (*page).inc_used();
         (*heap).leave();
@@ -408,6 +415,10 @@ pub unsafe fn free(ptr: *mut u8) {
     unsafe {
         (*heap).enter();
         let page = segment::page_of(seg, ptr);
+        #[cfg(feature = "secure")]
+        if !crate::front::secure::free_passes(page, ptr) {
+            return crate::front::secure::free_rejected_and_leave(ptr, page, heap);
+        }
         if (*page).owner.load(Ordering::Relaxed) != heap as usize {
             return free_slow_and_leave(ptr, page, heap);
         }

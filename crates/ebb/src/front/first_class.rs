@@ -164,7 +164,10 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
     if cfg!(debug_assertions) && !on_owner_thread(fc) {
         wrong_thread(fc, "allocation");
     }
-    let class = if align <= alloc::MIN_ALIGN || (align == 16 && size % 16 == 0) {
+    // Size 0 maps to the 8-byte class: with align 16 it takes the rounding below (a
+    // 16-byte block; found by the secure build's random carving order, where the first
+    // block of a page is not always at a 16-byte multiple).
+    let class = if align <= alloc::MIN_ALIGN || (align == 16 && size % 16 == 0 && size != 0) {
         if size > MEDIUM_MAX {
             // SAFETY: forwarded.
             return unsafe { alloc_large(fc, size, SLICE_SIZE) };
@@ -202,7 +205,8 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
         if block.is_null() {
             return malloc_slow(fc, class, size);
         }
-        (*page).free = (*block).next;
+        (*page).free = (*page).link_fast(block);
+        (*page).clear_link(block);
         (*page).inc_used();
         block as *mut u8
     }
@@ -396,7 +400,11 @@ unsafe fn alloc_large(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8
     if !on_owner_thread(fc) {
         wrong_thread(fc, "allocation");
     }
-    let Some(page) = arena::alloc_large(size.max(1), align) else {
+    #[cfg(feature = "secure")]
+    let span = crate::secure::alloc_large(size, align);
+    #[cfg(not(feature = "secure"))]
+    let span = arena::alloc_large(size.max(1), align);
+    let Some(page) = span else {
         return huge::alloc(size, align);
     };
     // SAFETY: the span is ours (nobody else has its address yet); so is the heap.
@@ -428,6 +436,11 @@ pub unsafe fn free(fc: *mut FirstClass, ptr: *mut u8) {
     unsafe {
         if !seg.is_null() {
             let page = segment::page_of(seg, ptr);
+            #[cfg(feature = "secure")]
+            if !crate::front::secure::free_passes(page, ptr) {
+                crate::front::secure::free_rejected(ptr, page);
+                return;
+            }
             if (*page).owner.load(Ordering::Relaxed) == (*fc).heap.owner_word
                 && (*fc).heap.owner_word & CHECK_TAG == 0
                 && on_owner_thread(fc)

@@ -17,6 +17,11 @@
 //! paths); it reveals no address, unlike glibc's first key (the tcache's own address).
 //! It is a non-canonical address with the top bit set, which no pointer and few
 //! integers stored by a program hold.
+//!
+//! The secure build (`secure` feature) does without the key: there a free block's link
+//! word is encoded with its page's key and cleared on every pop, so the first word alone
+//! tells a free block from a live one, on any list of any thread (`front::secure`). The
+//! functions here then compile to nothing (`is_marked` is false).
 
 use crate::span::page::{Block, Page};
 
@@ -36,6 +41,9 @@ fn key_word(block: *mut u8) -> *mut usize {
 /// `block` is a block (of at least 16 bytes) of a page with small blocks.
 #[inline(always)]
 pub unsafe fn is_marked(block: *mut u8) -> bool {
+    if cfg!(feature = "secure") {
+        return false;
+    }
     // SAFETY: per the contract the block has a second word.
     unsafe { key_word(block).read() == FREED_KEY }
 }
@@ -46,6 +54,9 @@ pub unsafe fn is_marked(block: *mut u8) -> bool {
 /// As `is_marked`; the block is the caller's to write.
 #[inline(always)]
 pub unsafe fn mark(block: *mut u8) {
+    if cfg!(feature = "secure") {
+        return;
+    }
     // SAFETY: per the contract.
     unsafe { key_word(block).write(FREED_KEY) }
 }
@@ -56,6 +67,9 @@ pub unsafe fn mark(block: *mut u8) {
 /// As `mark`.
 #[inline(always)]
 pub unsafe fn clear(block: *mut Block) {
+    if cfg!(feature = "secure") {
+        return;
+    }
     // SAFETY: per the contract.
     unsafe { key_word(block as *mut u8).write(0) }
 }
@@ -79,7 +93,7 @@ pub unsafe fn is_on_free_list(page: *mut Page, block: *mut u8) -> bool {
                 if entry as *mut u8 == block {
                     return true;
                 }
-                entry = (*entry).next;
+                entry = (*page).link(entry);
                 steps -= 1;
             }
         }

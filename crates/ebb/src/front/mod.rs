@@ -11,6 +11,7 @@
 //! - `freed_key`: the key in freed blocks that catches double frees in the default mode;
 //! - `first_class`: heaps the program creates and destroys (`ebb::Heap`);
 //! - `guarded`: guarded sampling (`EBB_GUARDED_RATE`): sampled blocks beside guard pages.
+//! - `secure`: the secure build's checks on free (`secure` feature).
 
 pub mod alloc;
 pub mod check;
@@ -20,6 +21,8 @@ pub mod guarded;
 pub mod heap;
 pub mod queue;
 pub mod shared;
+#[cfg(feature = "secure")]
+pub mod secure;
 pub mod slow;
 pub mod takeover;
 pub mod tls;

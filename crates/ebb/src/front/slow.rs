@@ -313,7 +313,8 @@ pub unsafe fn pop(page: *mut Page) -> *mut u8 {
     unsafe {
         let block = (*page).free;
         debug_assert!(!block.is_null());
-        (*page).free = (*block).next;
+        (*page).free = (*page).link(block);
+        (*page).clear_link(block);
         crate::front::freed_key::clear(block);
         (*page).inc_used();
         block as *mut u8
@@ -381,6 +382,8 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         }
         match owner {
             LARGE => {
+                #[cfg(feature = "secure")]
+                crate::secure::check_large_canary(page, block);
                 crate::process::purger::before_span_free();
                 let sample = profile::freed(block);
                 (*page).set_used(0);

@@ -1,5 +1,5 @@
-//! Fault injection for the OS memory calls (`reserve_aligned`, `decommit`, `remap`,
-//! `advise_huge_pages`):
+//! Fault injection for the OS memory calls (`reserve_aligned`, `reserve_at`, `decommit`,
+//! `remap`, `advise_huge_pages`, `protect`):
 //! make them fail on demand, so every path that handles a refusal can be tested.
 //!
 //! Armed from the environment on the first OS memory call, or by
@@ -25,7 +25,7 @@ pub enum Kind {
     Remap = 4,
     /// `advise_huge_pages` (`EBB_LARGE_PAGES=1` only).
     Advise = 8,
-    /// `protect` (guarded sampling, `EBB_GUARDED_RATE`, only).
+    /// `protect` (guarded sampling, `EBB_GUARDED_RATE`; the secure build's guard pages).
     Protect = 16,
 }
 

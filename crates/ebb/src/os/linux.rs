@@ -136,6 +136,96 @@ fn reserve_aligned_exact(size: usize, align: usize) -> *mut u8 {
     null_mut()
 }
 
+/// `mprotect` works on any page-aligned part of a reservation (`protect`).
+pub const HAS_PROTECT: bool = true;
+
+/// Make `[ptr, ptr + size)` inaccessible (`accessible` false: any access faults) or
+/// read/write again. False if the OS refused (e.g. the process's mapping count limit,
+/// `vm.max_map_count`: each protected range inside a mapping splits it).
+///
+/// # Safety
+/// The range must be page aligned and inside a reservation of this module; while it is
+/// inaccessible nobody may use it.
+pub unsafe fn protect(ptr: *mut u8, size: usize, accessible: bool) -> bool {
+    debug_assert!(ptr as usize % page_size() == 0 && size % page_size() == 0);
+    // Both directions are refusable by fault injection, as by the OS. Guarded sampling
+    // then serves the allocation unguarded; the secure build cannot hand out a span
+    // whose guard it failed to lift, so that refusal is fatal there (secure::unguard).
+    if super::fault::refuse(super::fault::Kind::Protect, size) {
+        return false;
+    }
+    let access = if accessible {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_NONE
+    };
+    // SAFETY: per the contract, the range is ours and nobody uses it meanwhile.
+    preserving_errno(|| unsafe { libc::mprotect(ptr as *mut c_void, size, access) == 0 })
+}
+
+/// Reserve `size` bytes (as `reserve_aligned`) exactly at `at`, or null if that range
+/// is not free (never replaces a mapping: `MAP_FIXED_NOREPLACE`). For randomised
+/// placement: the caller picks the address.
+pub fn reserve_at(at: *mut u8, size: usize) -> *mut u8 {
+    debug_assert!(at as usize % page_size() == 0 && size % page_size() == 0);
+    if super::fault::refuse(super::fault::Kind::Reserve, size) {
+        return null_mut();
+    }
+    // SAFETY: an anonymous mapping at a hint that fails rather than replace an existing
+    // mapping (before Linux 4.17 the flag is ignored and the hint may be moved: checked).
+    let got = preserving_errno(|| unsafe {
+        libc::mmap(
+            at as *mut c_void,
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE
+                | libc::MAP_ANONYMOUS
+                | libc::MAP_NORESERVE
+                | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    });
+    if got == libc::MAP_FAILED {
+        super::fault::released(size);
+        return null_mut();
+    }
+    if got as *mut u8 != at {
+        // SAFETY: a mapping just made here, elsewhere than asked, and not handed out.
+        unsafe { libc::munmap(got, size) };
+        super::fault::released(size);
+        return null_mut();
+    }
+    at
+}
+
+/// 64 bits from the kernel's random source (`getrandom`), for the secure build's keys
+/// and placement; if that fails, the 16 random bytes the kernel gave the process at
+/// start (`AT_RANDOM`) mixed with the clock.
+pub fn random_seed() -> u64 {
+    let mut seed = 0u64;
+    // SAFETY: writes at most 8 bytes into `seed`; GRND_NONBLOCK never waits.
+    let got = preserving_errno(|| unsafe {
+        libc::getrandom(
+            &mut seed as *mut u64 as *mut c_void,
+            core::mem::size_of::<u64>(),
+            libc::GRND_NONBLOCK,
+        )
+    });
+    if got == core::mem::size_of::<u64>() as isize {
+        return seed;
+    }
+    // SAFETY: AT_RANDOM points at 16 bytes the kernel placed on the initial stack.
+    let aux = unsafe { libc::getauxval(libc::AT_RANDOM) } as *const u64;
+    let from_kernel = if aux.is_null() {
+        0
+    } else {
+        // SAFETY: as above; the bytes may be unaligned.
+        unsafe { aux.read_unaligned() ^ aux.add(1).read_unaligned() }
+    };
+    from_kernel ^ now_ms().rotate_left(32) ^ thread_cpu_time_ns()
+}
+
 /// Give a reservation back to the OS.
 ///
 /// # Safety
@@ -164,25 +254,6 @@ pub unsafe fn decommit(ptr: *mut u8, size: usize) -> bool {
         valgrind_mark_defined(ptr, size);
     }
     ok
-}
-
-/// Make `[ptr, ptr + size)` inaccessible (`accessible` false: any access faults) or
-/// readable and writable again. True if done.
-///
-/// # Safety
-/// The range must be page aligned and reserved by this module; while inaccessible,
-/// nothing of the allocator's may touch it.
-pub unsafe fn protect(ptr: *mut u8, size: usize, accessible: bool) -> bool {
-    if super::fault::refuse(super::fault::Kind::Protect, size) {
-        return false;
-    }
-    let prot = if accessible {
-        libc::PROT_READ | libc::PROT_WRITE
-    } else {
-        libc::PROT_NONE
-    };
-    // SAFETY: per the contract above.
-    preserving_errno(|| unsafe { libc::mprotect(ptr as *mut c_void, size, prot) == 0 })
 }
 
 /// The memory-fault signals `catch_faults` handles, and what was installed for each

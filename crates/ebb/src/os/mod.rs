@@ -19,6 +19,9 @@
 //!   slices from decommitted ones), and `alloc_zeroed` writes zeros.
 //! - [`HAS_REMAP`]: [`remap`] can grow a mapping in place or move its pages without a
 //!   copy. False: `remap` always returns null and huge `realloc` copies.
+//! - [`HAS_PROTECT`]: [`protect`] can make a page-aligned part of a reservation
+//!   inaccessible and accessible again. False: `protect` always returns false, and the
+//!   secure build has no guard pages (it says so at start).
 //! - [`HAS_MEMBARRIER`]: [`membarrier`] exists (a full barrier on every running thread
 //!   of the process). False: idle heaps are never taken over (their pages wait for
 //!   their thread's next allocator call or its exit).
@@ -43,6 +46,12 @@
 //!   (`dest` null) or move its pages to the reservation at `dest`; null if it cannot.
 //!   Pre: `old` reserved with `old_size`; `dest` null or an unused reservation of
 //!   `new_size` bytes. Post: on success the contents are at the returned address.
+//! - `protect(ptr, size, accessible) -> bool`: make a page-aligned range of a
+//!   reservation fault on any access, or read/write again; true if done. Pre: page
+//!   aligned, reserved, unused while inaccessible. (The secure build's guard pages.)
+//! - `reserve_at(at, size) -> *mut u8`: as `reserve_aligned`, but exactly at `at`, or
+//!   null if that range is taken (never replaces a mapping). (Randomised placement.)
+//! - `random_seed() -> u64`: 64 unpredictable bits (the secure build's keys).
 //! - `advise_huge_pages(ptr, size) -> bool`: ask the OS to back the range with huge
 //!   pages where whole aligned huge pages fit in it (Linux: `MADV_HUGEPAGE`, which is
 //!   what makes transparent huge pages used at all in the kernel's `madvise` mode).
@@ -93,7 +102,7 @@
 //! header of a huge mapping found through the segment map may be freed meanwhile).
 //!
 //! Fault injection (`fault.rs`, shared by every implementation): `reserve_aligned`,
-//! `decommit`, `remap`, `advise_huge_pages` and `protect` ask [`fault::refuse`] first and fail as the OS would when it
+//! `reserve_at`, `decommit`, `remap`, `advise_huge_pages` and `protect` ask [`fault::refuse`] first and fail as the OS would when it
 //! says so; `release` reports the bytes it gives back with [`fault::released`].
 //!
 //! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
@@ -125,6 +134,7 @@ mod contract {
     const _: bool = DECOMMIT_ZEROES;
     const _: bool = HAS_REMAP;
     const _: bool = HAS_MEMBARRIER;
+    const _: bool = HAS_PROTECT;
     const _: usize = HUGE_PAGE_SIZE;
     const _: () = assert!(HUGE_PAGE_SIZE == 0 || HUGE_PAGE_SIZE.is_power_of_two());
     const _: () = assert!(ADDRESS_BITS >= 39 && ADDRESS_BITS <= 48);
@@ -132,9 +142,11 @@ mod contract {
     const _: unsafe fn(*mut u8, usize) = release;
     const _: unsafe fn(*mut u8, usize) -> bool = decommit;
     const _: unsafe fn(*mut u8, usize, usize, *mut u8) -> *mut u8 = remap;
+    const _: unsafe fn(*mut u8, usize, bool) -> bool = protect;
+    const _: fn(*mut u8, usize) -> *mut u8 = reserve_at;
+    const _: fn() -> u64 = random_seed;
     const _: unsafe fn(*mut u8, usize) -> bool = advise_huge_pages;
     const _: fn() -> usize = page_size;
-    const _: unsafe fn(*mut u8, usize, bool) -> bool = protect;
     const _: fn(fn(usize) -> bool) -> bool = catch_faults;
     const _: fn(*mut u8, usize) = valgrind_mark_defined;
     const _: fn() -> u64 = now_ms;

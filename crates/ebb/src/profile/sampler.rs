@@ -140,10 +140,10 @@ pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size
             // One list, so the length below is the length of `free`.
             if !page.free.is_null() {
                 let mut tail = page.local_free;
-                while !(*tail).next.is_null() {
-                    tail = (*tail).next;
+                while !page.link(tail).is_null() {
+                    tail = page.link(tail);
                 }
-                (*tail).next = page.free;
+                page.set_link(tail, page.free);
             }
             page.free = page.local_free;
             page.local_free = core::ptr::null_mut();
@@ -176,12 +176,12 @@ pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size
         } else {
             let mut last: *mut Block = page.free;
             handed = 1;
-            while handed < before && !(*last).next.is_null() {
-                last = (*last).next;
+            while handed < before && !page.link(last).is_null() {
+                last = page.link(last);
                 handed += 1;
             }
-            page.local_free = (*last).next;
-            (*last).next = core::ptr::null_mut();
+            page.local_free = page.link(last);
+            page.set_link(last, core::ptr::null_mut());
         }
         s.left[class] = left - handed * size;
         handed

@@ -50,7 +50,35 @@ pub fn segments() -> impl Iterator<Item = *mut Segment> {
 /// Returns the span's first descriptor, set up as a span but owned by nobody yet
 /// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
 pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
-    take_span(count, align, true)
+    let found = take_span(count, align, true);
+    // A page keeps a guard at its end (`secure::guard_span`), none inside.
+    #[cfg(feature = "secure")]
+    if let Some((page, _)) = found {
+        // SAFETY: the span is ours.
+        unsafe { unguard_span_slices(page, 0, count - 1) };
+    }
+    found
+}
+
+/// Lift the guard pages kept in slices `from..from + count` of `page`'s span (the
+/// secure build keeps guards on free slices: `secure::guard_span`).
+///
+/// # Safety
+/// The caller owns the span, or the slices are free ones it just took.
+#[cfg(feature = "secure")]
+unsafe fn unguard_span_slices(page: *mut Page, from: usize, count: usize) {
+    let seg = segment_of_page(page);
+    // SAFETY: per the contract; segments are never unmapped.
+    unsafe {
+        let index = (*seg).page_index(page);
+        crate::secure::unguard_slices(
+            &(*seg).guard_slices,
+            seg as *mut u8,
+            SLICE_SIZE,
+            index + from,
+            count,
+        );
+    }
 }
 
 /// Large blocks above this many slices (4 MiB) never make a new segment: three 8 MiB
@@ -182,6 +210,11 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         align_slices,
         count + align_slices <= LARGE_NEW_SEGMENT_MAX_SLICES,
     )?;
+    #[cfg(feature = "secure")]
+    // SAFETY: the span is ours.
+    unsafe {
+        unguard_span_slices(page, 0, count)
+    };
     // SAFETY: the span is ours: the arena gave it to us and nobody else has its address.
     unsafe {
         (*page)
@@ -190,6 +223,15 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         (*page).reserved = 1;
         (*page).capacity = 1;
         (*page).set_used(1);
+        // The secure build's free checks read these (a first-class heap's large spans
+        // are freed through the checks for pages).
+        #[cfg(feature = "secure")]
+        {
+            (*page).key = crate::secure::new_key();
+            (*page).block_magic = crate::secure::multiple_magic(count * SLICE_SIZE);
+            (*page).large_canary = false;
+            (*page).carved_bytes = 1;
+        }
         (*page).owner.store(LARGE, Ordering::Release);
     }
     COUNTERS.large_allocs.fetch_add(1, Ordering::Relaxed);
@@ -202,6 +244,27 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
 /// # Safety
 /// `page` must be a live large span owned by the caller's block.
 pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
+    // The secure build's canary after the block moves with its end.
+    #[cfg(feature = "secure")]
+    // SAFETY: per the contract.
+    unsafe {
+        if (*page).large_canary {
+            if !resize_large_span(page, bytes + crate::secure::LARGE_CANARY) {
+                return false;
+            }
+            crate::secure::set_large_canary(page, bytes);
+            return true;
+        }
+    }
+    // SAFETY: per the contract.
+    unsafe { resize_large_span(page, bytes) }
+}
+
+/// `resize_large` of the span alone.
+///
+/// # Safety
+/// As `resize_large`.
+unsafe fn resize_large_span(page: *mut Page, bytes: usize) -> bool {
     let new_count = bytes.div_ceil(SLICE_SIZE);
     let seg = segment_of_page(page);
     let mut reuse = SPAN_LOCK.lock();
@@ -235,6 +298,8 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
                 .assign_range(index + old_count, extra, true);
             seg_ref.free_count -= extra as u32;
             seg_ref.set_span_page(index + old_count, extra, page);
+            #[cfg(feature = "secure")]
+            unguard_span_slices(page, old_count, extra);
         } else {
             free_slices_locked(
                 &mut reuse,
@@ -307,6 +372,12 @@ pub unsafe fn free_span(page: *mut Page, unused_since: u64) {
             FREE | ABANDONED | HUGE
         ));
         let index = (*seg).page_index(page);
+        // The guard page stays (`secure::guard_span`).
+        #[cfg(feature = "secure")]
+        {
+            (*page).guarded = false;
+            (*page).large_canary = false;
+        }
         free_slices_locked(
             &mut reuse,
             seg,

@@ -100,7 +100,7 @@ pub fn purge(page: &mut Page) -> usize {
             debug_assert!(offset % size == 0 && offset / size < capacity);
             mark(offset / size);
             // SAFETY: blocks on the owner's lists are free and ours.
-            block = unsafe { (*block).next };
+            block = unsafe { page.link(block) };
         }
     }
     let old = page.holes;
@@ -136,8 +136,8 @@ pub fn purge(page: &mut Page) -> usize {
     // Unlink before decommitting: the walk reads link words inside the holes.
     // SAFETY: the lists are the owner's and hold blocks of this page.
     unsafe {
-        page.free = without_holes(page.free, start, size, shift, new);
-        page.local_free = without_holes(page.local_free, start, size, shift, new);
+        page.free = without_holes(page, page.free, size, shift, new);
+        page.local_free = without_holes(page, page.local_free, size, shift, new);
     }
     page.holes = old | new;
     let mut purged = 0;
@@ -167,10 +167,10 @@ pub fn purge(page: &mut Page) -> usize {
 /// `list` without the blocks that overlap the OS pages in `mask`, in the same order.
 ///
 /// # Safety
-/// `list` is a list of free blocks of the page starting at `start`, owned by the caller.
+/// `list` is a list of free blocks of `page`, owned by the caller.
 unsafe fn without_holes(
+    page: &Page,
     list: *mut Block,
-    start: usize,
     size: usize,
     shift: u32,
     mask: u16,
@@ -178,24 +178,25 @@ unsafe fn without_holes(
     let mut head: *mut Block = null_mut();
     let mut tail: *mut Block = null_mut();
     let mut block = list;
+    let start = page.start as usize;
     // SAFETY: per the contract; blocks kept are written (their link) before any hole is
     // decommitted, and kept blocks lie outside the holes.
     unsafe {
         while !block.is_null() {
-            let next = (*block).next;
+            let next = page.link(block);
             let index = (block as usize - start) / size;
             if os_pages_of(index, size, shift) & mask == 0 {
                 if tail.is_null() {
                     head = block;
                 } else {
-                    (*tail).next = block;
+                    page.set_link(tail, block);
                 }
                 tail = block;
             }
             block = next;
         }
         if !tail.is_null() {
-            (*tail).next = null_mut();
+            page.set_link(tail, null_mut());
         }
     }
     head
@@ -232,7 +233,7 @@ pub fn refill(page: &mut Page) -> bool {
         for i in (first..end).rev() {
             debug_assert!(os_pages_of(i, size, shift) & run != 0);
             let block = page.start.add(i * size) as *mut Block;
-            (*block).next = list;
+            page.set_link(block, list);
             list = block;
         }
     }
@@ -296,10 +297,10 @@ mod tests {
                 let mut tail = page.free;
                 // SAFETY: test-owned list.
                 unsafe {
-                    while !(*tail).next.is_null() {
-                        tail = (*tail).next;
+                    while !page.link(tail).is_null() {
+                        tail = page.link(tail);
                     }
-                    (*tail).next = page.local_free;
+                    page.set_link(tail, page.local_free);
                 }
                 page.local_free = page.free;
                 page.free = null_mut();
@@ -333,7 +334,10 @@ mod tests {
             }
             let b = p.free;
             // SAFETY: test-owned list.
-            p.free = unsafe { (*b).next };
+            unsafe {
+                p.free = p.link(b);
+                p.clear_link(b);
+            }
             p.inc_used();
             Some(self.index(b))
         }
@@ -373,7 +377,7 @@ mod tests {
                     assert!(!live.contains(&i), "live block {i} on a list");
                     assert!(seen.insert(i), "block {i} twice on the lists");
                     // SAFETY: blocks on the lists are outside holes: their words are ours.
-                    b = unsafe { (*b).next };
+                    b = unsafe { p.link(b) };
                 }
             }
             assert_eq!(p.used() as usize, live.len());
@@ -459,7 +463,7 @@ mod tests {
         purge(&mut t.page);
         assert_eq!(t.page.holes, 0b1_0011);
         t.check(&live);
-        let listed = list_len(t.page.free) + list_len(t.page.local_free);
+        let listed = list_len(&t.page, t.page.free) + list_len(&t.page, t.page.local_free);
         for _ in 0..listed {
             let i = t.pop().unwrap();
             assert!(i / per_os_page != 0 && i / per_os_page != 1 && i / per_os_page != 4);

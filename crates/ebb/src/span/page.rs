@@ -135,6 +135,13 @@ pub struct Page {
     /// samples allocations (`profile::sampler::cut`: a block pushed on `free` after the
     /// cut would be handed out uncounted). Invariant: `free_is_zero → frees_to_local`.
     pub frees_to_local: bool,
+    /// Secure build: the span's last OS page is a guard page (`secure::guard`), lifted
+    /// when the span goes back to the arena.
+    #[cfg(feature = "secure")]
+    pub guarded: bool,
+    /// Secure build, large blocks: a canary follows the block (`secure::alloc_large`).
+    #[cfg(feature = "secure")]
+    pub large_canary: bool,
     // -- line 1: read by every free
     _line1: [CacheLine; 0],
     /// Heap address, or a marker (`FREE`, `ABANDONED`, ...).
@@ -153,6 +160,18 @@ pub struct Page {
     ///   (`handoff::abandon::purge_unclaimed_insides`), or `PURGED_INSIDE` once done;
     /// - otherwise (owned, unlisted, small blocks): unused, stale.
     pub freed_at: AtomicU64,
+    /// Secure build: the key of the page's encoded free-list links (`secure::encode`),
+    /// drawn when the page is set up.
+    #[cfg(feature = "secure")]
+    pub key: usize,
+    /// Secure build: `secure::multiple_magic(block_size)`, to tell block starts on free;
+    /// 0 with `EBB_ZERO_ON_FREE` (every free then takes the slow path, which zeroes).
+    #[cfg(feature = "secure")]
+    pub block_magic: u64,
+    /// Secure build: `capacity × block_size` (1 for a large block: only its start may
+    /// be freed), so the free fast path compares without a multiply.
+    #[cfg(feature = "secure")]
+    pub carved_bytes: usize,
     // -- line 2: written by other threads' frees
     _line2: [CacheLine; 0],
     /// Blocks freed by other threads: the list head, with the list's length in the
@@ -191,12 +210,22 @@ impl Page {
             slice_count: 0,
             holes: 0,
             frees_to_local: false,
+            #[cfg(feature = "secure")]
+            guarded: false,
+            #[cfg(feature = "secure")]
+            large_canary: false,
             _line1: [],
             owner: AtomicUsize::new(FREE),
             last_owner: AtomicUsize::new(0),
             block_size: AtomicUsize::new(0),
             start: null_mut(),
             freed_at: AtomicU64::new(0),
+            #[cfg(feature = "secure")]
+            key: 0,
+            #[cfg(feature = "secure")]
+            block_magic: 0,
+            #[cfg(feature = "secure")]
+            carved_bytes: 0,
             _line2: [],
             thread_free: AtomicPtr::new(null_mut()),
         }
@@ -205,6 +234,81 @@ impl Page {
     #[inline(always)]
     pub fn block_size(&self) -> usize {
         self.block_size.load(Ordering::Relaxed)
+    }
+
+    /// The link word of free block `block` of this page: the next block, or null.
+    /// In the secure build the word is encoded and checked (`secure::decode`: the
+    /// next block must lie in this page). Walks and slow paths use this one; the
+    /// malloc fast paths use [`Page::link_fast`].
+    ///
+    /// # Safety
+    /// `block` is a free block of this page (on one of its lists).
+    #[inline(always)]
+    pub unsafe fn link(&self, block: *mut Block) -> *mut Block {
+        // SAFETY: per the contract the block is free, so its first word is a link.
+        let stored = unsafe { (*block).next };
+        #[cfg(feature = "secure")]
+        let stored = crate::secure::decode(
+            self.key,
+            self.start as usize,
+            self.span_bytes(),
+            block as usize,
+            stored as usize,
+        ) as *mut Block;
+        stored
+    }
+
+    /// [`Page::link`] for the malloc fast paths: in the secure build the decoded link
+    /// is only checked to be a user-space address (`secure::decode_fast`: two
+    /// instructions and a branch, against six and two loads for the range check). An
+    /// overwritten link decodes to a random word, which is not one but for a chance of
+    /// about 2^-17; the slow paths' pops and every walk check the range.
+    ///
+    /// # Safety
+    /// As [`Page::link`].
+    #[inline(always)]
+    pub unsafe fn link_fast(&self, block: *mut Block) -> *mut Block {
+        // SAFETY: per the contract the block is free, so its first word is a link.
+        let stored = unsafe { (*block).next };
+        #[cfg(feature = "secure")]
+        let stored =
+            crate::secure::decode_fast(self.key, block as usize, stored as usize) as *mut Block;
+        stored
+    }
+
+    /// Write the link word of free block `block`: it points to `next` (null allowed).
+    ///
+    /// # Safety
+    /// `block` is a block of this page the caller may write (going onto a list).
+    #[inline(always)]
+    pub unsafe fn set_link(&self, block: *mut Block, next: *mut Block) {
+        #[cfg(feature = "secure")]
+        let next = crate::secure::encode(self.key, block as usize, next as usize) as *mut Block;
+        // SAFETY: per the contract.
+        unsafe { (*block).next = next };
+    }
+
+    /// Secure build: clear the link word of `block`, just taken off a list (after the
+    /// list head moved on), so a block in use never holds a valid link: that is how a
+    /// double free is recognised. Nothing in other builds.
+    ///
+    /// The compiler fence keeps the clearing after the store of the new list head: a
+    /// `fork` in between would otherwise leave the child a list whose head has no link
+    /// (the child takes over the pages of the threads that did not survive; a compiler
+    /// fence is enough where stores become visible in order, as on x86-64).
+    ///
+    /// # Safety
+    /// `block` was just taken off this page's list by the caller, its owner.
+    #[inline(always)]
+    pub unsafe fn clear_link(&self, block: *mut Block) {
+        #[cfg(feature = "secure")]
+        // SAFETY: per the contract the block is the caller's.
+        unsafe {
+            core::sync::atomic::compiler_fence(Ordering::Release);
+            (*block).next = null_mut();
+        }
+        #[cfg(not(feature = "secure"))]
+        let _ = block;
     }
 
     /// Blocks handed out and not yet returned to the owner's lists.
@@ -258,6 +362,8 @@ impl Page {
     /// Set up a fresh span as a page of `block_size` blocks (owner: the caller).
     pub fn init_blocks(&mut self, class: usize, block_size: usize, bytes: usize) {
         debug_assert!(block_size >= crate::size_class::MIN_BLOCK);
+        #[cfg(feature = "secure")]
+        let bytes = self.secure_init(block_size, bytes);
         self.free = null_mut();
         self.local_free = null_mut();
         self.used.store(0, Ordering::Relaxed); // not current yet either
@@ -271,6 +377,36 @@ impl Page {
         self.thread_free.store(null_mut(), Ordering::Relaxed);
         self.next = null_mut();
         self.prev = null_mut();
+    }
+
+    /// The secure build's part of `init_blocks`: a fresh key, the block-start constant,
+    /// and (level full) a guard page at the end of the span. Returns the bytes left for
+    /// blocks.
+    #[cfg(feature = "secure")]
+    fn secure_init(&mut self, block_size: usize, bytes: usize) -> usize {
+        self.key = crate::secure::new_key();
+        self.block_magic = if crate::secure::zero_on_free() {
+            0
+        } else {
+            crate::secure::multiple_magic(block_size)
+        };
+        self.carved_bytes = 0;
+        debug_assert!(!self.guarded, "a span keeps its guard page");
+        // Only a segment's own descriptors guard their spans: a descriptor made over
+        // other memory (unit tests) does not.
+        let segment = crate::span::segment::segment_of_page(self);
+        self.guarded = core::ptr::eq(segment, crate::span::segment::segment_of(self.start)) && {
+            let end = self.start as usize + bytes - segment as usize;
+            let last = end / crate::span::segment::SLICE_SIZE - 1;
+            // SAFETY: a fresh span of ours, nothing carved in it yet; the segment is
+            // live (segments are never unmapped).
+            unsafe { crate::secure::guard_span(&(*segment).guard_slices, last, self.start, bytes) }
+        };
+        if self.guarded {
+            bytes - crate::os::page_size()
+        } else {
+            bytes
+        }
     }
 
     /// True if nothing is handed out (after `gather_frees`).
@@ -335,7 +471,7 @@ impl Page {
                     if start < end && crate::os::decommit(start as *mut u8, end - start) {
                         purged += end - start;
                     }
-                    block = (*block).next;
+                    block = self.link(block);
                 }
             }
         }
@@ -384,10 +520,14 @@ impl Page {
             // Acquire swap makes their link words visible; the list has `count` blocks.
             unsafe {
                 let mut tail = list;
-                while !(*tail).next.is_null() {
-                    tail = (*tail).next;
+                loop {
+                    let next = self.link(tail);
+                    if next.is_null() {
+                        break;
+                    }
+                    tail = next;
                 }
-                (*tail).next = self.local_free;
+                self.set_link(tail, self.local_free);
             }
             self.local_free = list;
         }
@@ -416,16 +556,37 @@ impl Page {
         unsafe {
             let first = self.start.add(self.capacity as usize * size);
             crate::memcheck::carving(first, count * size);
-            let mut block = first;
-            for _ in 1..count {
-                let next = block.add(size);
-                (*(block as *mut Block)).next = next as *mut Block;
-                block = next;
+            #[cfg(not(feature = "secure"))]
+            {
+                let mut block = first;
+                for _ in 1..count {
+                    let next = block.add(size);
+                    (*(block as *mut Block)).next = next as *mut Block;
+                    block = next;
+                }
+                (*(block as *mut Block)).next = null_mut();
+                self.free = first as *mut Block;
             }
-            (*(block as *mut Block)).next = null_mut();
-            self.free = first as *mut Block;
+            #[cfg(feature = "secure")]
+            {
+                // Linked in a random order at level full (`secure::Shuffle`).
+                let order = crate::secure::Shuffle::new(count);
+                let block_at = |i: usize| first.add(order.index(i, count) * size) as *mut Block;
+                let mut block = block_at(0);
+                self.free = block;
+                for i in 1..count {
+                    let next = block_at(i);
+                    self.set_link(block, next);
+                    block = next;
+                }
+                self.set_link(block, null_mut());
+            }
         }
         self.capacity += count as u32;
+        #[cfg(feature = "secure")]
+        {
+            self.carved_bytes = self.capacity as usize * size;
+        }
         self.free_is_zero = self.is_zero;
         self.frees_to_local = self.is_zero;
         true
@@ -447,14 +608,17 @@ impl Page {
         // `local_free`; the choice compiles to one `movzx` (the flag indexes the two
         // list heads, 8 bytes apart), one instruction more per free.
         debug_assert!(!self.free_is_zero || self.frees_to_local);
-        let list = if self.frees_to_local {
+        let list: *mut *mut Block = if self.frees_to_local {
             &mut self.local_free
         } else {
             &mut self.free
         };
-        // SAFETY: per the contract, the block is ours to write.
-        unsafe { (*block).next = *list };
-        *list = block;
+        // SAFETY: per the contract, the block is ours to write; `list` points at one of
+        // our own two list heads.
+        unsafe {
+            self.set_link(block, *list);
+            *list = block;
+        }
         debug_assert!(self.used() > 0, "local free of a page with no block in use");
         let used = self.used.as_ptr();
         // SAFETY: only the owner writes `used`, so a plain read-modify-write is exact.
@@ -481,7 +645,7 @@ impl Page {
             let tag = head as usize & !THREAD_FREE_ADDR_MASK;
             debug_assert!(tag >> THREAD_FREE_COUNT_SHIFT < 0xffff);
             // SAFETY: the block is ours until the CAS publishes it.
-            unsafe { (*block).next = head.wrapping_byte_sub(tag) };
+            unsafe { self.set_link(block, head.wrapping_byte_sub(tag)) };
             block.wrapping_byte_add(tag + (1 << THREAD_FREE_COUNT_SHIFT))
         })
     }
@@ -567,13 +731,13 @@ impl PageList {
 
 /// Count blocks on a list.
 #[cfg(test)]
-pub fn list_len(mut head: *mut Block) -> usize {
+pub fn list_len(page: &Page, mut head: *mut Block) -> usize {
     let mut n = 0;
-    // SAFETY: callers pass lists they own.
+    // SAFETY: callers pass lists of `page` they own.
     unsafe {
         while !head.is_null() {
             n += 1;
-            head = (*head).next;
+            head = page.link(head);
         }
     }
     n

@@ -44,7 +44,8 @@ fn purge_free_blocks_gives_back_tail_and_free_block_insides() {
     let live = page.free;
     // SAFETY: test owns the page and its blocks.
     unsafe {
-        page.free = (*live).next;
+        page.free = page.link(live);
+        page.clear_link(live);
         page.set_used(1);
         (live as *mut u8).add(8).write(0x5A);
     }
@@ -57,7 +58,7 @@ fn purge_free_blocks_gives_back_tail_and_free_block_insides() {
     unsafe {
         assert_eq!(page.free, free);
         assert!(
-            (*free).next.is_null(),
+            page.link(free).is_null(),
             "the free block's link word survives"
         );
         assert_eq!(
@@ -83,12 +84,15 @@ fn extend_pop_free_collect() {
     assert_eq!(page.reserved, 64);
     assert!(page.extend());
     assert_eq!(page.capacity, 64);
-    assert_eq!(list_len(page.free), 64);
+    assert_eq!(list_len(&page, page.free), 64);
     let mut taken = vec![];
     while page.has_free() {
         let b = page.free;
         // SAFETY: test owns the page.
-        page.free = unsafe { (*b).next };
+        unsafe {
+            page.free = page.link(b);
+            page.clear_link(b);
+        }
         page.inc_used();
         taken.push(b);
     }
@@ -112,8 +116,8 @@ fn extend_pop_free_collect() {
     assert_eq!(page.used(), 1);
     assert!(page.thread_free.load(Ordering::Relaxed).is_null());
     // The owner's frees are handed out first, then the remote ones (taken unwalked).
-    assert_eq!(list_len(page.free), 32);
-    assert_eq!(list_len(page.local_free), 31);
+    assert_eq!(list_len(&page, page.free), 32);
+    assert_eq!(list_len(&page, page.local_free), 31);
     // SAFETY: last block is in use.
     assert!(unsafe { page.free_local(taken[63]) });
     assert!(page.is_unused());
@@ -130,7 +134,10 @@ fn remote_list_joins_both_lists_when_neither_is_empty() {
     for _ in 0..6 {
         let b = page.free;
         // SAFETY: test owns the page.
-        page.free = unsafe { (*b).next };
+        unsafe {
+            page.free = page.link(b);
+            page.clear_link(b);
+        }
         page.inc_used();
         taken.push(b);
     }
@@ -140,12 +147,16 @@ fn remote_list_joins_both_lists_when_neither_is_empty() {
         page.free_remote(taken[1]);
         page.free_remote(taken[2]);
     }
-    let free_before = list_len(page.free);
+    let free_before = list_len(&page, page.free);
     page.take_remote_frees();
     assert_eq!(page.used(), 3);
-    assert_eq!(list_len(page.free), free_before, "free is left alone");
     assert_eq!(
-        list_len(page.local_free),
+        list_len(&page, page.free),
+        free_before,
+        "free is left alone"
+    );
+    assert_eq!(
+        list_len(&page, page.local_free),
         3,
         "remote blocks then the owner's"
     );
@@ -157,7 +168,10 @@ fn remote_list_joins_both_lists_when_neither_is_empty() {
     }
     page.gather_frees();
     assert!(page.is_unused());
-    assert_eq!(list_len(page.free) + list_len(page.local_free), 64);
+    assert_eq!(
+        list_len(&page, page.free) + list_len(&page, page.local_free),
+        64
+    );
 }
 
 /// Once `free` is not known zero, a block the owner frees is the next one handed
@@ -173,7 +187,10 @@ fn owner_free_is_reused_first_unless_free_is_known_zero() {
         let b = page.free;
         // SAFETY: test owns the page; b and the next block are then in use.
         unsafe {
-            page.free = (*(*b).next).next;
+            let second = page.link(b);
+            page.free = page.link(second);
+            page.clear_link(b);
+            page.clear_link(second);
             page.set_used(2);
             assert!(!page.free_local(b));
         }

@@ -82,6 +82,10 @@ pub struct Segment {
     /// while a small block starting there is allocated. Null until check mode first
     /// allocates in the segment; a mapping of its own, never released.
     pub check_bits: AtomicPtr<AtomicU64>,
+    /// Secure build: slices whose last OS page is a guard page, kept while the slice
+    /// is free (`secure::guard_span`).
+    #[cfg(feature = "secure")]
+    pub guard_slices: [AtomicU64; SLICES_PER_SEGMENT / 64],
 }
 
 /// Slices the header of a segment takes (never free).
@@ -149,6 +153,12 @@ impl Segment {
     /// Map a new normal segment with every slice but the header free and uncommitted.
     /// Returns null if the OS refuses.
     pub fn reserve() -> *mut Segment {
+        #[cfg(feature = "secure")]
+        let base = crate::secure::segment_hint(SEGMENT_SIZE, SEGMENT_SIZE)
+            .map(|at| os::reserve_at(at, SEGMENT_SIZE))
+            .filter(|base| !base.is_null())
+            .unwrap_or_else(|| os::reserve_aligned(SEGMENT_SIZE, SEGMENT_SIZE));
+        #[cfg(not(feature = "secure"))]
         let base = os::reserve_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
         if base.is_null() || !in_map_range(base) {
             if !base.is_null() {
@@ -182,6 +192,12 @@ impl Segment {
                     .load(Ordering::Relaxed),
                 FREE
             );
+        }
+        #[cfg(feature = "secure")]
+        if core::mem::size_of::<Segment>() + os::page_size() <= HEADER_BYTES {
+            // A guard page between the descriptors and the first blocks.
+            // SAFETY: the header's last OS page is past the `Segment` struct.
+            unsafe { crate::secure::guard(base, HEADER_BYTES) };
         }
         map_windows(segment, base as usize, SEGMENT_SIZE);
         segment

@@ -1,0 +1,135 @@
+//! The secure build's checks on free (`secure` feature; the rest is in `crate::secure`).
+//!
+//! Every free, on the fast path, before the block goes anywhere:
+//! - the pointer must be the start of a block carved in its page (one multiply,
+//!   `secure::is_multiple`, and one compare);
+//! - the block's first word must not be a valid encoded link: a free block always
+//!   holds one (its list link, encoded with the page's key), a block in use never does
+//!   (the pop clears the word), so finding one is a double free, whichever list of
+//!   whichever thread the block is on;
+//! - with `EBB_ZERO_ON_FREE`, the block is then zeroed.
+//!
+//! The fast path tests the first word only for what is cheap: whether it decodes to a
+//! user-space address at all (`secure::may_be_link`: a live block's word almost never
+//! does, since keys have their top bit set). A free that fails any test, or that has
+//! to zero its block, goes to [`free_rejected_and_leave`], which tells the cases apart
+//! by the page's owner word: large and huge blocks are freed as usual; for small
+//! blocks the range check decides (a link into the page: a double free; else a live
+//! block whose word happened to look like an address, freed as usual, zeroed first
+//! with `EBB_ZERO_ON_FREE`). A detected error is reported and the process aborts,
+//! whatever `EBB_ABORT_ON_ERROR` says (the secure build forces it on).
+
+use crate::front::heap::Heap;
+use crate::front::slow;
+use crate::secure;
+use crate::size_class::MEDIUM_MAX;
+use crate::span::page::{Page, FREE, HUGE, LARGE};
+use core::sync::atomic::Ordering;
+
+/// True if freeing `ptr` into `page` passes the secure checks; false if the free
+/// needs a closer look (or zeroing) on the cold path, [`free_rejected_and_leave`].
+///
+/// # Safety
+/// `page` is the descriptor `ptr` maps to (`segment::page_of`).
+#[inline(always)]
+pub unsafe fn free_passes(page: *mut Page, ptr: *mut u8) -> bool {
+    // SAFETY: a descriptor's fields are readable at any time; `carved_bytes` only grows
+    // while the page holds blocks, and a block reaches its freer after it was carved
+    // (the program's own synchronisation), so a stale value is never too small. The
+    // block's first word is readable once it is a carved block of the page.
+    unsafe {
+        let start = (*page).start as usize;
+        let offset = (ptr as usize).wrapping_sub(start);
+        let carved = core::ptr::read_volatile(&(*page).carved_bytes);
+        if offset >= carved || !secure::is_multiple(offset, (*page).block_magic) {
+            return false;
+        }
+        let word = *(ptr as *const usize);
+        !secure::may_be_link((*page).key, ptr as usize, word)
+    }
+}
+
+/// True if `ptr`, the start of a small block of `page`, is not in use: never carved,
+/// or its first word is an encoded link of the page (`realloc` and
+/// `malloc_usable_size` of a freed block).
+///
+/// # Safety
+/// As [`free_passes`]; `ptr` is at a block boundary of `page`.
+#[cfg_attr(not(feature = "c-api"), allow(dead_code))]
+pub unsafe fn is_free_block(page: *mut Page, ptr: *mut u8) -> bool {
+    // SAFETY: per the contract; a block past the carved ones is read only if carved
+    // (the span's end may be a guard page).
+    unsafe {
+        let offset = (ptr as usize).wrapping_sub((*page).start as usize);
+        if offset >= (*page).capacity as usize * (*page).block_size() {
+            return true; // never handed out
+        }
+        let word = *(ptr as *const usize);
+        secure::looks_like_link(
+            (*page).key,
+            (*page).start as usize,
+            (*page).span_bytes(),
+            ptr as usize,
+            word,
+        )
+    }
+}
+
+/// A free that failed [`free_passes`]: free a block that checks out (zeroing a small
+/// one with `EBB_ZERO_ON_FREE`), abort on anything else. Leaves the window `free` entered on `heap`.
+///
+/// # Safety
+/// As `alloc::free`, inside the window `free` entered on `heap`; `page` is `ptr`'s.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_rejected_and_leave(ptr: *mut u8, page: *mut Page, heap: *mut Heap) {
+    // SAFETY: per the contract.
+    unsafe {
+        free_rejected(ptr, page);
+        (*heap).leave();
+    }
+}
+
+/// [`free_rejected_and_leave`] without the window (first-class heaps' frees).
+///
+/// # Safety
+/// `page` is the descriptor `ptr` maps to.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
+    // SAFETY: per the contract; the descriptor's fields are readable at any time.
+    unsafe {
+        let start = (*page).start;
+        match (*page).owner.load(Ordering::Acquire) {
+            FREE => secure::fatal(
+                "free",
+                ptr,
+                "double free or invalid pointer (its span is not in use)",
+            ),
+            LARGE | HUGE if ptr == start => {}
+            LARGE | HUGE => {
+                secure::fatal("free", ptr, "invalid pointer (not the start of its block)")
+            }
+            _ => {
+                let size = (*page).block_size();
+                let offset = (ptr as usize).wrapping_sub(start as usize);
+                let carved = (*page).capacity as usize * size;
+                let magic = secure::multiple_magic(size);
+                if offset >= carved || !secure::is_multiple(offset, magic) {
+                    secure::fatal("free", ptr, "invalid pointer (not the start of a block)");
+                }
+                let word = *(ptr as *const usize);
+                let span = (*page).span_bytes();
+                if secure::looks_like_link((*page).key, start as usize, span, ptr as usize, word) {
+                    secure::fatal("free", ptr, "double free (the block is already free)");
+                }
+                // A live block after all (its first word only looked like an address),
+                // or one to zero.
+                if secure::zero_on_free() && size <= MEDIUM_MAX {
+                    core::ptr::write_bytes(ptr, 0, size);
+                }
+            }
+        }
+        slow::free_slow(page, ptr);
+    }
+}

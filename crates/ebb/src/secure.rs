@@ -1,0 +1,529 @@
+//! The secure build (`secure` feature): what it adds below the front end.
+//!
+//! - **Encoded free-list links.** A free block's link word holds
+//!   `next ^ key ^ address of the word`, `key` a random word per page (drawn when the
+//!   page is set up, `Page::key`). Every link is decoded where it is followed
+//!   ([`decode`]); a link that decodes outside its page means the word was overwritten
+//!   (a write after free, an overflow from the block before) and the process aborts
+//!   with `ebb: free list of page 0x… corrupted: …` instead of handing out memory the
+//!   attacker chose. A popped block's link word is cleared, so only a *free* block's
+//!   first word decodes into its page: that is how a double free is recognised on the
+//!   free path (`front::secure`).
+//! - **Guard pages** (level full): the last OS page of every page of blocks, and the
+//!   last one of each segment's header (between the page descriptors and the first
+//!   blocks), are made inaccessible ([`guard`], `os::protect`).
+//! - **Randomisation** (level full): blocks carved onto a free list come in a random
+//!   order ([`Shuffle`]); segments are placed at random addresses ([`segment_hint`]).
+//! - **Zeroing on free** (`EBB_ZERO_ON_FREE=1`, either level; off by default): a freed
+//!   block of up to 512 KiB is zeroed before it goes on a free list. Off by default
+//!   because it writes the whole block, also the parts the program never touched
+//!   (committing them): `sweep` of the speed suite ran 14 times slower with it.
+//!
+//! The level is read once at process start from `EBB_SECURE` (`light` or `full`, full
+//! by default); see README "Security".
+
+use crate::diag::StderrWriter;
+use crate::os;
+use crate::span::page::Page;
+use core::fmt::Write;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+
+/// Encoded links and double/invalid free detection only.
+pub const LIGHT: u8 = 1;
+/// Also guard pages, randomised free lists and segment placement.
+pub const FULL: u8 = 2;
+
+/// 0 until read from the environment.
+static LEVEL: AtomicU8 = AtomicU8::new(0);
+/// `EBB_ZERO_ON_FREE`: read on every free, so a flag of its own.
+static ZERO_ON_FREE: AtomicBool = AtomicBool::new(false);
+
+/// Read `EBB_SECURE` and `EBB_ZERO_ON_FREE` (process set-up; idempotent).
+pub fn init() {
+    let level = match os::getenv(b"EBB_SECURE\0").map(trim) {
+        Some(b"light") | Some(b"LIGHT") | Some(b"1") => LIGHT,
+        _ => FULL,
+    };
+    let zero = matches!(
+        os::getenv(b"EBB_ZERO_ON_FREE\0").map(trim),
+        Some(b"1" | b"on" | b"yes" | b"true")
+    );
+    ZERO_ON_FREE.store(zero, Ordering::Relaxed);
+    LEVEL.store(level, Ordering::Release);
+}
+
+fn trim(text: &'static [u8]) -> &'static [u8] {
+    let start = text.iter().take_while(|c| c.is_ascii_whitespace()).count();
+    let end = text.len()
+        - text
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_whitespace())
+            .count();
+    &text[start..end.max(start)]
+}
+
+/// The level (`LIGHT` or `FULL`). Slow paths only.
+pub fn level() -> u8 {
+    let level = LEVEL.load(Ordering::Acquire);
+    if level != 0 {
+        return level;
+    }
+    init();
+    LEVEL.load(Ordering::Acquire)
+}
+
+/// True at level full (guard pages, randomisation).
+#[inline]
+pub fn full() -> bool {
+    level() == FULL
+}
+
+/// Zero blocks as they are freed.
+#[inline(always)]
+pub fn zero_on_free() -> bool {
+    ZERO_ON_FREE.load(Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------
+// Random numbers
+
+static RNG: AtomicU64 = AtomicU64::new(0);
+
+/// A random 64-bit word: splitmix64 over a process-wide counter seeded from the OS
+/// (slow paths only: one atomic add per call).
+pub fn random() -> u64 {
+    const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+    if RNG.load(Ordering::Relaxed) == 0 {
+        let _ = RNG.compare_exchange(
+            0,
+            os::random_seed() | 1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+    let mut z = RNG
+        .fetch_add(GOLDEN, Ordering::Relaxed)
+        .wrapping_add(GOLDEN);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A page's link key: random, with its top bit set, so that a word a program leaves
+/// at zero (or any small value) never decodes to an address (`may_be_link`).
+pub fn new_key() -> usize {
+    (random() | 1 << 63) as usize
+}
+
+// ---------------------------------------------------------------------------------
+// Encoded links
+
+/// The word stored in the free block at `slot` to link it to `next` (null allowed).
+#[inline(always)]
+pub fn encode(key: usize, slot: usize, next: usize) -> usize {
+    next ^ key ^ slot
+}
+
+/// The link `stored` in the free block at `slot` of the page of `span` bytes from
+/// `start`: null or a block inside the page, else the process aborts (the word was
+/// overwritten while the block was free).
+#[inline(always)]
+pub fn decode(key: usize, start: usize, span: usize, slot: usize, stored: usize) -> usize {
+    let next = stored ^ key ^ slot;
+    if next != 0 && next.wrapping_sub(start) >= span {
+        corrupt_link(start, slot, next);
+    }
+    next
+}
+
+/// The malloc fast paths' decode: the link must be a user-space address (or null).
+/// An overwritten word decodes to a random one, which fails this but for a chance of
+/// about 2^-17 (ranges are checked on the slow paths, [`decode`]).
+#[inline(always)]
+pub fn decode_fast(key: usize, slot: usize, stored: usize) -> usize {
+    let next = stored ^ key ^ slot;
+    if next >> os::ADDRESS_BITS != 0 {
+        corrupt_link(0, slot, next);
+    }
+    next
+}
+
+/// The free fast path's filter: false if `word`, the first word of the block at
+/// `slot`, is certainly no link (it does not decode to a user-space address: the
+/// common case for a live block, whose word the pop cleared or the program wrote);
+/// true sends the free to the slow path, which tells with [`looks_like_link`].
+#[inline(always)]
+pub fn may_be_link(key: usize, slot: usize, word: usize) -> bool {
+    (word ^ key ^ slot) >> os::ADDRESS_BITS == 0
+}
+
+/// True if `word`, the first word of the block at `slot`, is what a free block's link
+/// looks like (it decodes to null or into the page). Blocks in use never hold one: the
+/// pop clears the word, and other values decode there with probability about
+/// `span / 2^64`.
+#[inline(always)]
+pub fn looks_like_link(key: usize, start: usize, span: usize, slot: usize, word: usize) -> bool {
+    let next = word ^ key ^ slot;
+    next == 0 || next.wrapping_sub(start) < span
+}
+
+#[cold]
+#[inline(never)]
+fn corrupt_link(start: usize, slot: usize, next: usize) -> ! {
+    let mut w = StderrWriter::new();
+    let _ = if start == 0 {
+        writeln!(
+            w,
+            "ebb: free list corrupted: the link in free block {:#x} decodes to {:#x}, not an \
+             address (a write after free or an overflow); aborting (secure build)",
+            slot, next
+        )
+    } else {
+        writeln!(
+            w,
+            "ebb: free list of page {:#x} corrupted: the link in free block {:#x} decodes to \
+             {:#x}, outside its page (a write after free or an overflow); aborting (secure build)",
+            start, slot, next
+        )
+    };
+    w.flush();
+    os::abort()
+}
+
+/// Report a detected heap error of the secure build and abort:
+/// `ebb: free(0x…): what; aborting (secure build)`.
+#[cold]
+#[inline(never)]
+pub fn fatal(function: &str, ptr: *const u8, what: &str) -> ! {
+    let mut w = StderrWriter::new();
+    let _ = writeln!(
+        w,
+        "ebb: {}({:p}): {}; aborting (secure build)",
+        function, ptr, what
+    );
+    w.flush();
+    os::abort()
+}
+
+/// The constant for [`is_multiple`]: `ceil(2^64 / divisor)`.
+pub const fn multiple_magic(divisor: usize) -> u64 {
+    (u64::MAX / divisor as u64).wrapping_add(1)
+}
+
+/// `offset % divisor == 0` for `offset < 2^32`, with one multiply (Lemire, Kaser and
+/// Kurz, "Faster remainder by direct computation", 2019).
+#[inline(always)]
+pub fn is_multiple(offset: usize, magic: u64) -> bool {
+    (offset as u64).wrapping_mul(magic) < magic
+}
+
+// ---------------------------------------------------------------------------------
+// Canaries after large blocks
+
+/// Bytes of the canary after a large block.
+pub const LARGE_CANARY: usize = 16;
+
+/// `arena::alloc_large` with a canary after the block: the span has room for
+/// `LARGE_CANARY` more bytes, the block's usable size is `size` rounded up to 16 (so a
+/// linear overflow of even one byte past what `malloc_usable_size` reports lands on
+/// the canary), checked when the block is freed ([`check_large_canary`]).
+pub fn alloc_large(size: usize, align: usize) -> Option<*mut Page> {
+    let page = crate::span::arena::alloc_large(size.max(1) + LARGE_CANARY, align)?;
+    // SAFETY: a fresh large span of ours, `LARGE_CANARY` bytes longer than the block.
+    unsafe { set_large_canary(page, size) };
+    Some(page)
+}
+
+/// The canary's first word for `page` (the second is its complement): unpredictable
+/// without the page's key.
+fn large_canary_word(page: &Page) -> usize {
+    page.key.rotate_left(17) ^ page.start as usize
+}
+
+/// Make the block of large span `page` `size` bytes (rounded up to 16) and put the
+/// canary after it.
+///
+/// # Safety
+/// `page` is a live large span of the caller's with room for the block and the canary.
+pub unsafe fn set_large_canary(page: *mut Page, size: usize) {
+    let usable = size.max(1).next_multiple_of(16);
+    // SAFETY: per the contract.
+    unsafe {
+        debug_assert!(usable + LARGE_CANARY <= (*page).span_bytes());
+        (*page).block_size.store(usable, Ordering::Relaxed);
+        (*page).large_canary = true;
+        let word = large_canary_word(&*page);
+        let at = (*page).start.add(usable) as *mut usize;
+        at.write(word);
+        at.add(1).write(!word);
+    }
+}
+
+/// Abort if the canary after large block `block` (of span `page`) was overwritten.
+///
+/// # Safety
+/// `page` is the live large span of `block`, about to be freed.
+pub unsafe fn check_large_canary(page: *mut Page, block: *mut u8) {
+    // SAFETY: per the contract; the canary lies inside the span.
+    unsafe {
+        if !(*page).large_canary {
+            return; // a span made without one (a heap-profile sample)
+        }
+        let word = large_canary_word(&*page);
+        let at = (*page).start.add((*page).block_size()) as *const usize;
+        if at.read() != word || at.add(1).read() != !word {
+            fatal(
+                "free",
+                block,
+                "overflow past the end of the block (its canary was overwritten)",
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Guard pages
+
+/// Guard pages made so far, and refused by the OS (stats, tests).
+pub static GUARDS: AtomicU64 = AtomicU64::new(0);
+pub static GUARDS_REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Make the last OS page of `[start, start + bytes)` inaccessible. Returns true if it
+/// is now a guard (the caller then keeps blocks out of it); false at level light or if
+/// the OS refused (the page then simply has no guard).
+///
+/// # Safety
+/// The range is a span the caller owns, slice aligned, with nothing live in its last
+/// OS page.
+pub unsafe fn guard(start: *mut u8, bytes: usize) -> bool {
+    if !os::HAS_PROTECT || !full() {
+        return false;
+    }
+    let page = os::page_size();
+    // SAFETY: per the contract.
+    if unsafe { os::protect(start.add(bytes - page), page, false) } {
+        GUARDS.fetch_add(1, Ordering::Relaxed);
+        true
+    } else {
+        GUARDS_REFUSED.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+}
+
+/// Undo [`guard`]. If the OS refuses, the process aborts: a span handed out with an
+/// inaccessible page in it would fault later, far from the cause.
+///
+/// # Safety
+/// `[start, start + bytes)` was guarded with [`guard`].
+pub unsafe fn unguard(start: *mut u8, bytes: usize) {
+    let page = os::page_size();
+    // SAFETY: per the contract, the page is a guard of ours.
+    if !unsafe { os::protect(start.add(bytes - page), page, true) } {
+        fatal("guard", start, "the OS refused to lift a guard page");
+    }
+}
+
+/// Guards outlive their pages: a span going back to the arena keeps its guard, and a
+/// segment remembers which slices end in one (`Segment::guard_slices`, bit `i`: the
+/// last OS page of slice `i` is inaccessible). A page made again over the same slices
+/// finds its guard in place (no system call), and whoever takes slices for anything
+/// else lifts the guards inside them ([`unguard_slices`]). Without this, `sweep` of
+/// the speed suite made 250 000 `mprotect` calls and ran 3.5 times slower than level
+/// light.
+///
+/// Guard the span `[start, start + bytes)` whose last slice is `last` of the segment
+/// with `bits`: true if it is guarded now (it may have been already).
+///
+/// # Safety
+/// As [`guard`]; `bits` is the span's segment's, `last` its last slice.
+pub unsafe fn guard_span(bits: &[AtomicU64], last: usize, start: *mut u8, bytes: usize) -> bool {
+    let (word, bit) = (&bits[last / 64], 1u64 << (last % 64));
+    if word.load(Ordering::Relaxed) & bit != 0 {
+        return true;
+    }
+    // SAFETY: per the contract.
+    if unsafe { guard(start, bytes) } {
+        word.fetch_or(bit, Ordering::Relaxed);
+        true
+    } else {
+        false
+    }
+}
+
+/// Lift the guards kept in slices `first..first + count` of the segment at `base`
+/// (slices of `slice_size` bytes), which the caller just took from the arena.
+///
+/// # Safety
+/// The slices are the caller's, nothing in them in use.
+pub unsafe fn unguard_slices(
+    bits: &[AtomicU64],
+    base: *mut u8,
+    slice_size: usize,
+    first: usize,
+    count: usize,
+) {
+    for slice in first..first + count {
+        let (word, bit) = (&bits[slice / 64], 1u64 << (slice % 64));
+        if word.load(Ordering::Relaxed) & bit != 0 {
+            word.fetch_and(!bit, Ordering::Relaxed);
+            // SAFETY: the slice ends in a guard of ours (its bit), and is ours now.
+            unsafe { unguard(base.add(slice * slice_size), slice_size) };
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Randomised placement
+
+/// Where to try to put the next segment (`size` bytes, aligned to `align`): a random
+/// aligned address in the upper part of the user address space the segment map
+/// covers. Level full only; `None` otherwise.
+pub fn segment_hint(size: usize, align: usize) -> Option<*mut u8> {
+    if !full() {
+        return None;
+    }
+    // Between 1/4 and 3/4 of the address space: away from the program's image and
+    // heap (low) and the stacks and libraries (high).
+    let space = 1usize << os::ADDRESS_BITS;
+    let low = space / 4;
+    let slots = (space / 2 - size) / align;
+    let slot = random() as usize % slots;
+    Some((low + slot * align) as *mut u8)
+}
+
+/// A random order for the `count` blocks carved at once: block `i` of the list is
+/// block `(first + i * stride) % count` of the carved run, `stride` coprime with
+/// `count`. Not a uniform permutation, but neither the first block nor the distance
+/// between consecutive ones can be predicted.
+pub struct Shuffle {
+    first: usize,
+    stride: usize,
+}
+
+impl Shuffle {
+    /// A random order at level full; the carving order otherwise.
+    pub fn new(count: usize) -> Shuffle {
+        if count < 2 || !full() {
+            return Shuffle {
+                first: 0,
+                stride: 1,
+            };
+        }
+        let r = random();
+        let first = r as usize % count;
+        let mut stride = ((r >> 32) as usize % count).max(1);
+        while gcd(stride, count) != 1 {
+            stride += 1;
+        }
+        Shuffle {
+            first,
+            stride: stride % count,
+        }
+    }
+
+    /// The carved block at list position `i`.
+    #[inline]
+    pub fn index(&self, i: usize, count: usize) -> usize {
+        (self.first + i * self.stride) % count
+    }
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multiple_test_matches_remainder() {
+        for divisor in [
+            8, 16, 24, 48, 80, 112, 640, 1792, 3072, 14336, 81920, 458752,
+        ] {
+            let magic = multiple_magic(divisor);
+            for offset in (0..(4 << 20)).step_by(8) {
+                assert_eq!(
+                    is_multiple(offset, magic),
+                    offset % divisor == 0,
+                    "{offset} % {divisor}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn links_round_trip_and_a_bad_one_is_recognised() {
+        let (key, start, span) = (new_key(), 0x7f00_0000_0000usize, 65536);
+        let (slot, next) = (start + 64, start + 128);
+        let stored = encode(key, slot, next);
+        assert_eq!(decode(key, start, span, slot, stored), next);
+        assert_eq!(decode(key, start, span, slot, encode(key, slot, 0)), 0);
+        assert!(looks_like_link(key, start, span, slot, stored));
+        assert!(
+            !looks_like_link(key, start, span, slot, 0),
+            "a cleared word is no link"
+        );
+        assert!(
+            !looks_like_link(key, start, span, slot, next),
+            "a plain pointer is no link"
+        );
+    }
+
+    /// The fast paths' filters: every real link passes them and a cleared word (a
+    /// block in use) never does (it would, for some of the 1000 keys, if keys did not
+    /// have their top bit set).
+    #[test]
+    fn fast_filters_pass_links_and_stop_cleared_and_overwritten_words() {
+        for _ in 0..1000 {
+            let key = new_key();
+            let (start, slot) = (0x7f00_0000_0000usize, 0x7f00_0000_0040usize);
+            for next in [0, start + 128] {
+                let stored = encode(key, slot, next);
+                assert!(may_be_link(key, slot, stored));
+                assert_eq!(decode_fast(key, slot, stored), next);
+            }
+            assert!(!may_be_link(key, slot, 0), "a cleared word is no link");
+        }
+    }
+
+    /// `os::protect` is reached by fault injection: a refused guard leaves the span
+    /// without one (and usable), and is counted.
+    #[test]
+    fn refused_guard_page_leaves_the_span_usable() {
+        use crate::os::fault::{arm, Kind};
+        let bytes = 65536;
+        let span = os::reserve_aligned(bytes, bytes);
+        assert!(!span.is_null());
+        // SAFETY: a fresh reservation of ours.
+        unsafe {
+            assert!(guard(span, bytes), "level full guards");
+            unguard(span, bytes);
+            let refused = GUARDS_REFUSED.load(Ordering::Relaxed);
+            arm(1, u64::MAX, Kind::Protect as u8, usize::MAX);
+            let guarded = guard(span, bytes);
+            arm(u64::MAX, u64::MAX, crate::os::fault::ALL_KINDS, usize::MAX);
+            assert!(!guarded);
+            assert!(GUARDS_REFUSED.load(Ordering::Relaxed) > refused);
+            span.add(bytes - 1).write(1);
+            os::release(span, bytes);
+        }
+    }
+
+    #[test]
+    fn shuffle_is_a_permutation() {
+        for count in [2usize, 3, 7, 64, 100, 2048] {
+            let order = Shuffle::new(count);
+            let mut seen = std::vec![false; count];
+            for i in 0..count {
+                let j = order.index(i, count);
+                assert!(!seen[j]);
+                seen[j] = true;
+            }
+        }
+    }
+}
