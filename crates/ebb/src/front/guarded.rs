@@ -257,10 +257,10 @@ pub unsafe fn cut(g: &mut HeapGuard, page: *mut Page, class: usize, handed: Opti
                     // One list, so `capacity - used` is the length of `free`.
                     if !page.free.is_null() {
                         let mut tail = page.local_free;
-                        while !(*tail).next.is_null() {
-                            tail = (*tail).next;
+                        while !page.link(tail).is_null() {
+                            tail = page.link(tail);
                         }
-                        (*tail).next = page.free;
+                        page.set_link(tail, page.free);
                     }
                     page.free = page.local_free;
                     page.local_free = null_mut();
@@ -291,21 +291,21 @@ pub unsafe fn cut(g: &mut HeapGuard, page: *mut Page, class: usize, handed: Opti
         } else {
             let mut last: *mut Block = page.free;
             for _ in 1..before {
-                if (*last).next.is_null() {
+                if page.link(last).is_null() {
                     break;
                 }
-                last = (*last).next;
+                last = page.link(last);
             }
-            let rest = (*last).next;
-            (*last).next = null_mut();
+            let rest = page.link(last);
+            page.set_link(last, null_mut());
             rest
         };
         if !rest.is_null() {
             let mut tail = rest;
-            while !(*tail).next.is_null() {
-                tail = (*tail).next;
+            while !page.link(tail).is_null() {
+                tail = page.link(tail);
             }
-            (*tail).next = page.local_free;
+            page.set_link(tail, page.local_free);
             page.local_free = rest;
         }
         blocks - before
