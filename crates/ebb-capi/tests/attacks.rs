@@ -61,6 +61,13 @@ const ATTACKS: &[Attack] = &[
         secure: Some(Dies(DOUBLE_FREE)),
     },
     Attack {
+        source: "attacks/double_free_small_thread.c",
+        bug: "double free, small block, immediate, in a second thread",
+        default: Dies(DOUBLE_FREE),
+        check: Dies(DOUBLE_FREE),
+        secure: None,
+    },
+    Attack {
         source: "attacks/double_free_small_delayed.c",
         bug: "double free, small block, delayed",
         default: Dies(DOUBLE_FREE),

@@ -15,6 +15,7 @@ use crate::diag::{report_invalid_free, report_unknown};
 use crate::front::freed_key;
 use crate::front::guarded;
 use crate::front::heap;
+use crate::front::shared;
 use crate::front::slow::{self, malloc_slow};
 use crate::front::tls;
 use crate::handoff::drain;
@@ -461,6 +462,16 @@ unsafe fn free_slow_and_leave(
             owner == ABANDONED && (*page).last_owner.load(Ordering::Relaxed) != heap as usize
         };
         if other && !crate::options::get().check {
+            // Blocks of shared start pages (front/shared.rs) are a thread's own first
+            // blocks: their frees keep the freed key as the owner's do.
+            if shared::owns(owner) {
+                if freed_key::is_marked(ptr) && shared::holds_freed(page, ptr) {
+                    freed_key::report_double_free(page, ptr);
+                    (*heap).leave();
+                    return;
+                }
+                freed_key::mark(ptr);
+            }
             drain::free_remote(page, ptr);
         } else {
             slow::free_slow(page, ptr);

@@ -312,7 +312,12 @@ fn new_heap() -> *mut Heap {
         if options.check && reused.is_null() {
             (*heap).clear_tables(); // checked_current: the empty page
         }
-        (*heap).shared_left = if options.shared_start {
+        // Not for the process's first heap (the main thread's, in most programs): a
+        // same-thread double free of a shared block is a remote push the freed key
+        // does not see (front/freed_key.rs), and single-threaded programs should keep
+        // that check whole. Other threads share (see the report: to be closed).
+        let first_heap = COUNTERS.threads_created.load(Ordering::Relaxed) == 0;
+        (*heap).shared_left = if options.shared_start && !first_heap {
             crate::front::shared::SHARED_LIMITS
         } else {
             [0; CLASS_COUNT]

@@ -17,10 +17,12 @@
 //! the class works as always, from the thread's own pages, and the fast paths never
 //! see the shared heap (its pages are never in a thread's `current` table).
 //!
-//! Frees need nothing new: a shared page's owner word is the shared heap's address,
-//! never a thread's, so every free of its blocks takes the free fast path's remote
-//! push (`thread_free`, one CAS; the shared heap takes the list in when it next serves
-//! the class). The shared heap is a heap like any other for the pages: full pages it
+//! Frees: a shared page's owner word is the shared heap's address, never a thread's,
+//! so every free of its blocks takes the free fast path's remote push (`thread_free`,
+//! one CAS; the shared heap takes the list in when it next serves the class). Those
+//! pushes also set and check the freed key (`alloc::free_slow_and_leave`,
+//! [`holds_freed`]), so a thread's double free of one of its first blocks is caught as
+//! it would be on a page of its own. The shared heap is a heap like any other for the pages: full pages it
 //! abandons (`slow::find_page`), it claims listed abandoned pages before carving a
 //! fresh span, and the purger lets go of its pages as it does an idle thread's
 //! ([`maintain`], from `takeover::take_over_idle`): every page but the current ones
@@ -125,6 +127,37 @@ fn try_lock() -> Option<*mut Heap> {
 
 fn unlock() {
     SHARED.locked.store(false, Ordering::Release);
+}
+
+/// True if `owner` (a page's owner word) is the shared heap: the page is a shared one.
+#[inline]
+pub fn owns(owner: usize) -> bool {
+    owner == SHARED.heap.get() as usize
+}
+
+/// Whether `block`, freed into shared page `page` and found holding the freed key, is
+/// on the page's lists already (a double free). Frees into shared pages are remote
+/// pushes, so without this a thread's double free of one of its first blocks would go
+/// unseen and put the block on the list twice. Confirmed under the lock, as the owner
+/// does it (`freed_key::is_on_free_list`); false if the lock stays taken or the page is
+/// no longer shared (then the free goes on as a plain remote free, as for any page of
+/// another heap).
+///
+/// # Safety
+/// `page` is `block`'s page; the caller is inside its own heap's `in_op` window.
+#[cold]
+pub unsafe fn holds_freed(page: *mut crate::span::page::Page, block: *mut u8) -> bool {
+    let Some(shared) = try_lock() else {
+        return false;
+    };
+    // SAFETY: we hold the lock, so the shared heap's pages are ours to walk; a page it
+    // let go of meanwhile is checked by its owner word first.
+    let found = unsafe {
+        (*page).owner.load(Ordering::Acquire) == shared as usize
+            && crate::front::freed_key::is_on_free_list(page, block)
+    };
+    unlock();
+    found
 }
 
 /// True if `heap` (the calling thread's) should take its next block of `class` from

@@ -378,7 +378,11 @@ mod tests {
         // The burst went back well before the delay bound would have sent it, and the
         // churn kept its 10 with headroom (it never drew more than 10 below its high at
         // once), plus what it freed in the last period.
-        assert!(m.committed() <= 10 * HEADROOM + 10, "committed {}", m.committed());
+        assert!(
+            m.committed() <= 10 * HEADROOM + 10,
+            "committed {}",
+            m.committed()
+        );
         assert!(m.committed() >= 10);
         // After the first period every take was served committed.
         assert_eq!(m.faults, 0);
