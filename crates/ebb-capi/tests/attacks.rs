@@ -65,7 +65,7 @@ const ATTACKS: &[Attack] = &[
         bug: "double free, small block, immediate, in a second thread",
         default: Dies(DOUBLE_FREE),
         check: Dies(DOUBLE_FREE),
-        secure: None,
+        secure: Some(Dies(DOUBLE_FREE)),
     },
     Attack {
         source: "attacks/double_free_small_delayed.c",
