@@ -206,7 +206,7 @@ pub unsafe fn free_sized(ptr: *mut c_void, size: usize) {
         if !block.is_null() && is_ours(block, "operator delete") {
             let usable = alloc::usable_size(block);
             if size > usable {
-                crate::secure::fatal(
+                crate::span::secure::fatal(
                     "operator delete",
                     block,
                     "sized delete with a size larger than the block (wrong type or object)",
@@ -232,7 +232,7 @@ unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
         if let Some(live) = crate::front::guarded::live_size(ptr, what) {
             return live.is_some();
         }
-        diag::report_unknown(what, ptr);
+        diag::report_unknown(what, ptr, crate::span::segment::in_map_range(ptr));
         return false;
     }
     // SAFETY: seg is the segment of ptr.

@@ -112,13 +112,15 @@ pub fn report_invalid_sized(function: &str, ptr: *mut u8, what: &str, block_size
 /// allocated before ebb was loaded, say) is reported as `pointer not allocated by ebb`
 /// and left alone, aborting only with `EBB_ABORT_ON_ERROR=1`; one that cannot
 /// (unmapped, unaligned, beyond the user address space) is a corrupted pointer,
-/// reported and aborted on as `report_invalid` does.
+/// reported and aborted on as `report_invalid` does. `in_map_range`: whether the
+/// address is in the range the segment map covers (`span::segment::in_map_range`,
+/// passed in so that diagnostics read no allocator layer).
 #[cold]
-pub fn report_unknown(function: &str, ptr: *mut u8) {
+pub fn report_unknown(function: &str, ptr: *mut u8, in_map_range: bool) {
     let addr = ptr as usize;
     let what = if addr % 16 != 0 {
         "invalid pointer (unaligned, not allocated by ebb)"
-    } else if !crate::span::segment::in_map_range(ptr) || !is_mapped(addr) {
+    } else if !in_map_range || !is_mapped(addr) {
         "invalid pointer (not mapped)"
     } else {
         COUNTERS.invalid_frees.fetch_add(1, Ordering::Relaxed);

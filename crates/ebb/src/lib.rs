@@ -86,8 +86,6 @@ mod os;
 mod process;
 pub mod profile;
 mod protocol;
-#[cfg(feature = "secure")]
-mod secure;
 mod size_class;
 mod span;
 mod stats;

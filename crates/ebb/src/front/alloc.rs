@@ -269,7 +269,7 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
 fn alloc_big(size: usize, align: usize) -> *mut u8 {
     if size <= LARGE_MAX {
         #[cfg(feature = "secure")]
-        let span = crate::secure::alloc_large(size, align);
+        let span = crate::span::secure::alloc_large(size, align);
         #[cfg(not(feature = "secure"))]
         let span = arena::alloc_large(size.max(1), align);
         if let Some(page) = span {
@@ -527,7 +527,7 @@ unsafe fn free_marked_and_leave(
 fn free_unknown(ptr: *mut u8) {
     let marker = 0u8;
     if !ptr.is_null() && !guarded::free(ptr, crate::profile::Entry::here(&marker)) {
-        report_unknown("free", ptr);
+        report_unknown("free", ptr, segment::in_map_range(ptr));
     }
 }
 

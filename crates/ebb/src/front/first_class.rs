@@ -401,7 +401,7 @@ unsafe fn alloc_large(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8
         wrong_thread(fc, "allocation");
     }
     #[cfg(feature = "secure")]
-    let span = crate::secure::alloc_large(size, align);
+    let span = crate::span::secure::alloc_large(size, align);
     #[cfg(not(feature = "secure"))]
     let span = arena::alloc_large(size.max(1), align);
     let Some(page) = span else {

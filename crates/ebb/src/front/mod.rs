@@ -20,9 +20,9 @@ pub mod freed_key;
 pub mod guarded;
 pub mod heap;
 pub mod queue;
-pub mod shared;
 #[cfg(feature = "secure")]
 pub mod secure;
+pub mod shared;
 pub mod slow;
 pub mod takeover;
 pub mod tls;

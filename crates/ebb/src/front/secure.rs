@@ -1,4 +1,4 @@
-//! The secure build's checks on free (`secure` feature; the rest is in `crate::secure`).
+//! The secure build's checks on free (`secure` feature; the rest is in `crate::span::secure`).
 //!
 //! Every free, on the fast path, before the block goes anywhere:
 //! - the pointer must be the start of a block carved in its page (one multiply,
@@ -21,9 +21,9 @@
 
 use crate::front::heap::Heap;
 use crate::front::slow;
-use crate::secure;
 use crate::size_class::MEDIUM_MAX;
 use crate::span::page::{Page, FREE, HUGE, LARGE};
+use crate::span::secure;
 use core::sync::atomic::Ordering;
 
 /// True if freeing `ptr` into `page` passes the secure checks; false if the free

@@ -383,7 +383,7 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         match owner {
             LARGE => {
                 #[cfg(feature = "secure")]
-                crate::secure::check_large_canary(page, block);
+                crate::span::secure::check_large_canary(page, block);
                 crate::process::purger::before_span_free();
                 let sample = profile::freed(block);
                 (*page).set_used(0);

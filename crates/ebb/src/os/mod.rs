@@ -116,6 +116,10 @@ pub mod fault;
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::*;
+#[cfg(target_os = "linux")]
+mod linux_signals;
+#[cfg(target_os = "linux")]
+pub use linux_signals::*;
 
 #[cfg(not(target_os = "linux"))]
 compile_error!(

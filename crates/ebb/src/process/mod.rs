@@ -76,7 +76,7 @@ pub fn init(hooks: &'static Hooks) -> bool {
     HOOKS.store(hooks as *const Hooks as *mut Hooks, Ordering::Release);
     crate::options::get();
     #[cfg(feature = "secure")]
-    crate::secure::init();
+    crate::span::secure::init();
     if let Some(key) = os::thread_key_create(hooks.thread_exit) {
         THREAD_KEY.store(key, Ordering::Release);
     }

@@ -71,7 +71,7 @@ unsafe fn unguard_span_slices(page: *mut Page, from: usize, count: usize) {
     // SAFETY: per the contract; segments are never unmapped.
     unsafe {
         let index = (*seg).page_index(page);
-        crate::secure::unguard_slices(
+        crate::span::secure::unguard_slices(
             &(*seg).guard_slices,
             seg as *mut u8,
             SLICE_SIZE,
@@ -227,8 +227,8 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         // are freed through the checks for pages).
         #[cfg(feature = "secure")]
         {
-            (*page).key = crate::secure::new_key();
-            (*page).block_magic = crate::secure::multiple_magic(count * SLICE_SIZE);
+            (*page).key = crate::span::secure::new_key();
+            (*page).block_magic = crate::span::secure::multiple_magic(count * SLICE_SIZE);
             (*page).large_canary = false;
             (*page).carved_bytes = 1;
         }
@@ -249,10 +249,10 @@ pub unsafe fn resize_large(page: *mut Page, bytes: usize) -> bool {
     // SAFETY: per the contract.
     unsafe {
         if (*page).large_canary {
-            if !resize_large_span(page, bytes + crate::secure::LARGE_CANARY) {
+            if !resize_large_span(page, bytes + crate::span::secure::LARGE_CANARY) {
                 return false;
             }
-            crate::secure::set_large_canary(page, bytes);
+            crate::span::secure::set_large_canary(page, bytes);
             return true;
         }
     }

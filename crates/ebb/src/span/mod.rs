@@ -14,4 +14,6 @@ pub mod huge;
 pub mod large_pages;
 pub mod page;
 pub mod retain;
+#[cfg(feature = "secure")]
+pub mod secure;
 pub mod segment;

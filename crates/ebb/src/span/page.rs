@@ -248,7 +248,7 @@ impl Page {
         // SAFETY: per the contract the block is free, so its first word is a link.
         let stored = unsafe { (*block).next };
         #[cfg(feature = "secure")]
-        let stored = crate::secure::decode(
+        let stored = crate::span::secure::decode(
             self.key,
             self.start as usize,
             self.span_bytes(),
@@ -271,8 +271,8 @@ impl Page {
         // SAFETY: per the contract the block is free, so its first word is a link.
         let stored = unsafe { (*block).next };
         #[cfg(feature = "secure")]
-        let stored =
-            crate::secure::decode_fast(self.key, block as usize, stored as usize) as *mut Block;
+        let stored = crate::span::secure::decode_fast(self.key, block as usize, stored as usize)
+            as *mut Block;
         stored
     }
 
@@ -283,7 +283,8 @@ impl Page {
     #[inline(always)]
     pub unsafe fn set_link(&self, block: *mut Block, next: *mut Block) {
         #[cfg(feature = "secure")]
-        let next = crate::secure::encode(self.key, block as usize, next as usize) as *mut Block;
+        let next =
+            crate::span::secure::encode(self.key, block as usize, next as usize) as *mut Block;
         // SAFETY: per the contract.
         unsafe { (*block).next = next };
     }
@@ -384,11 +385,11 @@ impl Page {
     /// blocks.
     #[cfg(feature = "secure")]
     fn secure_init(&mut self, block_size: usize, bytes: usize) -> usize {
-        self.key = crate::secure::new_key();
-        self.block_magic = if crate::secure::zero_on_free() {
+        self.key = crate::span::secure::new_key();
+        self.block_magic = if crate::span::secure::zero_on_free() {
             0
         } else {
-            crate::secure::multiple_magic(block_size)
+            crate::span::secure::multiple_magic(block_size)
         };
         self.carved_bytes = 0;
         debug_assert!(!self.guarded, "a span keeps its guard page");
@@ -400,7 +401,9 @@ impl Page {
             let last = end / crate::span::segment::SLICE_SIZE - 1;
             // SAFETY: a fresh span of ours, nothing carved in it yet; the segment is
             // live (segments are never unmapped).
-            unsafe { crate::secure::guard_span(&(*segment).guard_slices, last, self.start, bytes) }
+            unsafe {
+                crate::span::secure::guard_span(&(*segment).guard_slices, last, self.start, bytes)
+            }
         };
         if self.guarded {
             bytes - crate::os::page_size()
@@ -570,7 +573,7 @@ impl Page {
             #[cfg(feature = "secure")]
             {
                 // Linked in a random order at level full (`secure::Shuffle`).
-                let order = crate::secure::Shuffle::new(count);
+                let order = crate::span::secure::Shuffle::new(count);
                 let block_at = |i: usize| first.add(order.index(i, count) * size) as *mut Block;
                 let mut block = block_at(0);
                 self.free = block;

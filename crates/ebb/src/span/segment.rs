@@ -154,7 +154,7 @@ impl Segment {
     /// Returns null if the OS refuses.
     pub fn reserve() -> *mut Segment {
         #[cfg(feature = "secure")]
-        let base = crate::secure::segment_hint(SEGMENT_SIZE, SEGMENT_SIZE)
+        let base = crate::span::secure::segment_hint(SEGMENT_SIZE, SEGMENT_SIZE)
             .map(|at| os::reserve_at(at, SEGMENT_SIZE))
             .filter(|base| !base.is_null())
             .unwrap_or_else(|| os::reserve_aligned(SEGMENT_SIZE, SEGMENT_SIZE));
@@ -197,7 +197,7 @@ impl Segment {
         if core::mem::size_of::<Segment>() + os::page_size() <= HEADER_BYTES {
             // A guard page between the descriptors and the first blocks.
             // SAFETY: the header's last OS page is past the `Segment` struct.
-            unsafe { crate::secure::guard(base, HEADER_BYTES) };
+            unsafe { crate::span::secure::guard(base, HEADER_BYTES) };
         }
         map_windows(segment, base as usize, SEGMENT_SIZE);
         segment
