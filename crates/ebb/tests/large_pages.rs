@@ -45,6 +45,15 @@ fn none_resident(p: *mut u8, len: usize) -> bool {
     resident(p, len).iter().all(|&r| !r)
 }
 
+/// Free slices just purged, which an allocation made meanwhile by another thread of
+/// the test binary (the harness allocates through ebb in a workspace build) may have
+/// taken again: at most an eighth of their OS pages resident (a 64 KiB page of blocks
+/// in a 512 KiB range). A purge that did not happen leaves them all resident.
+fn purged_but_for_a_new_page(p: *mut u8, len: usize) -> bool {
+    let pages = resident(p, len);
+    pages.iter().filter(|&&r| r).count() <= pages.len() / 8
+}
+
 /// The `/proc/self/smaps` entry of the mapping holding `p`: its start and its lines.
 fn mapping_of(p: *const u8) -> (usize, String) {
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
@@ -177,7 +186,10 @@ fn purge_keeps_a_mostly_used_unit_whole_and_purges_a_mostly_empty_one() {
     );
     // A forced purge (`collect(true)`) gives back the kept free slices too.
     ebb::collect(true);
-    assert!(none_resident(a.wrapping_add(UNIT * 3 / 4), UNIT / 4));
+    assert!(purged_but_for_a_new_page(
+        a.wrapping_add(UNIT * 3 / 4),
+        UNIT / 4
+    ));
     assert!(all_resident(a, UNIT * 3 / 4));
     // Once a unit's use falls below half, the next purge gives its free slices back.
     free(a);
