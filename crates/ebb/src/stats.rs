@@ -76,6 +76,9 @@ pub struct Stats {
     /// CPU time the background purger thread has used (ns, user + system, as of its
     /// last pass; `CLOCK_THREAD_CPUTIME_ID`).
     pub purger_cpu_ns: u64,
+    /// System calls made to decommit memory (cumulative; one `process_madvise` gives
+    /// back many ranges: `span::decommit_batch`).
+    pub decommit_calls: u64,
     /// Invalid or double frees detected (cumulative).
     pub invalid_frees: u64,
     /// Heaps of idle threads whose pages the background purger took over, and attempts
@@ -143,6 +146,7 @@ pub fn snapshot() -> Stats {
         huge_allocs: c.huge_allocs.load(Ordering::Relaxed),
         purger_wakeups: c.purger_wakeups.load(Ordering::Relaxed),
         purger_cpu_ns: c.purger_cpu_ns.load(Ordering::Relaxed),
+        decommit_calls: crate::os::decommit_calls(),
         invalid_frees: c.invalid_frees.load(Ordering::Relaxed),
         steals: c.steals.load(Ordering::Relaxed),
         steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
@@ -277,10 +281,11 @@ impl Stats {
         )?;
         writeln!(
             w,
-            "  purger: {} wake-ups, {}.{:03} ms of CPU",
+            "  purger: {} wake-ups, {}.{:03} ms of CPU; {} decommit system calls",
             self.purger_wakeups,
             self.purger_cpu_ns / 1_000_000,
-            self.purger_cpu_ns / 1_000 % 1_000
+            self.purger_cpu_ns / 1_000 % 1_000,
+            self.decommit_calls
         )?;
         writeln!(
             w,

@@ -17,7 +17,7 @@ impl Stats {
     /// no pages are left out of `classes`.
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
         write!(w, "{{\"ebb_stats_version\":{FORMAT_VERSION}")?;
-        let fields: [(&str, u64); 35] = [
+        let fields: [(&str, u64); 36] = [
             ("allocated", self.allocated),
             ("allocated_small", self.allocated_small),
             ("allocated_large", self.allocated_large),
@@ -39,6 +39,7 @@ impl Stats {
             ("huge_allocs", self.huge_allocs),
             ("purger_wakeups", self.purger_wakeups),
             ("purger_cpu_ns", self.purger_cpu_ns),
+            ("decommit_calls", self.decommit_calls),
             ("invalid_frees", self.invalid_frees),
             ("steals", self.steals),
             ("steal_attempts", self.steal_attempts),

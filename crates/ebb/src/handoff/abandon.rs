@@ -16,6 +16,7 @@ use crate::protocol;
 use crate::size_class::CLASS_COUNT;
 use crate::span::arena::free_span;
 use crate::span::deadline;
+use crate::span::decommit_batch::DecommitBatch;
 use crate::span::holes::purged_inside;
 use crate::span::page::{Page, PageList, ABANDONED};
 use crate::sync::Mutex;
@@ -209,21 +210,32 @@ fn purge_unclaimed_batch(now: u64, delay: u64, force: bool) -> (u64, bool) {
             }
         }
     }
-    for &page in &batch[..count] {
+    // Every page is held (DRAINING) until the decommits of the whole batch are done in
+    // one system call (`DecommitBatch`), then let go.
+    let mut decommits = DecommitBatch::new();
+    let mut held = 0;
+    for i in 0..count {
+        let page = batch[i];
         if !claim_for_drain(page) {
             continue; // claimed meanwhile: in use again, or another drainer has it
         }
-        // SAFETY: we own the page (DRAINING).
+        batch[held] = page;
+        held += 1;
+        // SAFETY: we own the page (DRAINING) until after the batch is finished.
         unsafe {
             (*page).take_remote_frees();
             if (*page).listed {
-                let bytes = (*page).purge_free_blocks();
-                COUNTERS.purged.fetch_add(bytes as u64, Ordering::Relaxed);
+                (*page).purge_free_blocks_into(&mut decommits);
                 COUNTERS.purge_calls.fetch_add(1, Ordering::Relaxed);
                 (*page).freed_at.store(PURGED_INSIDE, Ordering::Relaxed);
             }
-            finish_drain(page, false);
         }
+    }
+    let bytes = decommits.finish();
+    COUNTERS.purged.fetch_add(bytes as u64, Ordering::Relaxed);
+    for &page in &batch[..held] {
+        // SAFETY: we hold the page (DRAINING) and took its remote frees in.
+        unsafe { finish_drain(page, false) };
     }
     (next_due, more)
 }

@@ -42,6 +42,10 @@
 //!   once, it stays reserved and usable (touching it commits it again); true if done.
 //!   Pre: page aligned, reserved, holding no live data. Post: reads as zero if
 //!   [`DECOMMIT_ZEROES`].
+//! - `decommit_ranges(ranges, done)`: `decommit` each range (`done[i]`: range `i` went
+//!   back), in fewer system calls where the OS takes a vector of ranges; the purger
+//!   gives back many small runs per pass. `decommit_calls()`: the system calls made
+//!   to decommit so far.
 //! - `remap(old, old_size, new_size, dest) -> *mut u8`: resize a reservation in place
 //!   (`dest` null) or move its pages to the reservation at `dest`; null if it cannot.
 //!   Pre: `old` reserved with `old_size`; `dest` null or an unused reservation of
@@ -145,6 +149,8 @@ mod contract {
     const _: fn(usize, usize) -> *mut u8 = reserve_aligned;
     const _: unsafe fn(*mut u8, usize) = release;
     const _: unsafe fn(*mut u8, usize) -> bool = decommit;
+    const _: unsafe fn(&[(*mut u8, usize)], &mut [bool]) = decommit_ranges;
+    const _: fn() -> u64 = decommit_calls;
     const _: unsafe fn(*mut u8, usize, usize, *mut u8) -> *mut u8 = remap;
     const _: unsafe fn(*mut u8, usize, bool) -> bool = protect;
     const _: fn(*mut u8, usize) -> *mut u8 = reserve_at;

@@ -23,6 +23,7 @@
 use crate::counters::COUNTERS;
 use crate::os;
 use crate::span::arena::{segments, SPAN_LOCK};
+use crate::span::decommit_batch::DecommitBatch;
 use crate::span::retain::{self, Scan, Verdict};
 use crate::span::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
 use crate::span::{header_purge, large_pages};
@@ -113,10 +114,16 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
             }
             let mut bytes = 0;
             let mut decommitted = [false; RUNS_PER_BATCH];
-            for (&(start, count), done) in runs[..run_count].iter().zip(&mut decommitted) {
-                // SAFETY: the run is free and hidden from allocation, so no one uses it.
-                *done = unsafe { os::decommit((*seg).slice_start(start), count * SLICE_SIZE) };
-                if *done {
+            let mut ranges = [(core::ptr::null_mut(), 0); RUNS_PER_BATCH];
+            for (&(start, count), range) in runs[..run_count].iter().zip(&mut ranges) {
+                // SAFETY: seg is live; the run is inside it.
+                *range = (unsafe { (*seg).slice_start(start) }, count * SLICE_SIZE);
+            }
+            // One system call for the lot where the OS allows (`os::decommit_ranges`).
+            // SAFETY: the runs are free and hidden from allocation, so no one uses them.
+            unsafe { os::decommit_ranges(&ranges[..run_count], &mut decommitted[..run_count]) };
+            for (&(_, count), &done) in runs[..run_count].iter().zip(&decommitted) {
+                if done {
                     bytes += count * SLICE_SIZE;
                 }
             }
@@ -125,6 +132,7 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
                 let mut reuse = SPAN_LOCK.lock();
                 // SAFETY: as above.
                 let seg_ref = unsafe { &mut *seg };
+                let mut descriptors = DecommitBatch::new();
                 for (&(start, count), &done) in runs[..run_count].iter().zip(&decommitted) {
                     if !done {
                         reuse.unhidden(count);
@@ -140,10 +148,14 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
                     seg_ref.free_slices.assign_range(start, count, true);
                     seg_ref.free_count += count as u32;
                     if done {
-                        // SAFETY: the span lock is held; a normal segment.
-                        unsafe { header_purge::purge_descriptors(seg_ref, start, count) };
+                        // SAFETY: the span lock is held until the batch is finished;
+                        // a normal segment.
+                        unsafe {
+                            header_purge::purge_descriptors(seg_ref, start, count, &mut descriptors)
+                        };
                     }
                 }
+                descriptors.finish();
             }
             COUNTERS
                 .committed

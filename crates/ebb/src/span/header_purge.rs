@@ -19,6 +19,7 @@
 //! overlaps, and only after that run went back.
 
 use crate::os;
+use crate::span::decommit_batch::DecommitBatch;
 use crate::span::page::Page;
 use crate::span::segment::{Segment, HEADER_SLICES, SLICES_PER_SEGMENT};
 
@@ -32,28 +33,30 @@ fn unneeded(seg: &Segment, i: usize) -> bool {
 }
 
 /// Decommit the OS pages of descriptors that overlap slices `start..start + count` (a
-/// run just decommitted) if every descriptor on them is unneeded. Returns the bytes
-/// given back.
+/// run just decommitted) if every descriptor on them is unneeded: they go into `batch`
+/// (adjacent pages merge, and the runs of one scan share a system call).
 ///
 /// # Safety
-/// The span lock is held and `seg` is a normal segment.
-pub unsafe fn purge_descriptors(seg: &Segment, start: usize, count: usize) -> usize {
+/// The span lock is held, and stays held until `batch` is finished; `seg` is a normal
+/// segment.
+pub unsafe fn purge_descriptors(
+    seg: &Segment,
+    start: usize,
+    count: usize,
+    batch: &mut DecommitBatch,
+) {
     let os_page = os::page_size();
     let base = seg as *const Segment as usize;
     let first_page = start * DESCRIPTOR_BYTES / os_page;
     let last_page = ((start + count) * DESCRIPTOR_BYTES - 1) / os_page;
-    let mut purged = 0;
     for k in first_page..=last_page {
         let lo = k * os_page / DESCRIPTOR_BYTES;
         let hi = (((k + 1) * os_page - 1) / DESCRIPTOR_BYTES).min(SLICES_PER_SEGMENT - 1);
         if (lo..=hi).all(|i| unneeded(seg, i)) {
             // SAFETY: a whole OS page inside the header's descriptor array, holding only
             // descriptors nobody reads for anything but zero values (module doc); the
-            // span lock keeps them from being written meanwhile.
-            if unsafe { os::decommit((base + k * os_page) as *mut u8, os_page) } {
-                purged += os_page;
-            }
+            // span lock keeps them from being written until the batch is finished.
+            unsafe { batch.add((base + k * os_page) as *mut u8, os_page) };
         }
     }
-    purged
 }

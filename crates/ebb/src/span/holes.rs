@@ -20,6 +20,7 @@
 //! (`Page::purge_free_blocks`). The mask is the owner's, like the free lists, so it
 //! adds no concurrent state: whoever may touch `free` may touch `holes`.
 
+use crate::span::decommit_batch::DecommitBatch;
 use crate::span::page::{Block, Page, PURGE_INSIDE_MIN};
 use crate::span::segment::SLICE_SIZE;
 use core::ptr::null_mut;
@@ -78,13 +79,28 @@ fn os_pages_of(index: usize, size: usize, shift: u32) -> u16 {
 /// free lists and record them in `page.holes`. Returns the bytes decommitted.
 ///
 /// Blocks on the remote-free list count as live (the list is the other threads'); the
-/// callers take it in first. Owner only.
+/// callers take it in first. Owner only. (The purger's paths gather many pages'
+/// decommits into one batch with [`purge_into`].)
+#[cfg(test)]
 pub fn purge(page: &mut Page) -> usize {
+    let mut batch = DecommitBatch::new();
+    // SAFETY: the batch is finished before we return, while we still own the page.
+    unsafe { purge_into(page, &mut batch) };
+    batch.finish()
+}
+
+/// [`purge`], the decommits added to `batch` (the holes are recorded and their blocks
+/// unlinked at once).
+///
+/// # Safety
+/// Owner only, and `batch` is finished before the page's ownership is given up: until
+/// then the holes must not be refilled.
+pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
     let Some(shift) = unit_shift(page) else {
-        return 0;
+        return;
     };
     if page.capacity == 0 {
-        return 0;
+        return;
     }
     let size = page.block_size();
     let start = page.start as usize;
@@ -131,7 +147,7 @@ pub fn purge(page: &mut Page) -> usize {
         }
     }
     if new == 0 {
-        return 0;
+        return;
     }
     // Unlink before decommitting: the walk reads link words inside the holes.
     // SAFETY: the lists are the owner's and hold blocks of this page.
@@ -140,7 +156,6 @@ pub fn purge(page: &mut Page) -> usize {
         page.local_free = without_holes(page, page.local_free, size, shift, new);
     }
     page.holes = old | new;
-    let mut purged = 0;
     let mut j = 0;
     while j < os_pages {
         if new & (1 << j) == 0 {
@@ -156,12 +171,10 @@ pub fn purge(page: &mut Page) -> usize {
         let bytes = ((j << shift).min(span)) - (run_start << shift);
         // SAFETY: every block overlapping these units is free and off every list (and
         // the uncarved tail holds nothing), so no live data and no link word that
-        // anyone reads lives there; they are whole OS pages of the page's span.
-        if unsafe { crate::os::decommit((start + (run_start << shift)) as *mut u8, bytes) } {
-            purged += bytes;
-        }
+        // anyone reads lives there; they are whole OS pages of the page's span, and the
+        // caller keeps them so until the batch is finished.
+        unsafe { batch.add((start + (run_start << shift)) as *mut u8, bytes) };
     }
-    purged
 }
 
 /// `list` without the blocks that overlap the OS pages in `mask`, in the same order.

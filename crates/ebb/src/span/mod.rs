@@ -8,6 +8,7 @@ pub mod arena;
 pub mod bitmap;
 pub mod deadline;
 pub mod decommit;
+pub mod decommit_batch;
 pub mod header_purge;
 pub mod holes;
 pub mod huge;

@@ -27,6 +27,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 
 use crate::protocol;
 pub use crate::protocol::{ABANDONED, DRAINING, FREE, HUGE, LARGE, MARKER_LIMIT, STOLEN};
+use crate::span::decommit_batch::DecommitBatch;
 
 /// Blocks at least this big have the memory inside them purged when their page is
 /// taken from an idle owner (see `Page::purge_free_blocks`): every block above 8 KiB,
@@ -442,25 +443,38 @@ impl Page {
     /// that nobody claimed, where a few survivors would otherwise keep the whole page
     /// resident. Returns the bytes given back. Owner only.
     pub fn purge_free_blocks(&mut self) -> usize {
+        let mut batch = DecommitBatch::new();
+        // SAFETY: the batch is finished before we return, while we still own the page.
+        unsafe { self.purge_free_blocks_into(&mut batch) };
+        batch.finish()
+    }
+
+    /// [`Self::purge_free_blocks`], the decommits added to `batch` (one system call for
+    /// many pages).
+    ///
+    /// # Safety
+    /// Owner only, and `batch` is finished before the page's ownership is given up.
+    pub unsafe fn purge_free_blocks_into(&mut self, batch: &mut DecommitBatch) {
         let size = self.block_size();
         let os_page = crate::os::page_size();
-        let mut purged = 0;
         if !self.is_zero && self.capacity < self.reserved {
             let start =
                 (self.start as usize + self.capacity as usize * size).next_multiple_of(os_page);
             let end = self.start as usize + self.span_bytes();
-            // SAFETY: nothing was carved there since the span became this page, so no
-            // block (and no link word) lives in it; `is_zero` stays false, so blocks
-            // carved there later are not assumed zero (they are, which costs a memset).
-            if start < end && unsafe { crate::os::decommit(start as *mut u8, end - start) } {
-                purged += end - start;
+            if start < end {
+                // SAFETY: nothing was carved there since the span became this page, so
+                // no block (and no link word) lives in it; `is_zero` stays false, so
+                // blocks carved there later are not assumed zero (they are, which costs
+                // a memset); we own the page until the caller finishes the batch.
+                unsafe { batch.add(start as *mut u8, end - start) };
             }
         }
         // Holes first (whole runs of free blocks, link words and all); then, for big
         // blocks, the inside of each free block left on the lists.
-        purged += crate::span::holes::purge(self);
+        // SAFETY: we own the page until the caller finishes the batch.
+        unsafe { crate::span::holes::purge_into(self, batch) };
         if size < PURGE_INSIDE_MIN {
-            return purged;
+            return;
         }
         for mut block in [self.free, self.local_free] {
             while !block.is_null() {
@@ -471,14 +485,13 @@ impl Page {
                 // its link word are given back (they read as zero afterwards, which no
                 // one relies on: `free_is_zero` is only set for fresh carving).
                 unsafe {
-                    if start < end && crate::os::decommit(start as *mut u8, end - start) {
-                        purged += end - start;
+                    if start < end {
+                        batch.add(start as *mut u8, end - start);
                     }
                     block = self.link(block);
                 }
             }
         }
-        purged
     }
 
     /// Gather every freed block onto the owner's lists: take the remote frees in, and
