@@ -25,15 +25,17 @@ use crate::span::page::{Block, Page, PURGE_INSIDE_MIN};
 use crate::span::segment::SLICE_SIZE;
 use core::ptr::null_mut;
 
+/// `Page::holes`: one bit per unit (an OS page, or a 32nd of a big-block page).
+pub type HoleMask = u32;
 /// Bits in `Page::holes`.
-pub const MAX_OS_PAGES: usize = 16;
+pub const MAX_OS_PAGES: usize = HoleMask::BITS as usize;
 /// Blocks in a page of one slice, at most (8-byte blocks).
 const MAX_BLOCKS: usize = SLICE_SIZE / crate::size_class::MIN_BLOCK;
 
 /// log2 of the bytes one bit of `page.holes` stands for, or None if the page cannot
 /// have holes. A page of one slice (blocks up to 8 KiB): one OS page per bit. A page
-/// of big blocks (more than 8 KiB, 8 to 64 slices, at most 64 blocks): a sixteenth of
-/// the span rounded up to a power of two (32 KiB for 8 slices), so a run of free
+/// of big blocks (more than 8 KiB, 8 to 64 slices, at most 64 blocks): a 32nd of
+/// the span rounded up to a power of two (16 KiB for 8 slices), so a run of free
 /// blocks goes back whole, link words and all, where `Page::purge_free_blocks` keeps
 /// the OS page holding each free block's link word.
 #[inline]
@@ -68,11 +70,11 @@ pub fn purged_inside(page: &Page) -> bool {
 
 /// The OS pages block `index` overlaps, as a mask.
 #[inline]
-fn os_pages_of(index: usize, size: usize, shift: u32) -> u16 {
+fn os_pages_of(index: usize, size: usize, shift: u32) -> HoleMask {
     let first = (index * size) >> shift;
     let last = ((index + 1) * size - 1) >> shift;
     let count = last - first + 1;
-    (((1u32 << count) - 1) << first) as u16
+    (((1u64 << count) - 1) << first) as HoleMask
 }
 
 /// Give back the OS pages of `page` that hold no live block, take their blocks off the
@@ -132,7 +134,7 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
     let span = page.span_bytes();
     let os_pages = span.div_ceil(1 << shift);
     debug_assert!(os_pages <= MAX_OS_PAGES);
-    let mut new: u16 = 0;
+    let mut new: HoleMask = 0;
     for j in 0..os_pages {
         if old & (1 << j) != 0 {
             continue;
@@ -186,7 +188,7 @@ unsafe fn without_holes(
     list: *mut Block,
     size: usize,
     shift: u32,
-    mask: u16,
+    mask: HoleMask,
 ) -> *mut Block {
     let mut head: *mut Block = null_mut();
     let mut tail: *mut Block = null_mut();
@@ -231,10 +233,10 @@ pub fn refill(page: &mut Page) -> bool {
     // The lowest run of set bits.
     let above = holes >> low;
     let run_len = (!above).trailing_zeros();
-    let run = if low + run_len >= 16 {
-        holes & (u16::MAX << low)
+    let run = if low + run_len >= HoleMask::BITS {
+        holes & (HoleMask::MAX << low)
     } else {
-        holes & (((1u16 << run_len) - 1) << low)
+        holes & (((1 << run_len) - 1) << low)
     };
     let first = ((low as usize) << shift) / size;
     let end = ((((low + run_len) as usize) << shift).div_ceil(size)).min(page.capacity as usize);
@@ -554,7 +556,7 @@ mod tests {
         }
     }
 
-    /// A page of 16 KiB blocks in 8 slices with one survivor: every 32 KiB unit free of
+    /// A page of 16 KiB blocks in 8 slices with one survivor: every 16 KiB unit free of
     /// it goes back whole (link words too), and the blocks come back out once each.
     #[test]
     fn big_blocks_go_back_whole() {
@@ -575,12 +577,13 @@ mod tests {
         }
         let purged = t.page.purge_free_blocks();
         t.check(&live);
-        // Block 5 (80-96 KiB) lies in the third 32 KiB unit: every other unit is a hole;
-        // its neighbour there, block 4, keeps only the OS page of its link word.
+        // Block 5 (80-96 KiB) is the sixth 16 KiB unit: every other unit is a hole, so
+        // no free block keeps even the OS page of its link word (with units of 32 KiB
+        // its neighbour, block 4, kept that page).
         let os_page = crate::os::page_size();
-        assert_eq!(t.page.holes.count_ones() as usize, 15);
-        assert_eq!(purged, 8 * SLICE_SIZE - (32 << 10) + (16 << 10) - os_page);
-        assert_eq!(t.resident_os_pages(), (16 << 10) / os_page + 1);
+        assert_eq!(t.page.holes.count_ones() as usize, 31);
+        assert_eq!(purged, 8 * SLICE_SIZE - (16 << 10));
+        assert_eq!(t.resident_os_pages(), (16 << 10) / os_page);
         let mut out = BTreeSet::new();
         while let Some(i) = t.pop() {
             assert!(

@@ -130,7 +130,7 @@ pub struct Page {
     pub slice_count: u32,
     /// OS pages given back while the page holds live blocks, one bit each; the blocks
     /// overlapping them are on no list (`span::holes`). Owner only.
-    pub holes: u16,
+    pub holes: crate::span::holes::HoleMask,
     /// The owner's frees wait on `local_free` instead of going on `free` (owner only).
     /// Set with `free_is_zero` (a push would spoil the zero list) and while the owner
     /// samples allocations (`profile::sampler::cut`: a block pushed on `free` after the
@@ -438,7 +438,7 @@ impl Page {
     /// carved into blocks, if the span was reused (a fresh one was never touched there),
     /// and, for blocks of at least `PURGE_INSIDE_MIN`, the inside of each free block but
     /// its first OS page (its link word lives there), after the runs of free blocks
-    /// that fill whole sixteenths of the page went back as holes; for smaller blocks,
+    /// that fill whole 32nds of the page went back as holes; for smaller blocks,
     /// the OS pages that hold only free blocks (`span::holes::purge`). For pages whose owner went idle or
     /// that nobody claimed, where a few survivors would otherwise keep the whole page
     /// resident. Returns the bytes given back. Owner only.
