@@ -189,11 +189,31 @@ def scenario_table(scenario, by_alloc, markdown):
         "-" if median_summary(by_alloc[a], "wall_ms") is None else f"{median_summary(by_alloc[a], 'wall_ms') / 1000:.2f}"
         for a in allocs
     ])
+    if any(median_summary(by_alloc[a], "cpu_ms") is not None for a in allocs):
+        t.add(["CPU s (process)", ""] + [
+            "-" if median_summary(by_alloc[a], "cpu_ms") is None else f"{median_summary(by_alloc[a], 'cpu_ms') / 1000:.2f}"
+            for a in allocs
+        ])
+    if "ebb" in by_alloc and purger_share(by_alloc["ebb"]) is not None:
+        t.add(["ebb purger % of CPU (wake-ups)", ""] + [
+            f"{purger_share(by_alloc[a]):.2f}% ({median_summary(by_alloc[a], 'ebb_purger_wakeups'):.0f})"
+            if a == "ebb" else "" for a in allocs
+        ])
     runs_note = ", ".join(f"{a}: {n}" for a, n in runs.items())
     title = TITLES.get(scenario, scenario)
     head = f"### {scenario}\n\n{title}. RSS in MiB, median of runs ({runs_note}).\n" if markdown else \
         f"== {title}\n   RSS in MiB, median of runs ({runs_note})\n"
     return head + "\n" + t.render(markdown) + "\n"
+
+
+def purger_share(runs):
+    """ebb: the purger thread's CPU as a percentage of the process's, median over runs."""
+    shares = [
+        run["summary"]["ebb_purger_cpu_ns"] / 1e6 / run["summary"]["cpu_ms"] * 100
+        for run in runs
+        if run["summary"].get("cpu_ms") and "ebb_purger_cpu_ns" in run["summary"]
+    ]
+    return statistics.median(shares) if shares else None
 
 
 def per_thread(runs, key):
@@ -370,6 +390,14 @@ def check_targets(data):
                         f"{idle_pt / 1000:.0f} KB/thread at +{key[1] / 1000:g} s"))
     else:
         results.append((f"{s}: targets", "SKIP", "no ebb data"))
+
+    # Issue 20: the purger under 0.5% of the process's CPU in every scenario (Rust
+    # builds: the C program's summary carries no CPU figures).
+    for s in ordered(data.keys(), SCENARIO_ORDER):
+        share = purger_share(data[s].get("ebb", []))
+        if share is not None:
+            results.append((f"{s}: ebb purger < 0.5% of the process's CPU",
+                            "PASS" if share < 0.5 else "FAIL", f"{share:.2f}%"))
     return results
 
 

@@ -134,15 +134,23 @@ extern "C" {
     fn gnu_get_libc_version() -> *const std::ffi::c_char;
 }
 
-/// Allocator-specific statistics for the summary line (ebb: committed/allocated bytes).
+/// Allocator-specific statistics for the summary line (ebb: committed/allocated bytes, the
+/// purger's CPU time and wake-ups, decommit system calls).
 pub fn write_alloc_stats(out: &mut probe::Line) {
     #[cfg(feature = "alloc-ebb")]
     {
         let s = ebb::stats();
         let _ = write!(
             out,
-            ",\"ebb_committed\":{},\"ebb_allocated\":{},\"ebb_free_committed\":{},\"ebb_purged\":{}",
-            s.committed, s.allocated, s.free_committed, s.purged
+            ",\"ebb_committed\":{},\"ebb_allocated\":{},\"ebb_free_committed\":{},\"ebb_purged\":{},\
+             \"ebb_purger_cpu_ns\":{},\"ebb_purger_wakeups\":{},\"ebb_decommit_calls\":{}",
+            s.committed,
+            s.allocated,
+            s.free_committed,
+            s.purged,
+            s.purger_cpu_ns,
+            s.purger_wakeups,
+            s.decommit_calls
         );
     }
     #[cfg(not(feature = "alloc-ebb"))]

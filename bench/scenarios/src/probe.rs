@@ -214,11 +214,24 @@ impl Recorder {
             m.anon,
             live_bytes
         );
+        let _ = write!(line, ",\"cpu_ms\":{:.1}", process_cpu_ms());
         crate::write_alloc_stats(&mut line);
         let _ = line.write_fmt(extra);
         let _ = write!(line, "}}");
         line.emit();
     }
+}
+
+/// User + system CPU time of the whole process so far (all threads), in ms.
+pub fn process_cpu_ms() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = core::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    ms(usage.ru_utime) + ms(usage.ru_stime)
 }
 
 /// The file name of the object that defines the `malloc` C code calls (the executable
