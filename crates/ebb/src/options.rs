@@ -13,6 +13,7 @@
 //! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower; fixed at start) |
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
 //! | `EBB_SHARED_START` | 1 | a thread's first blocks of a small class come from pages shared by all threads (`front/shared.rs`; 0: from its own pages at once) |
+//! | `EBB_VECTORED_DECOMMIT` | 1 | the purger gives back many ranges in one `process_madvise` (`span/decommit_batch.rs`; 0: one `madvise` per range, for sandboxes that kill on unknown system calls) |
 //! | `EBB_LARGE_PAGES` | 0 | transparent huge pages: segments advised `MADV_HUGEPAGE`, purges that keep mostly used 2 MiB pages whole (`span/large_pages.rs`) |
 
 use crate::os;
@@ -48,6 +49,9 @@ pub struct Options {
     /// `EBB_SHARED_START`: serve a thread's first blocks of each small class from
     /// pages all threads share (`front/shared.rs`), fixed for a heap when it is made.
     pub shared_start: bool,
+    /// `EBB_VECTORED_DECOMMIT`: decommit a purge pass's ranges with one `process_madvise`
+    /// where the kernel has it (`span::decommit_batch`); off: one `madvise` per range.
+    pub vectored_decommit: bool,
 }
 
 impl Options {
@@ -62,6 +66,7 @@ impl Options {
         abort_on_foreign: false,
         large_pages: false,
         shared_start: true,
+        vectored_decommit: true,
     };
 
     /// Build options from a lookup function (the environment, or a test's table).
@@ -97,6 +102,9 @@ impl Options {
         }
         if let Some(v) = lookup(b"EBB_SHARED_START\0").and_then(parse_bool) {
             o.shared_start = v;
+        }
+        if let Some(v) = lookup(b"EBB_VECTORED_DECOMMIT\0").and_then(parse_bool) {
+            o.vectored_decommit = v;
         }
         o
     }

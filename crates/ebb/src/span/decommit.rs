@@ -21,9 +21,8 @@
 //! pages; they are not counted as pending either.
 
 use crate::counters::COUNTERS;
-use crate::os;
 use crate::span::arena::{segments, SPAN_LOCK};
-use crate::span::decommit_batch::DecommitBatch;
+use crate::span::decommit_batch::{self, DecommitBatch};
 use crate::span::retain::{self, Scan, Verdict};
 use crate::span::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
 use crate::span::{header_purge, large_pages};
@@ -121,7 +120,9 @@ pub fn decommit_due(now: u64, delay: u64, force: bool) -> u64 {
             }
             // One system call for the lot where the OS allows (`os::decommit_ranges`).
             // SAFETY: the runs are free and hidden from allocation, so no one uses them.
-            unsafe { os::decommit_ranges(&ranges[..run_count], &mut decommitted[..run_count]) };
+            unsafe {
+                decommit_batch::decommit_ranges(&ranges[..run_count], &mut decommitted[..run_count])
+            };
             for (&(_, count), &done) in runs[..run_count].iter().zip(&decommitted) {
                 if done {
                     bytes += count * SLICE_SIZE;

@@ -14,6 +14,24 @@
 
 use crate::os;
 
+/// `os::decommit_ranges`, or one `os::decommit` per range with
+/// `EBB_VECTORED_DECOMMIT=0` (a sandbox whose seccomp filter kills the process on a
+/// system call it does not list, where an older kernel's error would not do).
+///
+/// # Safety
+/// As `os::decommit_ranges`.
+pub unsafe fn decommit_ranges(ranges: &[(*mut u8, usize)], done: &mut [bool]) {
+    if crate::options::get().vectored_decommit {
+        // SAFETY: per the contract.
+        unsafe { os::decommit_ranges(ranges, done) };
+    } else {
+        for (&(ptr, size), ok) in ranges.iter().zip(done.iter_mut()) {
+            // SAFETY: per the contract.
+            *ok = unsafe { os::decommit(ptr, size) };
+        }
+    }
+}
+
 /// Ranges a batch holds before it decommits them (one `process_madvise` call).
 const CAPACITY: usize = 64;
 
@@ -64,7 +82,7 @@ impl DecommitBatch {
     fn flush(&mut self) {
         let mut done = [false; CAPACITY];
         // SAFETY: every range was added under `add`'s contract, which holds until now.
-        unsafe { os::decommit_ranges(&self.ranges[..self.len], &mut done[..self.len]) };
+        unsafe { decommit_ranges(&self.ranges[..self.len], &mut done[..self.len]) };
         for (range, &ok) in self.ranges[..self.len].iter().zip(&done) {
             if ok {
                 self.decommitted += range.1;
