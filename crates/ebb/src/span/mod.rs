@@ -11,6 +11,7 @@ pub mod decommit;
 pub mod header_purge;
 pub mod holes;
 pub mod huge;
+pub mod huge_pool;
 pub mod large_pages;
 pub mod page;
 pub mod retain;
