@@ -118,24 +118,27 @@ fn take_fit(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
     Some((piece.base as *mut u8, take))
 }
 
-/// Fill the fresh mapping `[dest, dest + needed)` (aligned to `align`) with kept pages,
-/// moved with `mremap` (no copy, no fault): the largest kept segment piece at an
-/// aligned base goes first, header and all, then the largest pieces (their tails)
-/// until the mapping is full or nothing is kept. Returns whether any page moved in
-/// (the mapping then no longer reads as zero); what is not filled stays fresh.
+/// Fill `[dest + from, dest + needed)`, fresh pages of the caller's mapping, with kept
+/// pages moved there with `mremap` (no copy, no fault): with `anchor` (a new mapping
+/// aligned to it, `from` its header's end), the largest kept segment piece at an aligned
+/// base goes first, header and all; then the largest pieces (their tails) until the
+/// range is full or nothing is kept. Returns whether any page moved in (the range then
+/// no longer reads as zero); what is not filled stays fresh.
 ///
 /// # Safety
-/// `[dest, dest + needed)` must be a fresh reservation of the caller's.
-unsafe fn fill_from_kept(dest: *mut u8, needed: usize, align: usize) -> bool {
-    // Stop when less than this is missing: a move per few pages is not worth a VMA.
-    const MIN_MOVE: usize = 1 << 20;
+/// `[dest + from, dest + needed)` (and the header before it, with `anchor`) must be
+/// fresh, unused pages of a mapping of the caller's.
+unsafe fn fill_from_kept(dest: *mut u8, from: usize, needed: usize, anchor: Option<usize>) -> bool {
+    // Any kept page moved in is one fault fewer and one kept page fewer: stopping
+    // short while pages are kept would fault in fresh ones beside them (peak RSS).
+    const MIN_MOVE: usize = SLICE_SIZE;
     // (source, bytes, offset in the mapping)
     let mut moves = [(0usize, 0usize, 0usize); POOL_SLOTS];
     let mut count = 0;
     {
         let mut pool = CACHE.lock();
-        let mut filled = segment::HEADER_BYTES;
-        if let Some(index) = pool.largest(Some(align)) {
+        let mut filled = from;
+        if let Some(index) = anchor.and_then(|align| pool.largest(Some(align))) {
             let len = pool.pieces[index].len.min(needed);
             let piece = pool.take_head(index, len);
             forget_windows(piece.base, piece.end());
@@ -379,7 +382,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     // SAFETY: a fresh reservation, ours; kept pages moved into it are ours too.
     unsafe {
         let moved = COUNTERS.huge_cached.load(Ordering::Relaxed) != 0
-            && fill_from_kept(base, mapped, align);
+            && fill_from_kept(base, segment::HEADER_BYTES, mapped, Some(align));
         let block = install(base, mapped, offset, !moved);
         set_used_bytes(base as *mut Segment, size);
         block
@@ -468,6 +471,10 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
         let new_base = grow_mapping(base, mapped, needed, offset.max(SEGMENT_SIZE));
         if new_base.is_null() {
             return null_mut(); // the caller copies
+        }
+        // The part added is fresh: kept pages, if any, fault in nothing.
+        if COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
+            fill_from_kept(new_base, mapped, needed, None);
         }
         let block = install(new_base, needed, offset, false);
         // The header moved with the pages, `huge_used` included.

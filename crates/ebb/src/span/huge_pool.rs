@@ -16,8 +16,10 @@
 
 /// Pieces kept at most.
 pub const POOL_SLOTS: usize = 16;
-/// Bytes kept at most (and the largest mapping kept), each for at most the purge delay.
-pub const POOL_MAX_BYTES: usize = 128 << 20;
+/// Bytes kept at most (and the largest mapping kept), each for at most the purge delay
+/// (a program that doubles a buffer to 256 MiB, frees it and does it again faults the
+/// second one in from kept pages).
+pub const POOL_MAX_BYTES: usize = 256 << 20;
 
 /// A kept range `[base, base + len)` of touched huge memory (`base == 0`: an empty
 /// slot). `segment`: it starts with a huge segment's header and the segment map leads
@@ -292,9 +294,9 @@ mod tests {
             (3 * W, 50 * M, true),
             (5 * W, 10 * M, true),
         ]);
-        assert_eq!(p.evict(1, POOL_MAX_BYTES, 8 * M), None);
-        assert_eq!(p.evict(1, POOL_MAX_BYTES, 20 * M).map(|x| x.base), Some(W));
-        assert_eq!(p.evict(1, POOL_MAX_BYTES, 20 * M), None);
+        assert_eq!(p.evict(1, 128 * M, 8 * M), None);
+        assert_eq!(p.evict(1, 128 * M, 20 * M).map(|x| x.base), Some(W));
+        assert_eq!(p.evict(1, 128 * M, 20 * M), None);
         let mut full = Pool::new();
         for i in 0..POOL_SLOTS {
             full.pieces[i] = Piece {
@@ -305,10 +307,10 @@ mod tests {
             };
         }
         assert_eq!(
-            full.evict(1, POOL_MAX_BYTES, M).map(|x| x.base),
+            full.evict(1, 128 * M, M).map(|x| x.base),
             Some(POOL_SLOTS * W)
         );
-        assert_eq!(full.evict(1, POOL_MAX_BYTES, M), None);
+        assert_eq!(full.evict(1, 128 * M, M), None);
     }
 
     #[test]
