@@ -12,7 +12,8 @@
 #    malloc) with a library preloaded: Debian's libtcmalloc_minimal.so.4, Debian's
 #    libmimalloc.so.2 (mimalloc v2) and libebb.so (ebb through its C ABI).
 # 3. Runs the C programs the same way under glibc and, with LD_PRELOAD, libebb.so,
-#    mimalloc v3 (scripts/build-mimalloc3.sh) and
+#    mimalloc v3 (the 3.4.3 release from scripts/fetch-mimalloc-release.sh, else the
+#    crate's 3.3.2 from scripts/build-mimalloc3.sh) and
 #    Debian's libjemalloc2, libmimalloc2.0 and libtcmalloc-minimal4 (installed with
 #    apt-get if missing).
 # 4. Prints per workload the median time and peak RSS of each allocator as a ratio to
@@ -21,11 +22,15 @@
 #
 #   scripts/bench-speed.sh                 # everything, RUNS=5
 #   RUNS=3 scripts/bench-speed.sh churn larson   # only these Rust workloads
+#   RUST=0 RUNS=5 scripts/bench-speed.sh         # only the C programs: their tables
+#                                                # replace those in docs/BENCHMARKS.md
 #
 # Environment: RUNS (5), SCALE (1: scale of every workload), ALLOCATORS ("ebb system
 # jemalloc mimalloc snmalloc tcmalloc mimalloc2 ebb-capi"), C=0 (skip the C-ABI part),
 # C_PROGRAMS (all: "churn larson sweep realloc compiler huge"), DOC=0 (print the tables
-# but do not write docs/), TIMEOUT (seconds per run, 600).
+# but do not write docs/), TIMEOUT (seconds per run, 600), RUST=0 (skip the Rust part;
+# with DOC=1 only the C sections of docs/BENCHMARKS.md are rewritten), MIMALLOC3 (the
+# mimalloc v3 of the C runs: "release" (default: 3.4.3, VERSION= another) or "crate").
 #
 # This is meant for a quiet machine. On a shared one absolute times are noise; only the
 # ratios of interleaved runs mean something.
@@ -37,6 +42,8 @@ RUNS=${RUNS:-5}
 SCALE=${SCALE:-1}
 ALLOCATORS=${ALLOCATORS:-"ebb system jemalloc mimalloc snmalloc tcmalloc mimalloc2 ebb-capi"}
 C=${C:-1}
+RUST=${RUST:-1}
+MIMALLOC3=${MIMALLOC3:-release}
 DOC=${DOC:-1}
 TIMEOUT=${TIMEOUT:-600}
 OUT=target/bench-speed/results
@@ -81,6 +88,7 @@ done
 declare -A RUST_PRELOAD=([tcmalloc]="${PRELOAD[tcmalloc]}" [mimalloc2]="${PRELOAD[mimalloc2]}"
     [ebb-capi]="$LIBEBB")
 
+[ "$RUST" = 1 ] || ALLOCATORS=""
 for a in $ALLOCATORS; do
     if [ -n "${RUST_PRELOAD[$a]+set}" ]; then
         if [ -z "${RUST_PRELOAD[$a]}" ]; then
@@ -117,7 +125,7 @@ for a in $ALLOCATORS; do
 done
 meta "allocators" "${BUILT[*]}"
 # The build type snmalloc was compiled with (the newest build-script output).
-snmalloc_out=$(ls -t target/bench-speed/snmalloc/release/build/snmalloc-sys-*/output 2>/dev/null | head -1)
+snmalloc_out=$(ls -t target/bench-speed/snmalloc/release/build/snmalloc-sys-*/output 2>/dev/null | head -1 || true)
 snmalloc_type=$(sed -n 's/^cargo:rustc-env=BUILD_TYPE=//p' "${snmalloc_out:-/dev/null}")
 meta "snmalloc_build_type" "${snmalloc_type:-?}"
 bin() { echo "target/bench-speed/$1/release/ebb-bench-speed"; }
@@ -130,7 +138,9 @@ rust_cmd() {
     fi
 }
 WORKLOADS=("$@")
-if [ ${#WORKLOADS[@]} -eq 0 ]; then
+if [ "$RUST" != 1 ]; then
+    WORKLOADS=()
+elif [ ${#WORKLOADS[@]} -eq 0 ]; then
     mapfile -t WORKLOADS < <("$(bin ebb)" --list)
 fi
 
@@ -141,8 +151,18 @@ if [ "$C" = 1 ]; then
     for p in "${C_PROGRAMS[@]}"; do
         gcc -O2 -g -Wall -Wextra -pthread -o "$OUT/c/$p" "bench/speed/c/$p.c"
     done
-    # mimalloc v3, built from the mimalloc crate's sources (Debian ships v2 only).
-    PRELOAD[mimalloc3]=$(scripts/build-mimalloc3.sh 2>>"$OUT/build-mimalloc3.log" || true)
+    # mimalloc v3 (Debian ships v2 only): the newest release's own build, else the
+    # one built from the mimalloc crate's sources.
+    PRELOAD[mimalloc3]=""
+    if [ "$MIMALLOC3" = release ]; then
+        PRELOAD[mimalloc3]=$(scripts/fetch-mimalloc-release.sh 2>>"$OUT/build-mimalloc3.log" || true)
+        [ -n "${PRELOAD[mimalloc3]}" ] &&
+            meta "c_mimalloc3" "${VERSION:-3.4.3} (release build, PyPI cmeel-mimalloc, by scripts/fetch-mimalloc-release.sh)"
+    fi
+    if [ -z "${PRELOAD[mimalloc3]}" ]; then
+        PRELOAD[mimalloc3]=$(scripts/build-mimalloc3.sh 2>>"$OUT/build-mimalloc3.log" || true)
+        meta "c_mimalloc3" "the mimalloc crate's vendored sources, built by scripts/build-mimalloc3.sh"
+    fi
     for a in ebb glibc jemalloc mimalloc2 mimalloc3 tcmalloc; do
         if [ "$a" = glibc ] || [ -n "${PRELOAD[$a]}" ]; then
             C_ALLOCATORS+=("$a")
@@ -192,6 +212,7 @@ run_one() { # out_file label command...
 
 rust_start=$(date +%s)
 n=${#BUILT[@]}
+[ "$RUST" = 1 ] || n=0
 for run in $(seq 1 "$RUNS"); do
     for w in "${WORKLOADS[@]}"; do
         for k in $(seq 0 $((n - 1))); do
@@ -229,7 +250,11 @@ meta "args" "$*"
 args=("$OUT")
 if [ "$DOC" = 1 ]; then
     mkdir -p docs
-    args+=(--doc docs/BENCHMARKS.md --svg docs/benchmarks.svg)
+    if [ "$RUST" = 1 ]; then
+        args+=(--doc docs/BENCHMARKS.md --svg docs/benchmarks.svg)
+    else
+        args+=(--c-into docs/BENCHMARKS.md)
+    fi
 fi
 python3 bench/speed/report.py "${args[@]}"
 if [ -s "$OUT/failures.txt" ]; then

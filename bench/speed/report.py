@@ -635,6 +635,67 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
         f.write("\n".join(md))
 
 
+def target_lines(c_cpu, c_time):
+    """Issue 16's C targets from the CPU table (wall beside it): ebb over the best
+    other allocator per program, and ebb's geometric mean over mimalloc v3's."""
+    out = []
+    for label, table in [("CPU", c_cpu), ("wall", c_time)]:
+        if not table or not table.rows:
+            continue
+        worst, parts = [], []
+        for w, cells in table.rows.items():
+            others = [(c[0], a) for a, c in cells.items() if a != "ebb"]
+            if not others:
+                continue
+            best, who = min(others)
+            parts.append(f"`{w}` {1 / best:.2f} ({display(who)})")
+            worst.append(1 / best)
+        gm = table.geomeans().get("mimalloc3")
+        line = f"- {label}: ebb / best other allocator per program: " + ", ".join(parts)
+        if gm:
+            line += f"; geometric mean of ebb / mimalloc v3: **{1 / gm:.2f}**"
+        out.append(line)
+    return "\n".join(out)
+
+
+def c_section(meta, c, c_time, c_rss, c_cpu, c_sweep_md):
+    """The C-program sections of the document (from `## C programs under LD_PRELOAD:
+    time` to before `## The workloads`)."""
+    md = []
+    md.append("## C programs under LD_PRELOAD: time\n")
+    md.append(
+        f"Run {meta.get('date', '?')} at ebb commit `{meta.get('ebb_commit', '?')}`, "
+        f"{meta.get('runs', '?')} interleaved runs per allocator (load average "
+        f"{meta.get('loadavg_start', '?')} at the start, {meta.get('loadavg_end', '?')} at "
+        f"the end); mimalloc v3 is {meta.get('c_mimalloc3', '?')} "
+        f"(`{meta.get('c_lib_mimalloc3', '?')}`), the others as under \"Machine and "
+        f"versions\". Against the best other allocator (issue 16: geometric mean of CPU "
+        f"≤ 0.95 × mimalloc v3, no program above 1.05 × the best; below 1 ebb is "
+        f"faster):\n")
+    md.append(target_lines(c_cpu, c_time) + "\n")
+    md.append(markdown_table(c_time, "ms", "time") + "\n")
+    if c_cpu and c_cpu.rows:
+        md.append("## C programs under LD_PRELOAD: CPU time\n")
+        md.append(markdown_table(c_cpu, "ms", "CPU") + "\n")
+    md.append("## C programs under LD_PRELOAD: peak RSS\n")
+    md.append(markdown_table(c_rss, "kib", "peak RSS") + "\n")
+    md.append(loss_section(c_time, c_rss))
+    if c_sweep_md:
+        md.append("### `c-sweep` per size\n")
+        md.append(c_sweep_md + "\n")
+    return "\n".join(md)
+
+
+def replace_c_section(path, section):
+    """Put `section` in place of the C sections of the document at `path`, keeping the
+    rest (hand-written sections included) as it is."""
+    text = open(path).read()
+    start = text.index("## C programs under LD_PRELOAD: time")
+    end = text.index("## The workloads", start)
+    with open(path, "w") as f:
+        f.write(text[:start] + section + "\n" + text[end:])
+
+
 def check_checksums(grouped, label):
     bad = []
     for w, by_alloc in grouped.items():
@@ -649,6 +710,7 @@ def main():
     ap.add_argument("results")
     ap.add_argument("--doc")
     ap.add_argument("--svg")
+    ap.add_argument("--c-into", help="rewrite only the C sections of this document")
     args = ap.parse_args()
     rust = load(os.path.join(args.results, "rust.jsonl"))
     c = load(os.path.join(args.results, "c.jsonl"))
@@ -669,6 +731,18 @@ def main():
     c_rss = Table(cg, c_allocs, lambda r: r["peak_rss_kib"]) if c else None
 
     runs = meta.get("runs", "?")
+    if args.c_into:
+        c_sweep_md = sweep_table(cg["c-sweep"], c_allocs) if "c-sweep" in cg else None
+        print(text_table(c_cpu, "ms", "C programs (LD_PRELOAD), CPU: ratio to ebb"))
+        print()
+        print(text_table(c_rss, "kib", "C programs (LD_PRELOAD), peak RSS: ratio to ebb"))
+        print(target_lines(c_cpu, c_time))
+        replace_c_section(args.c_into, c_section(meta, c, c_time, c_rss, c_cpu, c_sweep_md))
+        print(f"wrote the C sections of {args.c_into}")
+        problems = check_checksums(cg, "c")
+        for p in problems:
+            print("WARNING: " + p, file=sys.stderr)
+        return 1 if problems else 0
     print(text_table(rust_time, "ms", f"Rust workloads, time: median(X)/median(ebb) "
                                       f"(min-max), {runs} interleaved runs; > 1: ebb faster"))
     print()

@@ -152,6 +152,9 @@ fn huge_mapping_refused() {
 /// Grow a huge block with the OS calls numbered `[fail_from, fail_until)` (remaps and
 /// reservations) refused; returns whether the realloc succeeded.
 fn grow_huge_with_refusals(fail_from: u64, fail_until: u64) -> bool {
+    // No kept huge memory (earlier tests' freed blocks): the block is a new mapping and
+    // neither the grow nor the copy path is served from kept pages without an OS call.
+    ebb::collect(true);
     let size = 40 * MIB;
     let p = ebb::alloc(size, 16);
     assert!(!p.is_null());

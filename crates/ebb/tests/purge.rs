@@ -490,6 +490,34 @@ fn kept_huge_mappings_serve_smaller_and_larger_requests() {
     }
 }
 
+/// A huge request larger than every kept mapping is built out of the pages of several
+/// (moved there, not fresh: they still hold what was written), so a program replacing
+/// buffers of varied sizes stops faulting in fresh memory once what it freed suffices.
+#[test]
+fn a_huge_request_is_built_from_several_kept_mappings() {
+    let _serial = serial();
+    settle();
+    let layout = |size| std::alloc::Layout::from_size_align(size, 8).unwrap();
+    // SAFETY: non-zero layouts; every block is written within bounds and freed once.
+    unsafe {
+        let a = std::hint::black_box(std::alloc::alloc(layout(24 * MIB)));
+        let b = std::hint::black_box(std::alloc::alloc(layout(24 * MIB)));
+        assert!(!a.is_null() && !b.is_null());
+        a.write_bytes(0xA5, 24 * MIB);
+        b.write_bytes(0xA5, 24 * MIB);
+        std::alloc::dealloc(std::hint::black_box(a), layout(24 * MIB));
+        std::alloc::dealloc(std::hint::black_box(b), layout(24 * MIB));
+        let c = std::hint::black_box(std::alloc::alloc(layout(44 * MIB)));
+        assert!(!c.is_null());
+        let fresh_mib: Vec<usize> = (0..44).filter(|&m| *c.add(m * MIB) != 0xA5).collect();
+        std::alloc::dealloc(c, layout(44 * MIB));
+        assert!(
+            fresh_mib.is_empty(),
+            "a 44 MiB request after two 24 MiB frees got fresh pages at MiB {fresh_mib:?}"
+        );
+    }
+}
+
 /// A freed huge block's mapping is reused by the next huge request of about its size
 /// (no mmap/munmap per pair), `alloc_zeroed` of a reused mapping reads zero, and the
 /// kept mapping is unmapped once its purge delay has passed, with no allocator call.

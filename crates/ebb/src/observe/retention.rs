@@ -239,6 +239,24 @@ pub fn measure() -> Retention {
     r
 }
 
+/// Resident bytes of kept huge pieces in `[start, end)` whose windows the segment map
+/// does not know.
+fn kept_outside_windows(start: usize, end: usize) -> u64 {
+    let window = crate::span::segment::SEGMENT_SIZE;
+    let mut bytes = 0;
+    for (base, len) in crate::span::huge::kept_mappings() {
+        let (mut a, b) = (base.max(start), (base + len).min(end));
+        while base != 0 && a < b {
+            let next = ((a & !(window - 1)) + window).min(b);
+            if crate::span::segment::segment_of(a as *const u8).is_null() {
+                bytes += resident_bytes(a, next - a);
+            }
+            a = next;
+        }
+    }
+    bytes
+}
+
 /// Split one normal segment's resident pages.
 fn segment_parts(r: &mut Retention, seg: *mut Segment) {
     let res = SegmentResidency::measure(seg);
@@ -345,6 +363,9 @@ fn anonymous_parts(r: &mut Retention, m: &Mapping) -> u64 {
             r.held += used.saturating_sub(page) as u64;
         }
     });
+    // Kept huge pieces that start no segment (what a block left of a kept mapping,
+    // `span/huge_pool.rs`) are in no window of the segment map, yet ebb's (`huge_kept`).
+    ebb_here += kept_outside_windows(m.start, m.end);
     let (map, map_len) = crate::span::segment::map_extent();
     let (a, b) = (map.max(m.start), (map + map_len).min(m.end));
     if a < b {

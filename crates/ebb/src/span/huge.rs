@@ -7,18 +7,20 @@
 //! is larger) and the mapping is a whole number of slices; no other segment ever
 //! shares a window with it, since every segment starts on a window of its own.
 //!
-//! A freed mapping of up to [`CACHE_MAX_MAPPING`] is kept (at most [`CACHE_SLOTS`] of
-//! them, in [`CACHE`] under its own lock) and handed to the next huge request, fitted
-//! to it (`take_cached`: the smallest that holds it, its tail given back if more than a
-//! quarter would be spare, else the largest, grown with `mremap`), until its purge delay
-//! passes and the purger unmaps it: a program that allocates and frees 5-25 MiB buffers
-//! in a loop would otherwise pay `mmap`, `munmap` and the page faults of fresh memory
-//! every time. A kept mapping stays
-//! in the segment map with its descriptor `FREE`, so a stale `free` is still reported.
+//! A freed mapping of up to [`POOL_MAX_BYTES`] is kept for its purge delay, its pages
+//! touched (`huge_pool.rs`: at most that many bytes in [`POOL_SLOTS`] pieces, in
+//! [`CACHE`] under its own lock), and the next huge request is built out of kept pages:
+//! the smallest kept mapping that holds it, its rest kept (`take_fit`), else a fresh
+//! mapping that kept pages move into with `mremap` (`fill_from_kept`), only what is
+//! still missing faulting in fresh. A program that replaces 5-25 MiB buffers at random
+//! so faults in about its peak once, not every page of every block. A kept mapping
+//! stays in the segment map with its descriptor `FREE`, so a stale `free` is still
+//! reported.
 
 use crate::counters::COUNTERS;
 use crate::os;
 use crate::span::deadline;
+use crate::span::huge_pool::{Piece, Pool, POOL_MAX_BYTES, POOL_SLOTS};
 use crate::span::page::{Page, FREE, HUGE};
 use crate::span::segment::{
     self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT, SLICE_SIZE,
@@ -65,102 +67,119 @@ unsafe fn set_used_bytes(seg: *mut Segment, size: usize) {
     }
 }
 
-/// Freed mappings kept for reuse at most.
-pub const CACHE_SLOTS: usize = 4;
-/// The largest mapping kept for reuse (a 32 MiB block takes a 64 MiB mapping): at most
-/// 256 MiB is kept in all, and only for the purge delay.
-pub const CACHE_MAX_MAPPING: usize = 64 << 20;
+/// The freed huge memory kept for reuse (`huge_pool.rs`). Its lock guards the pool and
+/// the segment map's windows of the pieces in it, and is never held with another or
+/// across a system call.
+pub static CACHE: Mutex<Pool> = Mutex::new(Pool::new());
 
-/// A freed huge mapping kept for reuse (`base == 0`: an empty slot).
-#[derive(Clone, Copy)]
-pub struct CachedMapping {
-    base: usize,
-    mapped: usize,
-    freed_at: u64,
-}
+/// A leftover smaller than this stays with the block that takes a kept piece (a piece
+/// this small would cost a slot and a move for little).
+const MIN_LEFTOVER: usize = 2 << 20;
 
-impl CachedMapping {
-    pub const EMPTY: CachedMapping = CachedMapping {
-        base: 0,
-        mapped: 0,
-        freed_at: 0,
-    };
-}
-
-/// The kept mappings. Its lock guards nothing else and is never held with another.
-pub static CACHE: Mutex<[CachedMapping; CACHE_SLOTS]> =
-    Mutex::new([CachedMapping::EMPTY; CACHE_SLOTS]);
-
-/// The kept mappings as `(base, mapped bytes)` (`base == 0`: an empty slot), copied
-/// under the cache lock (stats and the retention report).
-pub fn kept_mappings() -> [(usize, usize); CACHE_SLOTS] {
-    let cache = CACHE.lock();
-    let mut out = [(0, 0); CACHE_SLOTS];
-    for (slot, out) in cache.iter().zip(out.iter_mut()) {
-        *out = (slot.base, slot.mapped);
+/// The kept pieces as `(base, bytes)` (`base == 0`: an empty slot), copied under the
+/// lock (stats and the retention report).
+pub fn kept_mappings() -> [(usize, usize); POOL_SLOTS] {
+    let pool = CACHE.lock();
+    let mut out = [(0, 0); POOL_SLOTS];
+    for (piece, out) in pool.pieces.iter().zip(out.iter_mut()) {
+        *out = (piece.base, piece.len);
     }
     out
 }
 
-/// Take the kept mapping that best serves a request for `needed` bytes at a base
-/// aligned to `align`, fitted to it: the smallest one that holds `needed` (its tail given
-/// back if more than a quarter would be spare), else the largest one, grown (its pages
-/// move with `mremap`; only the part added is fresh memory). Returns `(base, mapped)`.
-///
-/// Any kept mapping is worth taking: its pages are already faulted in, and faulting
-/// fresh pages is what a huge request costs (a program replacing 5-25 MiB buffers at
-/// random otherwise mostly misses the cache and faults every page of every block).
-fn take_cached(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
-    let taken = {
-        let mut cache = CACHE.lock();
-        let index = best_fit(&cache[..], needed, align)?;
-        core::mem::replace(&mut cache[index], CachedMapping::EMPTY)
-    };
-    COUNTERS
-        .huge_cached
-        .fetch_sub(taken.mapped as u64, Ordering::Relaxed);
-    let base = taken.base as *mut u8;
-    if taken.mapped >= needed {
-        if taken.mapped - needed > needed / 4 {
-            // SAFETY: the mapping is out of the cache and unused; `needed` is whole slices.
-            unsafe { shrink_mapping(base, taken.mapped, needed) };
-            return Some((base, needed));
-        }
-        return Some((base, taken.mapped));
+/// Forget the segment map's windows that start inside `[lo, hi)`, which is leaving
+/// the pool (the window `lo` falls in, if `lo` is not on a boundary, belongs to the
+/// block or piece before it). Called with the cache lock held.
+fn forget_windows(lo: usize, hi: usize) {
+    let from = lo.next_multiple_of(SEGMENT_SIZE);
+    if hi > from {
+        segment::unmap_windows(from, hi - from);
     }
-    // SAFETY: the mapping is out of the cache and unused.
-    let grown = unsafe { grow_mapping(base, taken.mapped, needed, align) };
-    if grown.is_null() {
-        unmap(taken.base, taken.mapped);
-        return None;
-    }
-    Some((grown, needed))
 }
 
-/// Index of the kept mapping `take_cached` takes for `needed` bytes at alignment
-/// `align`: the smallest that holds `needed`, else the largest; None if none is kept.
-fn best_fit(cache: &[CachedMapping], needed: usize, align: usize) -> Option<usize> {
-    let mut best: Option<usize> = None;
-    for (index, c) in cache.iter().enumerate() {
-        if c.base == 0 || c.base % align != 0 {
-            continue;
+/// Take the smallest kept segment piece at a base aligned to `align` that holds
+/// `needed` bytes, with no system call: its head becomes the mapping (whose header the
+/// caller sets up again) and the rest stays kept. Returns `(base, mapped)`.
+fn take_fit(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
+    let mut pool = CACHE.lock();
+    let index = pool.fit(needed, align)?;
+    let len = pool.pieces[index].len;
+    let take = if len - needed < MIN_LEFTOVER {
+        len
+    } else {
+        needed
+    };
+    let piece = pool.take_head(index, take);
+    forget_windows(piece.base + take, piece.end());
+    drop(pool);
+    COUNTERS
+        .huge_cached
+        .fetch_sub(take as u64, Ordering::Relaxed);
+    Some((piece.base as *mut u8, take))
+}
+
+/// Fill `[dest + from, dest + needed)`, fresh pages of the caller's mapping, with kept
+/// pages moved there with `mremap` (no copy, no fault): with `anchor` (a new mapping
+/// aligned to it, `from` its header's end), the largest kept segment piece at an aligned
+/// base goes first, header and all; then the largest pieces (their tails) until the
+/// range is full or nothing is kept. Returns whether any page moved in (the range then
+/// no longer reads as zero); what is not filled stays fresh.
+///
+/// # Safety
+/// `[dest + from, dest + needed)` (and the header before it, with `anchor`) must be
+/// fresh, unused pages of a mapping of the caller's.
+unsafe fn fill_from_kept(dest: *mut u8, from: usize, needed: usize, anchor: Option<usize>) -> bool {
+    // Any kept page moved in is one fault fewer and one kept page fewer: stopping
+    // short while pages are kept would fault in fresh ones beside them (peak RSS).
+    const MIN_MOVE: usize = SLICE_SIZE;
+    // (source, bytes, offset in the mapping)
+    let mut moves = [(0usize, 0usize, 0usize); POOL_SLOTS];
+    let mut count = 0;
+    {
+        let mut pool = CACHE.lock();
+        let mut filled = from;
+        if let Some(index) = anchor.and_then(|align| pool.largest(Some(align))) {
+            let len = pool.pieces[index].len.min(needed);
+            let piece = pool.take_head(index, len);
+            forget_windows(piece.base, piece.end());
+            moves[0] = (piece.base, len, 0);
+            count = 1;
+            filled = len;
         }
-        let better = match best {
-            None => true,
-            Some(b) => {
-                let held = cache[b].mapped;
-                if c.mapped >= needed {
-                    held < needed || c.mapped < held
-                } else {
-                    held < needed && c.mapped > held
-                }
-            }
-        };
-        if better {
-            best = Some(index);
+        while needed - filled >= MIN_MOVE && count < POOL_SLOTS {
+            let Some(index) = pool.largest(None) else {
+                break;
+            };
+            let len = pool.pieces[index].len.min(needed - filled);
+            let piece = pool.take_tail(index, len);
+            forget_windows(piece.end() - len, piece.end());
+            moves[count] = (piece.end() - len, len, filled);
+            count += 1;
+            filled += len;
         }
     }
-    best
+    let mut moved = false;
+    for &(source, len, offset) in &moves[..count] {
+        COUNTERS
+            .huge_cached
+            .fetch_sub(len as u64, Ordering::Relaxed);
+        COUNTERS.huge_bytes.fetch_sub(len as u64, Ordering::Relaxed);
+        // SAFETY: the source left the pool and is ours; the destination is part of
+        // the caller's fresh reservation, unused.
+        unsafe {
+            let to = dest.add(offset);
+            if !os::remap(source as *mut u8, len, len, to).is_null() {
+                moved = true;
+                continue;
+            }
+            // The pages stay where they were: give them back. Kernels before 6.17 move
+            // no range that spans two VMAs and may have unmapped the destination
+            // before failing: map fresh pages there (a no-op if it is still mapped).
+            os::release(source as *mut u8, len);
+            let _ = os::reserve_at(to, len);
+        }
+    }
+    moved
 }
 
 /// Give back the tail of mapping `[base, base + mapped)` past `needed` bytes and forget
@@ -219,81 +238,70 @@ unsafe fn grow_mapping(base: *mut u8, mapped: usize, needed: usize, align: usize
 
 /// Keep the mapping of segment `seg` for reuse. False if it is too big.
 fn keep(seg: *mut Segment, mapped: usize) -> bool {
-    if mapped > CACHE_MAX_MAPPING {
+    if mapped > POOL_MAX_BYTES {
         return false;
     }
     let now = deadline::coarse_now_ms();
-    let evicted = {
-        let mut cache = CACHE.lock();
-        // An empty slot, else the oldest one.
-        let slot = cache
-            .iter_mut()
-            .min_by_key(|c| if c.base == 0 { 0 } else { c.freed_at + 1 })
-            .expect("CACHE_SLOTS > 0");
-        let evicted = *slot;
-        *slot = CachedMapping {
-            base: seg as usize,
-            mapped,
-            freed_at: now,
-        };
-        evicted
-    };
+    let mut evicted = [Piece::EMPTY; POOL_SLOTS];
+    {
+        let mut pool = CACHE.lock();
+        for out in evicted.iter_mut() {
+            let Some(piece) = pool.evict(1, POOL_MAX_BYTES, mapped) else {
+                break;
+            };
+            forget_windows(piece.base, piece.end());
+            *out = piece;
+        }
+        let merged = pool.insert(seg as usize, mapped, now);
+        // The windows of the merged piece lead to its header, whose descriptor is FREE.
+        segment::map_windows(merged.base as *mut Segment, merged.base, merged.len);
+    }
     COUNTERS
         .huge_cached
         .fetch_add(mapped as u64, Ordering::Relaxed);
-    if evicted.base != 0 {
-        release(evicted);
+    for piece in evicted.into_iter().filter(|p| p.base != 0) {
+        release(piece);
     }
     deadline::schedule_purge(now);
     true
 }
 
-/// Unmap a kept mapping taken out of the cache.
-fn release(kept: CachedMapping) {
+/// Unmap a piece taken out of the pool (its windows already forgotten).
+fn release(piece: Piece) {
     COUNTERS
         .huge_cached
-        .fetch_sub(kept.mapped as u64, Ordering::Relaxed);
-    unmap(kept.base, kept.mapped);
-}
-
-/// Unmap a huge mapping nobody uses and that is not in the cache.
-fn unmap(base: usize, mapped: usize) {
-    segment::unmap_windows(base, mapped);
+        .fetch_sub(piece.len as u64, Ordering::Relaxed);
     COUNTERS
         .huge_bytes
-        .fetch_sub(mapped as u64, Ordering::Relaxed);
-    // SAFETY: the mapping was freed and is not in the cache: nobody uses it.
-    unsafe { os::release(base as *mut u8, mapped) };
+        .fetch_sub(piece.len as u64, Ordering::Relaxed);
+    // SAFETY: the piece left the pool: nobody uses it.
+    unsafe { os::release(piece.base as *mut u8, piece.len) };
 }
 
-/// Unmap kept mappings whose purge delay has passed (all of them if `force`). Returns
+/// Unmap kept pieces whose purge delay has passed (all of them if `force`). Returns
 /// when the next one becomes due (`u64::MAX`: none kept).
 pub fn purge_cache(now: u64, delay: u64, force: bool) -> u64 {
     if COUNTERS.huge_cached.load(Ordering::Relaxed) == 0 {
         return u64::MAX;
     }
-    let mut due = [CachedMapping::EMPTY; CACHE_SLOTS];
-    let mut next_due = u64::MAX;
-    {
-        let mut cache = CACHE.lock();
-        for (slot, out) in cache.iter_mut().zip(due.iter_mut()) {
-            if slot.base == 0 {
-                continue;
-            }
-            if force || slot.freed_at + delay <= now {
-                *out = *slot;
-                *slot = CachedMapping::EMPTY;
-            } else {
-                next_due = next_due.min(slot.freed_at + delay);
-            }
+    let mut due = [Piece::EMPTY; POOL_SLOTS];
+    let next_due = {
+        let mut pool = CACHE.lock();
+        for out in due.iter_mut() {
+            let Some(piece) = pool.take_due(now, delay, force) else {
+                break;
+            };
+            forget_windows(piece.base, piece.end());
+            *out = piece;
         }
-    }
-    for kept in due.into_iter().filter(|c| c.base != 0) {
+        pool.next_due(delay)
+    };
+    for piece in due.into_iter().filter(|p| p.base != 0) {
         COUNTERS
             .purged
-            .fetch_add(kept.mapped as u64, Ordering::Relaxed);
+            .fetch_add(piece.len as u64, Ordering::Relaxed);
         COUNTERS.purge_calls.fetch_add(1, Ordering::Relaxed);
-        release(kept);
+        release(piece);
     }
     next_due
 }
@@ -337,21 +345,24 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     let Some(mapped) = mapping_size(offset, size) else {
         return null_mut();
     };
-    if let Some((base, kept)) = take_cached(mapped, align.max(SEGMENT_SIZE)) {
-        COUNTERS.huge_allocs.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: a kept mapping taken out of the cache is ours.
-        unsafe {
-            let block = install(base, kept, offset, false);
-            set_used_bytes(base as *mut Segment, size);
-            return block;
+    let align = align.max(SEGMENT_SIZE);
+    if COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
+        if let Some((base, kept)) = take_fit(mapped, align) {
+            COUNTERS.huge_allocs.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: a kept piece taken out of the pool is ours.
+            unsafe {
+                let block = install(base, kept, offset, false);
+                set_used_bytes(base as *mut Segment, size);
+                return block;
+            }
         }
     }
-    let mut base = os::reserve_aligned(mapped, align.max(SEGMENT_SIZE));
+    let mut base = os::reserve_aligned(mapped, align);
     if base.is_null() && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
         // Kept mappings hold address space the OS may be short of: give them back
         // and try once more.
         purge_cache(os::now_ms(), 0, true);
-        base = os::reserve_aligned(mapped, align.max(SEGMENT_SIZE));
+        base = os::reserve_aligned(mapped, align);
     }
     if base.is_null() {
         return null_mut();
@@ -368,9 +379,11 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     COUNTERS
         .huge_bytes
         .fetch_add(mapped as u64, Ordering::Relaxed);
-    // SAFETY: fresh reservation.
+    // SAFETY: a fresh reservation, ours; kept pages moved into it are ours too.
     unsafe {
-        let block = install(base, mapped, offset, true);
+        let moved = COUNTERS.huge_cached.load(Ordering::Relaxed) != 0
+            && fill_from_kept(base, segment::HEADER_BYTES, mapped, Some(align));
+        let block = install(base, mapped, offset, !moved);
         set_used_bytes(base as *mut Segment, size);
         block
     }
@@ -459,42 +472,13 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
         if new_base.is_null() {
             return null_mut(); // the caller copies
         }
+        // The part added is fresh: kept pages, if any, fault in nothing.
+        if COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
+            fill_from_kept(new_base, mapped, needed, None);
+        }
         let block = install(new_base, needed, offset, false);
         // The header moved with the pages, `huge_used` included.
         set_used_bytes(new_base as *mut Segment, new_size);
         block
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn kept(base: usize, mapped: usize) -> CachedMapping {
-        CachedMapping {
-            base,
-            mapped,
-            freed_at: 0,
-        }
-    }
-
-    #[test]
-    fn best_fit_takes_the_smallest_that_holds_else_the_largest() {
-        const M: usize = 1 << 20;
-        let w = SEGMENT_SIZE;
-        let cache = [
-            kept(w, 40 * M),
-            CachedMapping::EMPTY,
-            kept(3 * w, 24 * M),
-            kept(5 * w, 18 * M),
-        ];
-        assert_eq!(best_fit(&cache, 20 * M, w), Some(2));
-        assert_eq!(best_fit(&cache, 18 * M, w), Some(3));
-        assert_eq!(best_fit(&cache, 30 * M, w), Some(0));
-        // None holds 50 MiB: the largest is grown.
-        assert_eq!(best_fit(&cache, 50 * M, w), Some(0));
-        // Only bases aligned to the request's alignment count.
-        assert_eq!(best_fit(&cache, 20 * M, 2 * w), None);
-        assert_eq!(best_fit(&[CachedMapping::EMPTY; 2], M, w), None);
     }
 }

@@ -12,6 +12,7 @@ pub mod decommit_batch;
 pub mod header_purge;
 pub mod holes;
 pub mod huge;
+pub mod huge_pool;
 pub mod large_pages;
 pub mod page;
 pub mod retain;

@@ -1,0 +1,327 @@
+//! The bookkeeping of freed huge memory kept for reuse (`huge.rs` does the system
+//! calls): a few pieces of address space whose pages were touched, so a huge request
+//! built out of them faults in nothing.
+//!
+//! A freed huge mapping enters whole as a *segment* piece: it starts on a 32 MiB
+//! boundary, keeps its header with the block's descriptor `FREE`, and the segment map
+//! still leads its windows to it, so a stale `free` is reported. A request takes the
+//! smallest segment piece that holds it (with no system call; what it leaves over
+//! stays as a *raw* piece: no header, its windows forgotten), else pages are moved
+//! with `mremap` out of several pieces into one new mapping (no copy, no fault): any
+//! kept page is worth as much as any other, which is what makes a program that
+//! replaces 5-25 MiB buffers at random fault in about its peak once and then nothing.
+//! Adjacent pieces merge where the lower one is a segment piece.
+//!
+//! Everything here is plain arithmetic on `(base, len)` records, unit-tested below.
+
+/// Pieces kept at most.
+pub const POOL_SLOTS: usize = 16;
+/// Bytes kept at most (and the largest mapping kept), each for at most the purge delay
+/// (a program that doubles a buffer to 256 MiB, frees it and does it again faults the
+/// second one in from kept pages).
+pub const POOL_MAX_BYTES: usize = 256 << 20;
+
+/// A kept range `[base, base + len)` of touched huge memory (`base == 0`: an empty
+/// slot). `segment`: it starts with a huge segment's header and the segment map leads
+/// its windows to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub base: usize,
+    pub len: usize,
+    pub freed_at: u64,
+    pub segment: bool,
+}
+
+impl Piece {
+    pub const EMPTY: Piece = Piece {
+        base: 0,
+        len: 0,
+        freed_at: 0,
+        segment: false,
+    };
+
+    pub fn end(&self) -> usize {
+        self.base + self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.base == 0
+    }
+}
+
+/// The kept pieces.
+pub struct Pool {
+    pub pieces: [Piece; POOL_SLOTS],
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Pool {
+    pub const fn new() -> Pool {
+        Pool {
+            pieces: [Piece::EMPTY; POOL_SLOTS],
+        }
+    }
+
+    /// Bytes kept.
+    pub fn total(&self) -> usize {
+        self.pieces.iter().map(|p| p.len).sum()
+    }
+
+    /// Index of the smallest segment piece at a base aligned to `align` that holds
+    /// `needed` bytes.
+    pub fn fit(&self, needed: usize, align: usize) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for (i, p) in self.pieces.iter().enumerate() {
+            if p.is_empty() || !p.segment || p.base % align != 0 || p.len < needed {
+                continue;
+            }
+            if best.map_or(true, |b| p.len < self.pieces[b].len) {
+                best = Some(i);
+            }
+        }
+        best
+    }
+
+    /// Index of the largest piece, a segment piece at a base aligned to `align` only
+    /// if `anchor` (it then heads the new mapping, header and all).
+    pub fn largest(&self, anchor: Option<usize>) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for (i, p) in self.pieces.iter().enumerate() {
+            if p.is_empty() || anchor.is_some_and(|a| !p.segment || p.base % a != 0) {
+                continue;
+            }
+            if best.map_or(true, |b| p.len > self.pieces[b].len) {
+                best = Some(i);
+            }
+        }
+        best
+    }
+
+    /// Take the first `len` bytes of piece `index` (a segment piece: it heads a block);
+    /// what is left stays as a raw piece. Returns the piece as it was.
+    pub fn take_head(&mut self, index: usize, len: usize) -> Piece {
+        let p = self.pieces[index];
+        debug_assert!(len <= p.len);
+        self.pieces[index] = if len == p.len {
+            Piece::EMPTY
+        } else {
+            Piece {
+                base: p.base + len,
+                len: p.len - len,
+                freed_at: p.freed_at,
+                segment: false,
+            }
+        };
+        p
+    }
+
+    /// Take the last `len` bytes of piece `index` (all of it if `len` is its length).
+    /// Returns the piece as it was.
+    pub fn take_tail(&mut self, index: usize, len: usize) -> Piece {
+        let p = self.pieces[index];
+        debug_assert!(len <= p.len);
+        if len == p.len {
+            self.pieces[index] = Piece::EMPTY;
+        } else {
+            self.pieces[index].len -= len;
+        }
+        p
+    }
+
+    /// Keep a freed huge mapping `[base, base + len)` as a segment piece, merged with a
+    /// piece that starts at its end and into a segment piece that ends at its start.
+    /// Returns the piece it ended in (the caller leads the segment map's windows of the
+    /// piece to the piece's base). The caller makes room first (`evict`).
+    pub fn insert(&mut self, base: usize, len: usize, now: u64) -> Piece {
+        let mut merged = Piece {
+            base,
+            len,
+            freed_at: now,
+            segment: true,
+        };
+        if let Some(i) = self
+            .pieces
+            .iter()
+            .position(|p| !p.is_empty() && p.base == merged.end())
+        {
+            merged.len += self.pieces[i].len;
+            self.pieces[i] = Piece::EMPTY;
+        }
+        if let Some(i) = self
+            .pieces
+            .iter()
+            .position(|p| !p.is_empty() && p.segment && p.end() == merged.base)
+        {
+            let lower = &mut self.pieces[i];
+            lower.len += merged.len;
+            lower.freed_at = now;
+            return *lower;
+        }
+        let slot = self
+            .pieces
+            .iter()
+            .position(|p| p.is_empty())
+            .expect("the caller made room");
+        self.pieces[slot] = merged;
+        merged
+    }
+
+    /// Take out the oldest piece while fewer than `free_slots` slots are empty or more
+    /// than `max_bytes - incoming` bytes are kept; returns them one at a time (None:
+    /// there is room).
+    pub fn evict(&mut self, free_slots: usize, max_bytes: usize, incoming: usize) -> Option<Piece> {
+        let empty = self.pieces.iter().filter(|p| p.is_empty()).count();
+        if empty >= free_slots && self.total() + incoming <= max_bytes {
+            return None;
+        }
+        let oldest = (0..POOL_SLOTS)
+            .filter(|&i| !self.pieces[i].is_empty())
+            .min_by_key(|&i| self.pieces[i].freed_at)?;
+        Some(core::mem::replace(&mut self.pieces[oldest], Piece::EMPTY))
+    }
+
+    /// Take out a piece whose purge delay has passed (any piece if `force`).
+    pub fn take_due(&mut self, now: u64, delay: u64, force: bool) -> Option<Piece> {
+        let i = self
+            .pieces
+            .iter()
+            .position(|p| !p.is_empty() && (force || p.freed_at + delay <= now))?;
+        Some(core::mem::replace(&mut self.pieces[i], Piece::EMPTY))
+    }
+
+    /// When the next kept piece becomes due (`u64::MAX`: none kept).
+    pub fn next_due(&self, delay: u64) -> u64 {
+        self.pieces
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| p.freed_at + delay)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: usize = 1 << 20;
+    const W: usize = 32 * M;
+
+    fn pool(pieces: &[(usize, usize, bool)]) -> Pool {
+        let mut pool = Pool::new();
+        for (i, &(base, len, segment)) in pieces.iter().enumerate() {
+            pool.pieces[i] = Piece {
+                base,
+                len,
+                freed_at: i as u64,
+                segment,
+            };
+        }
+        pool
+    }
+
+    #[test]
+    fn fit_takes_the_smallest_aligned_segment_piece_that_holds() {
+        let p = pool(&[
+            (W, 40 * M, true),
+            (3 * W, 24 * M, true),
+            (5 * W + M, 20 * M, false),
+        ]);
+        assert_eq!(p.fit(20 * M, W), Some(1));
+        assert_eq!(p.fit(30 * M, W), Some(0));
+        assert_eq!(p.fit(50 * M, W), None);
+        assert_eq!(p.fit(20 * M, 2 * W), None, "no base is 64 MiB-aligned");
+        // A raw piece never heads a block, however well it fits.
+        let raw_only = pool(&[(W, 40 * M, false)]);
+        assert_eq!(raw_only.fit(20 * M, W), None);
+    }
+
+    #[test]
+    fn largest_picks_an_anchor_or_any_piece() {
+        let p = pool(&[
+            (W, 10 * M, true),
+            (3 * W + M, 30 * M, false),
+            (5 * W, 20 * M, true),
+        ]);
+        assert_eq!(p.largest(Some(W)), Some(2));
+        assert_eq!(p.largest(None), Some(1));
+        assert_eq!(Pool::new().largest(None), None);
+    }
+
+    #[test]
+    fn heads_leave_raw_pieces_and_tails_shrink_pieces() {
+        let mut p = pool(&[(W, 40 * M, true)]);
+        p.take_head(0, 16 * M);
+        assert_eq!(
+            (p.pieces[0].base, p.pieces[0].len, p.pieces[0].segment),
+            (W + 16 * M, 24 * M, false)
+        );
+        p.take_tail(0, 4 * M);
+        assert_eq!((p.pieces[0].base, p.pieces[0].len), (W + 16 * M, 20 * M));
+        p.take_tail(0, 20 * M);
+        assert!(p.pieces[0].is_empty());
+        assert_eq!(p.total(), 0);
+    }
+
+    #[test]
+    fn insert_merges_with_neighbours() {
+        // A block freed right before the raw piece it left over takes it back.
+        let mut p = pool(&[(W + 16 * M, 24 * M, false)]);
+        let merged = p.insert(W, 16 * M, 9);
+        assert_eq!((merged.base, merged.len, merged.segment), (W, 40 * M, true));
+        assert_eq!(p.total(), 40 * M);
+        assert_eq!(p.pieces.iter().filter(|x| !x.is_empty()).count(), 1);
+        // A segment piece ending where a freed mapping starts takes it in.
+        let mut p = pool(&[(W, 34 * M, true)]);
+        let merged = p.insert(W + 34 * M, 30 * M, 9);
+        assert_eq!((merged.base, merged.len, merged.freed_at), (W, 64 * M, 9));
+        // A raw piece below stays apart (the freed mapping keeps its header's role).
+        let mut p = pool(&[(W - 8 * M, 8 * M, false)]);
+        let merged = p.insert(W, 16 * M, 9);
+        assert_eq!((merged.base, merged.len), (W, 16 * M));
+        assert_eq!(p.total(), 24 * M);
+    }
+
+    #[test]
+    fn evict_takes_the_oldest_until_there_is_room() {
+        let mut p = pool(&[
+            (W, 60 * M, true),
+            (3 * W, 50 * M, true),
+            (5 * W, 10 * M, true),
+        ]);
+        assert_eq!(p.evict(1, 128 * M, 8 * M), None);
+        assert_eq!(p.evict(1, 128 * M, 20 * M).map(|x| x.base), Some(W));
+        assert_eq!(p.evict(1, 128 * M, 20 * M), None);
+        let mut full = Pool::new();
+        for i in 0..POOL_SLOTS {
+            full.pieces[i] = Piece {
+                base: (i + 1) * W,
+                len: M,
+                freed_at: 100 - i as u64,
+                segment: true,
+            };
+        }
+        assert_eq!(
+            full.evict(1, 128 * M, M).map(|x| x.base),
+            Some(POOL_SLOTS * W)
+        );
+        assert_eq!(full.evict(1, 128 * M, M), None);
+    }
+
+    #[test]
+    fn due_pieces_go_after_their_delay() {
+        let mut p = pool(&[(W, M, true), (3 * W, M, false)]);
+        p.pieces[0].freed_at = 100;
+        p.pieces[1].freed_at = 300;
+        assert_eq!(p.next_due(500), 600);
+        assert_eq!(p.take_due(599, 500, false), None);
+        assert_eq!(p.take_due(600, 500, false).map(|x| x.base), Some(W));
+        assert_eq!(p.take_due(600, 500, true).map(|x| x.base), Some(3 * W));
+        assert_eq!(p.next_due(500), u64::MAX);
+    }
+}
