@@ -29,6 +29,12 @@ use crate::span::{arena, huge};
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
+/// Bytes at the end of every block of a page of blocks that the request may not use:
+/// the secure build's canary (`span::secure::SMALL_CANARY`); 0, and so no code at all,
+/// in other builds. Every entry point picks the class for `size + CANARY`, so a
+/// request of exactly a class size takes the next class there.
+pub const CANARY: usize = if cfg!(feature = "secure") { 8 } else { 0 };
+
 /// Alignment every block has without asking: blocks of 16-byte multiples are 16-byte
 /// aligned, all others 8-byte aligned.
 pub const MIN_ALIGN: usize = 8;
@@ -52,7 +58,7 @@ pub fn malloc_c(size: usize) -> *mut u8 {
 #[inline(always)]
 fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
     let heap = tls::heap();
-    if size > SMALL_MAX {
+    if size > SMALL_MAX - CANARY {
         return malloc_above_small::<C>(size, heap);
     }
     // SAFETY: `heap` is the thread's heap or the empty heap; both have valid tables, and
@@ -65,7 +71,7 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
         } else {
             &(*heap).small_class
         };
-        let class = *table.get_unchecked(size) as usize;
+        let class = *table.get_unchecked(size + CANARY) as usize;
         let page = (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
         pop_or_slow::<C>(size, page, heap)
     }
@@ -78,15 +84,15 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
 fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut u8 {
     // SAFETY: as in `malloc_in`.
     unsafe {
-        let page = if size <= MID_MAX {
+        let page = if size <= MID_MAX - CANARY {
             (*heap).enter();
-            let class = *MID_CLASS.get_unchecked((size - 1) >> 7) as usize;
+            let class = *MID_CLASS.get_unchecked((size + CANARY - 1) >> 7) as usize;
             (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
-        } else if size <= MEDIUM_MAX {
+        } else if size <= MEDIUM_MAX - CANARY {
             (*heap).enter();
             (*heap)
                 .current
-                .get_unchecked(class_of(size))
+                .get_unchecked(class_of(size + CANARY))
                 .load(Ordering::Relaxed)
         } else if C {
             return alloc_big_c(size);
@@ -123,8 +129,8 @@ unsafe fn pop_or_slow<const C: bool>(
     }
 }
 
-/// The heap's current page for a request of `size <= MEDIUM_MAX` bytes (`C`: 16-byte
-/// aligned above 8 bytes, as glibc guarantees).
+/// The heap's current page for a request of `size <= MEDIUM_MAX - CANARY` bytes (`C`:
+/// 16-byte aligned above 8 bytes, as glibc guarantees).
 ///
 /// # Safety
 /// `heap` is the calling thread's heap (or the empty heap), inside its `in_op` window.
@@ -133,7 +139,8 @@ unsafe fn current_page<const C: bool>(
     heap: *mut heap::Heap,
     size: usize,
 ) -> *mut crate::span::page::Page {
-    debug_assert!(size <= MEDIUM_MAX);
+    debug_assert!(size <= MEDIUM_MAX - CANARY);
+    let size = size + CANARY;
     // SAFETY: the tables have an entry for every index computed here.
     unsafe {
         if size <= SMALL_MAX {
@@ -202,11 +209,12 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
     let entry = crate::profile::Entry::here(&marker);
     // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the same.
     let class = unsafe {
-        match (size <= SMALL_MAX, c) {
-            (true, false) => (*heap).small_class[size] as usize,
-            (true, true) => (*heap).small_class_c[size] as usize,
-            (false, false) => class_of(size),
-            (false, true) => class_of((size + 15) & !15),
+        let padded = size + CANARY;
+        match (padded <= SMALL_MAX, c) {
+            (true, false) => (*heap).small_class[padded] as usize,
+            (true, true) => (*heap).small_class_c[padded] as usize,
+            (false, false) => class_of(padded),
+            (false, true) => class_of((padded + 15) & !15),
         }
     };
     let block = malloc_slow(class, size, entry);
@@ -240,8 +248,9 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     if align == 16 {
         // Multiples of 16 map to classes that are multiples of 16; bigger blocks start
         // on slice boundaries anyway (and rounding them could overflow).
-        return malloc(if size <= MEDIUM_MAX {
-            ((size + 15) & !15).max(16)
+        // (With a canary: the class of `size + CANARY` rounded up to 16.)
+        return malloc(if size <= MEDIUM_MAX - CANARY {
+            ((size + CANARY + 15) & !15).max(16) - CANARY
         } else {
             size
         });
@@ -254,8 +263,8 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
 fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
     if align <= SLICE_SIZE {
-        if let Some(class) = class_for_aligned(size, align) {
-            let p = malloc(class_size(class));
+        if let Some(class) = class_for_aligned(size.saturating_add(CANARY), align) {
+            let p = malloc(class_size(class) - CANARY);
             debug_assert!(p as usize % align == 0);
             return p;
         }
@@ -300,23 +309,23 @@ fn sample_big(block: *mut u8, size: usize) {
 /// written again.
 #[inline]
 pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
-    if size <= MEDIUM_MAX {
+    if size <= MEDIUM_MAX - CANARY {
         if align <= MIN_ALIGN {
             return malloc_zeroed(size);
         }
         if align == 16 {
-            return malloc_zeroed(((size + 15) & !15).max(16));
+            return malloc_zeroed(((size + CANARY + 15) & !15).max(16) - CANARY);
         }
     }
     alloc_zeroed_any(size, align)
 }
 
-/// `malloc` then zero, for `size <= MEDIUM_MAX`: on the fast path, whether the block's
+/// `malloc` then zero, for `size <= MEDIUM_MAX - CANARY`: on the fast path, whether the block's
 /// list is known zero is read while popping it, inside the same `in_op` window (no
 /// second page lookup).
 #[inline(always)]
 fn malloc_zeroed(size: usize) -> *mut u8 {
-    debug_assert!(size <= MEDIUM_MAX);
+    debug_assert!(size <= MEDIUM_MAX - CANARY);
     let heap = tls::heap();
     // SAFETY: as in `malloc_in`: the table entries are pages owned by this thread (or the
     // never-written empty page), used only inside the window.
@@ -547,10 +556,15 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
         let page = segment::page_of(seg, ptr);
         match (*page).owner.load(Ordering::Relaxed) {
             HUGE => huge::usable_size(page),
-            _ => {
-                (*page).block_size()
-                    - (ptr as usize - (*page).start as usize) % (*page).block_size()
+            // A large span (also a first-class heap's, which its heap owns) has its
+            // canary after the block.
+            #[cfg(feature = "secure")]
+            owner if owner == LARGE || (*page).large_canary => {
+                (*page).block_size() - (ptr as usize - (*page).start as usize)
             }
+            _ => ((*page).block_size()
+                - (ptr as usize - (*page).start as usize) % (*page).block_size())
+            .saturating_sub(CANARY),
         }
     }
 }
@@ -586,8 +600,16 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         }
         let page = segment::page_of(seg, ptr);
         let owner = (*page).owner.load(Ordering::Relaxed);
-        let usable = (*page).block_size();
         let holds_blocks = owner >= MARKER_LIMIT || owner == ABANDONED || owner == DRAINING;
+        let usable = (*page).block_size();
+        // The secure build: a block of a page of blocks keeps its canary, checked here.
+        #[cfg(feature = "secure")]
+        let usable = if holds_blocks && !(*page).large_canary {
+            crate::span::secure::check_small_canary("realloc", &*page, ptr);
+            usable - CANARY
+        } else {
+            usable
+        };
         // In place whenever the block stays at least half used: shrinking a large or huge
         // block gives its tail back, growing one takes the slices or address space after
         // it when they are free.

@@ -7,6 +7,10 @@
 //!   holds one (its list link, encoded with the page's key), a block in use never does
 //!   (the pop clears the word), so finding one is a double free, whichever list of
 //!   whichever thread the block is on;
+//! - the block's last word must be its canary (`secure::small_canary`, written when
+//!   the block was handed out; pages with `small_canary`): anything else is an
+//!   overflow past the end of the block (its usable size is its class size less the
+//!   canary, `alloc::CANARY`);
 //! - with `EBB_ZERO_ON_FREE`, the block is then zeroed.
 //!
 //! The fast path tests the first word only for what is cheap: whether it decodes to a
@@ -46,6 +50,7 @@ pub unsafe fn free_passes(page: *mut Page, ptr: *mut u8) -> bool {
         }
         let word = *(ptr as *const usize);
         !secure::may_be_link((*page).key, ptr as usize, word)
+            && secure::small_canary_intact(&*page, ptr)
     }
 }
 
@@ -76,7 +81,8 @@ pub unsafe fn is_free_block(page: *mut Page, ptr: *mut u8) -> bool {
 }
 
 /// A free that failed [`free_passes`]: free a block that checks out (zeroing a small
-/// one with `EBB_ZERO_ON_FREE`), abort on anything else. Leaves the window `free` entered on `heap`.
+/// one with `EBB_ZERO_ON_FREE`), abort on anything else (an invalid pointer, a double
+/// free, an overwritten canary). Leaves the window `free` entered on `heap`.
 ///
 /// # Safety
 /// As `alloc::free`, inside the window `free` entered on `heap`; `page` is `ptr`'s.
@@ -123,6 +129,7 @@ pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
                 if secure::looks_like_link((*page).key, start as usize, span, ptr as usize, word) {
                     secure::fatal("free", ptr, "double free (the block is already free)");
                 }
+                secure::check_small_canary("free", &*page, ptr);
                 // A live block after all (its first word only looked like an address),
                 // or one to zero.
                 if secure::zero_on_free() && size <= MEDIUM_MAX {

@@ -49,6 +49,12 @@ pub fn init() {
         Some(b"1" | b"on" | b"yes" | b"true")
     );
     ZERO_ON_FREE.store(zero, Ordering::Relaxed);
+    let canaries = match os::getenv(b"EBB_CANARY\0").map(trim) {
+        Some(b"0" | b"off" | b"no" | b"false") => false,
+        Some(b"1" | b"on" | b"yes" | b"true") => true,
+        _ => true,
+    };
+    SMALL_CANARIES.store(canaries, Ordering::Relaxed);
     LEVEL.store(level, Ordering::Release);
 }
 
@@ -219,6 +225,87 @@ pub fn is_multiple(offset: usize, magic: u64) -> bool {
 }
 
 // ---------------------------------------------------------------------------------
+// Canaries at the end of small blocks
+
+/// Bytes every small block (of pages of blocks, up to `MEDIUM_MAX`) keeps for its
+/// canary in the secure build: the entry points pick the class for the request plus
+/// these bytes (`front::alloc::CANARY`), so the block's usable size, what
+/// `malloc_usable_size` reports, is its class size less 8, and its last word is the
+/// canary. Reserved at both levels and with `EBB_CANARY=0` too (the usable size does
+/// not change with an option); only writing and checking it are optional.
+pub const SMALL_CANARY: usize = 8;
+
+/// `EBB_CANARY`: pages set up from now on write and check small-block canaries. On
+/// until `init` reads the option, so pages made before it (by a first allocation that
+/// runs before process set-up) have canaries whatever the option says: each page keeps
+/// its own flag (`Page::small_canary`), so writing and checking always agree.
+static SMALL_CANARIES: AtomicBool = AtomicBool::new(true);
+
+/// True if pages set up now get small-block canaries (`Page::secure_init`).
+pub fn small_canaries() -> bool {
+    SMALL_CANARIES.load(Ordering::Relaxed)
+}
+
+/// The canary of the block at `block` of a page with link key `key`: unpredictable
+/// without the key, different for every block, and with its first byte (the one a
+/// 1-byte overflow writes) never 0, so an overflowing string terminator is caught too.
+#[inline(always)]
+pub fn small_canary(key: usize, block: usize) -> usize {
+    (key.rotate_left(32) ^ block) | 0x80
+}
+
+/// Write the canary of `block`, a block of `page` just handed out, in its last word.
+///
+/// # Safety
+/// `block` is a block of `page` (with small blocks) that the caller owns.
+#[inline(always)]
+pub unsafe fn write_small_canary(page: &Page, block: *mut u8) {
+    // SAFETY: per the contract the block's last word is inside it.
+    unsafe {
+        let at = block.add(page.block_size() - SMALL_CANARY) as *mut usize;
+        at.write(small_canary(page.key, block as usize));
+    }
+}
+
+/// True if `block` of `page` still has its canary (or the page has none).
+///
+/// # Safety
+/// `block` is a carved block of `page`, a page of small blocks.
+#[inline(always)]
+pub unsafe fn small_canary_intact(page: &Page, block: *mut u8) -> bool {
+    // SAFETY: per the contract the block's last word is inside it.
+    unsafe {
+        !page.small_canary
+            || (block.add(page.block_size() - SMALL_CANARY) as *const usize).read()
+                == small_canary(page.key, block as usize)
+    }
+}
+
+/// Abort if `block` of `page` lost its canary: `ebb: free(0x…): overflow past the end
+/// of the block (its canary was overwritten) [32-byte blocks, 24 usable]`.
+///
+/// # Safety
+/// As [`small_canary_intact`].
+pub unsafe fn check_small_canary(function: &str, page: &Page, block: *mut u8) {
+    // SAFETY: per the contract.
+    if unsafe { !small_canary_intact(page, block) } {
+        let size = page.block_size();
+        let mut w = StderrWriter::new();
+        let _ = writeln!(
+            w,
+            "ebb: {}({:p}): overflow past the end of the block (its canary was \
+             overwritten) [{}-byte blocks, {} usable]; aborting (secure build)",
+            function,
+            block,
+            size,
+            size - SMALL_CANARY
+        );
+        w.flush();
+        os::abort()
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // Canaries after large blocks
 
 /// Bytes of the canary after a large block.
@@ -253,6 +340,7 @@ pub unsafe fn set_large_canary(page: *mut Page, size: usize) {
         debug_assert!(usable + LARGE_CANARY <= (*page).span_bytes());
         (*page).block_size.store(usable, Ordering::Relaxed);
         (*page).large_canary = true;
+        (*page).small_canary = false;
         let word = large_canary_word(&*page);
         let at = (*page).start.add(usable) as *mut usize;
         at.write(word);
