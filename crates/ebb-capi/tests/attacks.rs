@@ -144,14 +144,14 @@ const ATTACKS: &[Attack] = &[
         bug: "1-byte overflow, 24-byte block",
         default: RunsOn,
         check: RunsOn,
-        secure: Some(RunsOn),
+        secure: Some(Dies(CANARY)),
     },
     Attack {
         source: "attacks/overflow_small_8.c",
         bug: "8-byte overflow, 24-byte block",
         default: RunsOn,
         check: RunsOn,
-        secure: Some(RunsOn),
+        secure: Some(Dies(CANARY)),
     },
     Attack {
         source: "attacks/overflow_large_1.c",

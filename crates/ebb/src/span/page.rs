@@ -584,12 +584,11 @@ impl Page {
             #[cfg(feature = "secure")]
             {
                 // Linked in a random order at level full (`secure::Shuffle`).
-                let order = crate::span::secure::Shuffle::new(count);
-                let block_at = |i: usize| first.add(order.index(i, count) * size) as *mut Block;
-                let mut block = block_at(0);
+                let mut order = crate::span::secure::Shuffle::new(count)
+                    .map(|i| first.add(i * size) as *mut Block);
+                let mut block = order.next().unwrap_or(first as *mut Block);
                 self.free = block;
-                for i in 1..count {
-                    let next = block_at(i);
+                for next in order {
                     self.set_link(block, next);
                     block = next;
                 }
