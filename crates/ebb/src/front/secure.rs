@@ -140,3 +140,152 @@ pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
         slow::free_slow(page, ptr);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::front::alloc::{self, CANARY};
+    use crate::front::first_class;
+    use crate::size_class::{class_of, class_size, MEDIUM_MAX, MIN_ALLOC_BLOCK};
+    use crate::span::page::Page;
+    use crate::span::secure::{small_canary, small_canary_intact, SMALL_CANARY};
+    use crate::span::segment;
+
+    /// The descriptor of `p`, a block in a segment.
+    fn page(p: *mut u8) -> &'static Page {
+        let seg = segment::segment_of(p);
+        assert!(!seg.is_null());
+        // SAFETY: `p` is a live block of that segment.
+        unsafe { &*segment::page_of(seg, p) }
+    }
+
+    /// `p`, a live small block of at least `size` bytes: its usable size is its block
+    /// size less the canary, the canary is in place and survives a write of every
+    /// usable byte, and one byte more breaks it.
+    fn assert_canary(p: *mut u8, size: usize) {
+        let page = page(p);
+        assert!(page.small_canary, "canaries are on in the tests' process");
+        let block = page.block_size();
+        // SAFETY: `p` is live, of `usable` bytes followed by its canary.
+        unsafe {
+            let usable = alloc::usable_size(p);
+            assert_eq!(usable, block - SMALL_CANARY, "size {size}");
+            assert!(usable >= size, "size {size}");
+            let word = (p.add(usable) as *const usize).read();
+            assert_eq!(word, small_canary(page.key, p as usize), "size {size}");
+            assert!(word & 0xff != 0, "the canary's first byte is never 0");
+            core::ptr::write_bytes(p, 0xA5, usable);
+            assert!(small_canary_intact(page, p), "size {size}");
+            assert!(super::free_passes(page as *const Page as *mut Page, p));
+            let last = p.add(usable);
+            let saved = last.read();
+            last.write(saved ^ 0x01);
+            assert!(
+                !small_canary_intact(page, p),
+                "1-byte overflow, size {size}"
+            );
+            assert!(
+                !super::free_passes(page as *const Page as *mut Page, p),
+                "the free fast path sends it to the check"
+            );
+            last.write(saved);
+        }
+    }
+
+    #[test]
+    fn every_size_has_an_exact_usable_size_and_its_canary() {
+        assert_eq!(CANARY, SMALL_CANARY);
+        let sizes = (0..=1100).chain([4096, 4097, 65528, 65529, 70_000, MEDIUM_MAX - 8]);
+        for size in sizes {
+            let p = alloc::malloc(size);
+            assert_canary(p, size);
+            // The class is the padded request's (not a bigger one).
+            let padded = (size + CANARY).max(MIN_ALLOC_BLOCK);
+            assert_eq!(page(p).block_size(), class_size(class_of(padded)));
+            // SAFETY: a live block of ours.
+            unsafe { alloc::free(p) };
+            #[cfg(feature = "c-api")]
+            {
+                let q = alloc::malloc_c(size);
+                assert_canary(q, size);
+                if size > 8 {
+                    assert_eq!(q as usize % 16, 0, "C blocks are 16-byte aligned");
+                }
+                // SAFETY: a live block of ours.
+                unsafe { alloc::free(q) };
+            }
+        }
+        // A request that no longer fits a page of blocks with its canary is large.
+        let p = alloc::malloc(MEDIUM_MAX - 4);
+        assert_eq!(
+            page(p).owner.load(core::sync::atomic::Ordering::Relaxed),
+            crate::span::page::LARGE
+        );
+        // SAFETY: live.
+        unsafe {
+            assert!(alloc::usable_size(p) >= MEDIUM_MAX - 4);
+            alloc::free(p);
+        }
+    }
+
+    #[test]
+    fn aligned_and_zeroed_blocks_have_their_canary() {
+        for align in [16usize, 32, 64, 128, 256, 4096, 65536] {
+            for size in [0usize, 1, 8, 16, 24, 56, 64, 100, 1000, 4096, 5000, 65536] {
+                for zeroed in [false, true] {
+                    let p = if zeroed {
+                        alloc::alloc_zeroed(size, align)
+                    } else {
+                        alloc::alloc(size, align)
+                    };
+                    assert_eq!(p as usize % align, 0, "size {size} align {align}");
+                    if zeroed {
+                        // SAFETY: `size` bytes of a live block.
+                        let bytes = unsafe { core::slice::from_raw_parts(p, size) };
+                        assert!(bytes.iter().all(|&b| b == 0));
+                    }
+                    assert_canary(p, size);
+                    // SAFETY: live.
+                    unsafe { alloc::free(p) };
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn realloc_keeps_contents_and_the_canary() {
+        let mut p = alloc::malloc(24);
+        // SAFETY: every block is live with the size given; the old one is freed by
+        // realloc.
+        unsafe {
+            core::ptr::write_bytes(p, 7, 24);
+            let mut size = 24;
+            // Shrink in place, grow to exactly the usable size (in place), one byte
+            // past it (moves: the canary's word is not the program's), then through
+            // several classes and back down.
+            for new_size in [20, 24, 25, 32, 40, 300, 4000, 100, 10, 1] {
+                p = alloc::realloc(p, size, new_size, alloc::MIN_ALIGN);
+                let kept = core::slice::from_raw_parts(p, size.min(new_size));
+                assert!(kept.iter().all(|&b| b == 7), "{size} -> {new_size}");
+                assert_canary(p, new_size);
+                core::ptr::write_bytes(p, 7, new_size);
+                size = new_size;
+            }
+            alloc::free(p);
+        }
+    }
+
+    #[test]
+    fn first_class_heaps_write_and_check_canaries() {
+        let heap = first_class::create();
+        // SAFETY: the heap is live and this thread's.
+        unsafe {
+            for (size, align) in [(24usize, 8usize), (24, 16), (40, 16), (100, 64), (5000, 8)] {
+                let p = first_class::alloc(heap, size, align);
+                assert_eq!(p as usize % align, 0);
+                assert_canary(p, size);
+                first_class::free(heap, p);
+            }
+            first_class::destroy(heap);
+        }
+    }
+}
