@@ -147,7 +147,7 @@ mod tests {
     use crate::front::first_class;
     use crate::size_class::{class_of, class_size, MEDIUM_MAX, MIN_ALLOC_BLOCK};
     use crate::span::page::Page;
-    use crate::span::secure::{small_canary, small_canary_intact, SMALL_CANARY};
+    use crate::span::secure::{small_canary, small_canary_intact, SMALL_CANARY, SMALL_CANARY_MAX};
     use crate::span::segment;
 
     /// The descriptor of `p`, a block in a segment.
@@ -163,8 +163,14 @@ mod tests {
     /// usable byte, and one byte more breaks it.
     fn assert_canary(p: *mut u8, size: usize) {
         let page = page(p);
-        assert!(page.small_canary, "canaries are on in the tests' process");
         let block = page.block_size();
+        // SAFETY: `p` is live.
+        assert_eq!(unsafe { alloc::usable_size(p) }, block - SMALL_CANARY);
+        if block > SMALL_CANARY_MAX {
+            assert!(!page.small_canary, "size {size}");
+            return;
+        }
+        assert!(page.small_canary, "canaries are on in the tests' process");
         // SAFETY: `p` is live, of `usable` bytes followed by its canary.
         unsafe {
             let usable = alloc::usable_size(p);

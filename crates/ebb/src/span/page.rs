@@ -396,7 +396,7 @@ impl Page {
     #[cfg(feature = "secure")]
     fn secure_init(&mut self, block_size: usize, bytes: usize) -> usize {
         self.key = crate::span::secure::new_key();
-        self.small_canary = crate::span::secure::small_canaries();
+        self.small_canary = crate::span::secure::small_canaries(block_size);
         self.block_magic = if crate::span::secure::zero_on_free() {
             0
         } else {
