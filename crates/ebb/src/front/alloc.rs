@@ -29,11 +29,38 @@ use crate::span::{arena, huge};
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
-/// Bytes at the end of every block of a page of blocks that the request may not use:
-/// the secure build's canary (`span::secure::SMALL_CANARY`); 0, and so no code at all,
-/// in other builds. Every entry point picks the class for `size + CANARY`, so a
-/// request of exactly a class size takes the next class there.
+/// The most bytes a request is padded with for the secure build's canary
+/// (`span::secure::SMALL_CANARY`); 0, and so no code at all, in other builds. Limits
+/// are tested against it; the padding itself is [`pad`].
 pub const CANARY: usize = if cfg!(feature = "secure") { 8 } else { 0 };
+
+/// Bytes added to every request before its class is picked: 8 in the secure build
+/// while small-block canaries are on (`span::secure::canary_pad`: the last 8 bytes
+/// of the block hold the canary, so a request of exactly a class size takes the next
+/// class), else 0 (a constant outside the secure build).
+#[inline(always)]
+pub fn pad() -> usize {
+    #[cfg(feature = "secure")]
+    return crate::span::secure::canary_pad();
+    #[cfg(not(feature = "secure"))]
+    0
+}
+
+/// Bytes of `page`'s blocks the program may not use (the canary's).
+///
+/// # Safety
+/// `page` is a descriptor.
+#[inline(always)]
+unsafe fn reserved_tail(page: *mut crate::span::page::Page) -> usize {
+    #[cfg(feature = "secure")]
+    // SAFETY: per the contract.
+    return unsafe { crate::span::secure::canary_bytes(&*page) };
+    #[cfg(not(feature = "secure"))]
+    {
+        let _ = page;
+        0
+    }
+}
 
 /// Alignment every block has without asking: blocks of 16-byte multiples are 16-byte
 /// aligned, all others 8-byte aligned.
@@ -71,7 +98,7 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
         } else {
             &(*heap).small_class
         };
-        let class = *table.get_unchecked(size + CANARY) as usize;
+        let class = *table.get_unchecked(size + pad()) as usize;
         let page = (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
         pop_or_slow::<C>(size, page, heap)
     }
@@ -86,13 +113,13 @@ fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut
     unsafe {
         let page = if size <= MID_MAX - CANARY {
             (*heap).enter();
-            let class = *MID_CLASS.get_unchecked((size + CANARY - 1) >> 7) as usize;
+            let class = *MID_CLASS.get_unchecked((size + pad() - 1) >> 7) as usize;
             (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
         } else if size <= MEDIUM_MAX - CANARY {
             (*heap).enter();
             (*heap)
                 .current
-                .get_unchecked(class_of(size + CANARY))
+                .get_unchecked(class_of(size + pad()))
                 .load(Ordering::Relaxed)
         } else if C {
             return alloc_big_c(size);
@@ -140,7 +167,7 @@ unsafe fn current_page<const C: bool>(
     size: usize,
 ) -> *mut crate::span::page::Page {
     debug_assert!(size <= MEDIUM_MAX - CANARY);
-    let size = size + CANARY;
+    let size = size + pad();
     // SAFETY: the tables have an entry for every index computed here.
     unsafe {
         if size <= SMALL_MAX {
@@ -208,8 +235,12 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
     let marker = 0u8;
     let entry = crate::profile::Entry::here(&marker);
     // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the same.
+    // The secure build reads its options (the padding) before the class is picked
+    // again here: the process's first allocation, which sets it up, comes here.
+    #[cfg(feature = "secure")]
+    crate::span::secure::level();
     let class = unsafe {
-        let padded = size + CANARY;
+        let padded = size + pad();
         match (padded <= SMALL_MAX, c) {
             (true, false) => (*heap).small_class[padded] as usize,
             (true, true) => (*heap).small_class_c[padded] as usize,
@@ -248,12 +279,18 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     if align == 16 {
         // Multiples of 16 map to classes that are multiples of 16; bigger blocks start
         // on slice boundaries anyway (and rounding them could overflow).
-        // (With a canary: the class of `size + CANARY` rounded up to 16.)
-        return malloc(if size <= MEDIUM_MAX - CANARY {
-            ((size + CANARY + 15) & !15).max(16) - CANARY
+        // (With a canary: the class of `size + pad` rounded up to 16.)
+        let pad = pad();
+        let p = malloc(if size <= MEDIUM_MAX - CANARY {
+            ((size + pad + 15) & !15).max(16) - pad
         } else {
             size
         });
+        #[cfg(feature = "secure")]
+        if p as usize & 15 != 0 {
+            return crate::front::secure::padding_changed(p, size, align);
+        }
+        return p;
     }
     alloc_aligned(size, align)
 }
@@ -263,8 +300,13 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
 fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
     if align <= SLICE_SIZE {
-        if let Some(class) = class_for_aligned(size.saturating_add(CANARY), align) {
-            let p = malloc(class_size(class) - CANARY);
+        let pad = pad();
+        if let Some(class) = class_for_aligned(size.saturating_add(pad), align) {
+            let p = malloc(class_size(class) - pad);
+            #[cfg(feature = "secure")]
+            if p as usize % align != 0 {
+                return crate::front::secure::padding_changed(p, size, align);
+            }
             debug_assert!(p as usize % align == 0);
             return p;
         }
@@ -314,7 +356,18 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
             return malloc_zeroed(size);
         }
         if align == 16 {
-            return malloc_zeroed(((size + CANARY + 15) & !15).max(16) - CANARY);
+            let pad = pad();
+            let p = malloc_zeroed(((size + pad + 15) & !15).max(16) - pad);
+            #[cfg(feature = "secure")]
+            if p as usize & 15 != 0 {
+                let p = crate::front::secure::padding_changed(p, size, align);
+                if !p.is_null() {
+                    // SAFETY: a fresh block of at least `size` bytes.
+                    unsafe { core::ptr::write_bytes(p, 0, size) };
+                }
+                return p;
+            }
+            return p;
         }
     }
     alloc_zeroed_any(size, align)
@@ -564,7 +617,7 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
             }
             _ => ((*page).block_size()
                 - (ptr as usize - (*page).start as usize) % (*page).block_size())
-            .saturating_sub(CANARY),
+            .saturating_sub(reserved_tail(page)),
         }
     }
 }
@@ -604,9 +657,9 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         let usable = (*page).block_size();
         // The secure build: a block of a page of blocks keeps its canary, checked here.
         #[cfg(feature = "secure")]
-        let usable = if holds_blocks && !(*page).large_canary {
+        let usable = if holds_blocks {
             crate::span::secure::check_small_canary("realloc", &*page, ptr);
-            usable - CANARY
+            usable - reserved_tail(page)
         } else {
             usable
         };

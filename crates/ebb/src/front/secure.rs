@@ -141,6 +141,19 @@ pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
     }
 }
 
+/// An aligned allocation got a block off its alignment: the canary's padding changed
+/// between the caller's choice of a size and `malloc`'s choice of the class (the
+/// options are read by the process's first allocation, after its padding was added:
+/// `span::secure::canary_pad`). Free it and allocate again: the padding is settled
+/// now.
+#[cold]
+#[inline(never)]
+pub fn padding_changed(block: *mut u8, size: usize, align: usize) -> *mut u8 {
+    // SAFETY: a block just allocated, not handed to anyone.
+    unsafe { crate::front::alloc::free(block) };
+    crate::front::alloc::alloc(size, align)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::front::alloc::{self, CANARY};
@@ -158,16 +171,18 @@ mod tests {
         unsafe { &*segment::page_of(seg, p) }
     }
 
-    /// `p`, a live small block of at least `size` bytes: its usable size is its block
-    /// size less the canary, the canary is in place and survives a write of every
-    /// usable byte, and one byte more breaks it.
+    /// `p`, a live block of a page of blocks, of at least `size` bytes: up to
+    /// `SMALL_CANARY_MAX`, its usable size is its block size less the canary, the
+    /// canary is in place and survives a write of every usable byte, and one byte more
+    /// breaks it; bigger blocks have none (but were picked with the padding).
     fn assert_canary(p: *mut u8, size: usize) {
         let page = page(p);
         let block = page.block_size();
-        // SAFETY: `p` is live.
-        assert_eq!(unsafe { alloc::usable_size(p) }, block - SMALL_CANARY);
         if block > SMALL_CANARY_MAX {
             assert!(!page.small_canary, "size {size}");
+            // SAFETY: `p` is live.
+            assert_eq!(unsafe { alloc::usable_size(p) }, block, "size {size}");
+            assert!(block >= size + SMALL_CANARY, "size {size}");
             return;
         }
         assert!(page.small_canary, "canaries are on in the tests' process");

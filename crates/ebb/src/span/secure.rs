@@ -26,7 +26,7 @@ use crate::diag::StderrWriter;
 use crate::os;
 use crate::span::page::Page;
 use core::fmt::Write;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Encoded links and double/invalid free detection only.
 pub const LIGHT: u8 = 1;
@@ -52,9 +52,10 @@ pub fn init() {
     let canaries = match os::getenv(b"EBB_CANARY\0").map(trim) {
         Some(b"0" | b"off" | b"no" | b"false") => false,
         Some(b"1" | b"on" | b"yes" | b"true") => true,
-        _ => true,
+        _ => level == FULL,
     };
     SMALL_CANARIES.store(canaries, Ordering::Relaxed);
+    CANARY_PAD.store(if canaries { SMALL_CANARY } else { 0 }, Ordering::Relaxed);
     LEVEL.store(level, Ordering::Release);
 }
 
@@ -227,12 +228,11 @@ pub fn is_multiple(offset: usize, magic: u64) -> bool {
 // ---------------------------------------------------------------------------------
 // Canaries at the end of small blocks
 
-/// Bytes every small block (of pages of blocks, up to `MEDIUM_MAX`) keeps for its
-/// canary in the secure build: the entry points pick the class for the request plus
-/// these bytes (`front::alloc::CANARY`), so the block's usable size, what
-/// `malloc_usable_size` reports, is its class size less 8, and its last word is the
-/// canary. Reserved at both levels and with `EBB_CANARY=0` too (the usable size does
-/// not change with an option); only writing and checking it are optional.
+/// Bytes of a block's canary. While canaries are on, the entry points pick the class
+/// for the request plus these bytes (`front::alloc::pad`), so the last word of every
+/// block is not the program's; in pages of blocks of up to [`SMALL_CANARY_MAX`] it
+/// holds the canary, and their usable size (what `malloc_usable_size` reports) is the
+/// class size less 8 ([`canary_bytes`]).
 pub const SMALL_CANARY: usize = 8;
 
 /// The largest blocks whose canary is written and checked: the canary of a bigger
@@ -242,15 +242,39 @@ pub const SMALL_CANARY: usize = 8;
 /// block). Their 8 bytes stay reserved, so the usable size is the same rule for all.
 pub const SMALL_CANARY_MAX: usize = 1024;
 
-/// `EBB_CANARY`: pages set up from now on write and check small-block canaries. On
-/// until `init` reads the option, so pages made before it (by a first allocation that
-/// runs before process set-up) have canaries whatever the option says: each page keeps
-/// its own flag (`Page::small_canary`), so writing and checking always agree.
-static SMALL_CANARIES: AtomicBool = AtomicBool::new(true);
+/// `EBB_CANARY` (on by default at level full, off at light): pages set up write and
+/// check small-block canaries. Read by `init`, which runs before the first page is
+/// set up (`Page::secure_init` calls [`level`]), so every page's flag
+/// (`Page::small_canary`) is the option's.
+static SMALL_CANARIES: AtomicBool = AtomicBool::new(false);
+
+/// [`SMALL_CANARY`] while canaries are on, else 0: the padding of every request
+/// ([`canary_pad`]). 8 until `init` reads the option: a request served before that
+/// (the first one, which sets the process up) is padded, and its block, from a page
+/// set up after `init`, has room to spare. Padding a request whose page then has a
+/// canary is what must never be missed, and the padding only goes from 8 to 0.
+static CANARY_PAD: AtomicUsize = AtomicUsize::new(SMALL_CANARY);
+
+/// Bytes every request is padded with (`front::alloc::pad`): one load.
+#[inline(always)]
+pub fn canary_pad() -> usize {
+    CANARY_PAD.load(Ordering::Relaxed)
+}
+
+/// Bytes at the end of each block of `page` that are not the program's: its canary.
+#[inline(always)]
+pub fn canary_bytes(page: &Page) -> usize {
+    if page.small_canary {
+        SMALL_CANARY
+    } else {
+        0
+    }
+}
 
 /// True if a page of `block_size` blocks set up now gets canaries
-/// (`Page::secure_init`).
+/// (`Page::secure_init`; reads the options first if nobody has).
 pub fn small_canaries(block_size: usize) -> bool {
+    level();
     block_size <= SMALL_CANARY_MAX && SMALL_CANARIES.load(Ordering::Relaxed)
 }
 
