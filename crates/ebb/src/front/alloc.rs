@@ -113,7 +113,12 @@ fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut
     unsafe {
         let page = if size <= MID_MAX - CANARY {
             (*heap).enter();
-            let class = *MID_CLASS.get_unchecked((size + pad() - 1) >> 7) as usize;
+            let index = (size + pad() - 1) >> 7;
+            // (Unpadded, sizes up to SMALL_MAX come here too: the limit above counts
+            // the most padding. The table starts above SMALL_MAX.)
+            #[cfg(feature = "secure")]
+            let index = index.max(SMALL_MAX >> 7);
+            let class = *MID_CLASS.get_unchecked(index) as usize;
             (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
         } else if size <= MEDIUM_MAX - CANARY {
             (*heap).enter();
@@ -167,10 +172,14 @@ unsafe fn current_page<const C: bool>(
     size: usize,
 ) -> *mut crate::span::page::Page {
     debug_assert!(size <= MEDIUM_MAX - CANARY);
+    let small = size <= SMALL_MAX - CANARY;
     let size = size + pad();
+    // (Beyond `SMALL_MAX - CANARY`, the classes above `SMALL_MAX`, as `malloc`'s.)
+    #[cfg(feature = "secure")]
+    let size = if small { size } else { size.max(SMALL_MAX + 1) };
     // SAFETY: the tables have an entry for every index computed here.
     unsafe {
-        if size <= SMALL_MAX {
+        if small {
             let table = if C {
                 &(*heap).small_class_c
             } else {
@@ -240,12 +249,18 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
     #[cfg(feature = "secure")]
     crate::span::secure::level();
     let class = unsafe {
+        // The fast path's choice: the tables up to `SMALL_MAX - CANARY` bytes, the
+        // classes above `SMALL_MAX` beyond (also for a smaller padding).
         let padded = size + pad();
-        match (padded <= SMALL_MAX, c) {
+        #[cfg(feature = "secure")]
+        let above = padded.max(SMALL_MAX + 1);
+        #[cfg(not(feature = "secure"))]
+        let above = padded;
+        match (size <= SMALL_MAX - CANARY, c) {
             (true, false) => (*heap).small_class[padded] as usize,
             (true, true) => (*heap).small_class_c[padded] as usize,
-            (false, false) => class_of(padded),
-            (false, true) => class_of((padded + 15) & !15),
+            (false, false) => class_of(above),
+            (false, true) => class_of((above + 15) & !15),
         }
     };
     let block = malloc_slow(class, size, entry);
