@@ -14,6 +14,10 @@
 //!   blocks), are made inaccessible ([`guard`], `os::protect`).
 //! - **Randomisation** (level full): blocks carved onto a free list come in a random
 //!   order ([`Shuffle`]); segments are placed at random addresses ([`segment_hint`]).
+//! - **Canaries in small blocks** (`EBB_CANARY`; on at level full, off at light):
+//!   requests are padded by 8 bytes ([`canary_pad`]), and the last word of every block
+//!   of up to 1 KiB holds [`small_canary`], written when it is handed out
+//!   (`Page::clear_link`) and checked on free (`front::secure`) and realloc.
 //! - **Zeroing on free** (`EBB_ZERO_ON_FREE=1`, either level; off by default): a freed
 //!   block of up to 512 KiB is zeroed before it goes on a free list. Off by default
 //!   because it writes the whole block, also the parts the program never touched
@@ -237,9 +241,8 @@ pub const SMALL_CANARY: usize = 8;
 
 /// The largest blocks whose canary is written and checked: the canary of a bigger
 /// block lies far from where the program works (another cache line, often another OS
-/// page that writing it would commit: `sweep` of the speed suite, which touches the
-/// start of blocks of up to 64 KiB, ran 1.3 times slower with canaries in every
-/// block). Their 8 bytes stay reserved, so the usable size is the same rule for all.
+/// page, which writing it would commit even if the program never touches it). Their
+/// 8 bytes of padding stay, unused.
 pub const SMALL_CANARY_MAX: usize = 1024;
 
 /// `EBB_CANARY` (on by default at level full, off at light): pages set up write and
