@@ -6,8 +6,10 @@
 #   ebb          libebb.so
 #   light        libebb_secure.so, EBB_SECURE=light
 #   full         libebb_secure.so, EBB_SECURE=full
-# plus any extra "name=ENV=VALUE" configurations of libebb.so in EXTRA (e.g.
-# EXTRA="check=EBB_CHECK=1"). Prints, per workload, the median wall time and the
+# plus any extra "name=ENV=VALUE[,ENV=VALUE...]" configurations of libebb.so in EXTRA
+# (e.g. EXTRA="check=EBB_CHECK=1") and of libebb_secure.so in SECURE_EXTRA (e.g.
+# SECURE_EXTRA="full-nocanary=EBB_CANARY=0 light-canary=EBB_SECURE=light,EBB_CANARY=1").
+# Prints, per workload, the median wall time and the
 # median whole-process CPU time (user + system of every thread) of each configuration
 # as a ratio to ebb's, and their geometric means.
 #
@@ -37,6 +39,9 @@ CONFIGS=("ebb=$LIB" "light=$SECURE:EBB_SECURE=light" "full=$SECURE:EBB_SECURE=fu
 for extra in ${EXTRA:-}; do
     CONFIGS+=("${extra%%=*}=$LIB:${extra#*=}")
 done
+for extra in ${SECURE_EXTRA:-}; do
+    CONFIGS+=("${extra%%=*}=$SECURE:${extra#*=}")
+done
 WORKLOADS=("$@")
 if [ ${#WORKLOADS[@]} -eq 0 ]; then
     mapfile -t WORKLOADS < <("$BIN" --list)
@@ -50,7 +55,7 @@ for run in $(seq 1 "$RUNS"); do
             spec=${c#*=}
             lib=${spec%%:*}
             envs=()
-            [ "$spec" != "$lib" ] && envs=("${spec#*:}")
+            [ "$spec" != "$lib" ] && IFS=, read -ra envs <<<"${spec#*:}"
             if line=$(env "${envs[@]}" BENCH_ALLOCATOR="$name" LD_PRELOAD="$lib" \
                 "$BIN" "$w" --scale "$SCALE" 2>>"$OUT/stderr.log"); then
                 echo "$line" >>"$OUT/runs.jsonl"

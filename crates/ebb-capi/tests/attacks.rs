@@ -144,14 +144,14 @@ const ATTACKS: &[Attack] = &[
         bug: "1-byte overflow, 24-byte block",
         default: RunsOn,
         check: RunsOn,
-        secure: Some(RunsOn),
+        secure: Some(Dies(CANARY)),
     },
     Attack {
         source: "attacks/overflow_small_8.c",
         bug: "8-byte overflow, 24-byte block",
         default: RunsOn,
         check: RunsOn,
-        secure: Some(RunsOn),
+        secure: Some(Dies(CANARY)),
     },
     Attack {
         source: "attacks/overflow_large_1.c",
@@ -289,6 +289,12 @@ fn secure_library() -> Option<PathBuf> {
 /// The secure build's levels, as columns.
 const SECURE_LEVELS: [&str; 2] = ["light", "full"];
 
+/// Attacks only the small-block canaries catch (`EBB_CANARY`: on at level full, off at
+/// light): at light they run on, unless `EBB_CANARY=1`.
+fn needs_small_canary(attack: &Attack) -> bool {
+    attack.source.starts_with("attacks/overflow_small")
+}
+
 #[test]
 fn attack_programs_end_as_documented() {
     let _ = libebb(); // build it once, before the threads
@@ -322,9 +328,26 @@ fn attack_programs_end_as_documented() {
                                 c_support::run_preloading(&exe, lib, &[("EBB_SECURE", level)]);
                             if let Some(expected) = attack.secure {
                                 let mode = format!("secure {level}");
+                                let expected = if level == "light" && needs_small_canary(attack) {
+                                    RunsOn
+                                } else {
+                                    expected
+                                };
                                 assert_outcome(&with_secure, expected, attack.source, &mode);
                             }
                             cells.push(cell(&with_secure));
+                        }
+                        if needs_small_canary(attack) {
+                            // The option turns them on at light and off at full.
+                            for (level, canary, expected) in [
+                                ("light", "1", attack.secure.unwrap()),
+                                ("full", "0", RunsOn),
+                            ] {
+                                let envs = [("EBB_SECURE", level), ("EBB_CANARY", canary)];
+                                let run = c_support::run_preloading(&exe, lib, &envs);
+                                let mode = format!("secure {level} EBB_CANARY={canary}");
+                                assert_outcome(&run, expected, attack.source, &mode);
+                            }
                         }
                     }
                     (attack.bug.to_string(), cells)

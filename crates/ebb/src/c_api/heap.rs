@@ -15,10 +15,13 @@ pub extern "C" fn ebb_heap_new() -> *mut c_void {
 }
 
 /// glibc's alignment: 16 bytes above 8. Multiples of 16 are classes of 16-aligned
-/// blocks; above MEDIUM_MAX blocks start on slice boundaries anyway.
+/// blocks (with the secure build's canary, `size + pad` is made one); above
+/// MEDIUM_MAX blocks start on slice boundaries anyway.
 fn c_size(size: usize) -> usize {
-    if size > 8 && size <= crate::MEDIUM_MAX {
-        size.next_multiple_of(16)
+    use crate::front::alloc::{pad, CANARY};
+    if size > 8 && size <= crate::MEDIUM_MAX - CANARY {
+        let pad = pad();
+        (size + pad).next_multiple_of(16) - pad
     } else {
         size
     }

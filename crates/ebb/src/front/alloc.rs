@@ -29,6 +29,39 @@ use crate::span::{arena, huge};
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
+/// The most bytes a request is padded with for the secure build's canary
+/// (`span::secure::SMALL_CANARY`); 0, and so no code at all, in other builds. Limits
+/// are tested against it; the padding itself is [`pad`].
+pub const CANARY: usize = if cfg!(feature = "secure") { 8 } else { 0 };
+
+/// Bytes added to every request before its class is picked: 8 in the secure build
+/// while small-block canaries are on (`span::secure::canary_pad`: the last 8 bytes
+/// of the block hold the canary, so a request of exactly a class size takes the next
+/// class), else 0 (a constant outside the secure build).
+#[inline(always)]
+pub fn pad() -> usize {
+    #[cfg(feature = "secure")]
+    return crate::span::secure::canary_pad();
+    #[cfg(not(feature = "secure"))]
+    0
+}
+
+/// Bytes of `page`'s blocks the program may not use (the canary's).
+///
+/// # Safety
+/// `page` is a descriptor.
+#[inline(always)]
+unsafe fn reserved_tail(page: *mut crate::span::page::Page) -> usize {
+    #[cfg(feature = "secure")]
+    // SAFETY: per the contract.
+    return unsafe { crate::span::secure::canary_bytes(&*page) };
+    #[cfg(not(feature = "secure"))]
+    {
+        let _ = page;
+        0
+    }
+}
+
 /// Alignment every block has without asking: blocks of 16-byte multiples are 16-byte
 /// aligned, all others 8-byte aligned.
 pub const MIN_ALIGN: usize = 8;
@@ -52,7 +85,7 @@ pub fn malloc_c(size: usize) -> *mut u8 {
 #[inline(always)]
 fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
     let heap = tls::heap();
-    if size > SMALL_MAX {
+    if size > SMALL_MAX - CANARY {
         return malloc_above_small::<C>(size, heap);
     }
     // SAFETY: `heap` is the thread's heap or the empty heap; both have valid tables, and
@@ -65,7 +98,7 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
         } else {
             &(*heap).small_class
         };
-        let class = *table.get_unchecked(size) as usize;
+        let class = *table.get_unchecked(size + pad()) as usize;
         let page = (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
         pop_or_slow::<C>(size, page, heap)
     }
@@ -78,15 +111,20 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
 fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut u8 {
     // SAFETY: as in `malloc_in`.
     unsafe {
-        let page = if size <= MID_MAX {
+        let page = if size <= MID_MAX - CANARY {
             (*heap).enter();
-            let class = *MID_CLASS.get_unchecked((size - 1) >> 7) as usize;
+            let index = (size + pad() - 1) >> 7;
+            // (Unpadded, sizes up to SMALL_MAX come here too: the limit above counts
+            // the most padding. The table starts above SMALL_MAX.)
+            #[cfg(feature = "secure")]
+            let index = index.max(SMALL_MAX >> 7);
+            let class = *MID_CLASS.get_unchecked(index) as usize;
             (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
-        } else if size <= MEDIUM_MAX {
+        } else if size <= MEDIUM_MAX - CANARY {
             (*heap).enter();
             (*heap)
                 .current
-                .get_unchecked(class_of(size))
+                .get_unchecked(class_of(size + pad()))
                 .load(Ordering::Relaxed)
         } else if C {
             return alloc_big_c(size);
@@ -123,8 +161,8 @@ unsafe fn pop_or_slow<const C: bool>(
     }
 }
 
-/// The heap's current page for a request of `size <= MEDIUM_MAX` bytes (`C`: 16-byte
-/// aligned above 8 bytes, as glibc guarantees).
+/// The heap's current page for a request of `size <= MEDIUM_MAX - CANARY` bytes (`C`:
+/// 16-byte aligned above 8 bytes, as glibc guarantees).
 ///
 /// # Safety
 /// `heap` is the calling thread's heap (or the empty heap), inside its `in_op` window.
@@ -133,10 +171,15 @@ unsafe fn current_page<const C: bool>(
     heap: *mut heap::Heap,
     size: usize,
 ) -> *mut crate::span::page::Page {
-    debug_assert!(size <= MEDIUM_MAX);
+    debug_assert!(size <= MEDIUM_MAX - CANARY);
+    let small = size <= SMALL_MAX - CANARY;
+    let size = size + pad();
+    // (Beyond `SMALL_MAX - CANARY`, the classes above `SMALL_MAX`, as `malloc`'s.)
+    #[cfg(feature = "secure")]
+    let size = if small { size } else { size.max(SMALL_MAX + 1) };
     // SAFETY: the tables have an entry for every index computed here.
     unsafe {
-        if size <= SMALL_MAX {
+        if small {
             let table = if C {
                 &(*heap).small_class_c
             } else {
@@ -201,12 +244,23 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
     let marker = 0u8;
     let entry = crate::profile::Entry::here(&marker);
     // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the same.
+    // The secure build reads its options (the padding) before the class is picked
+    // again here: the process's first allocation, which sets it up, comes here.
+    #[cfg(feature = "secure")]
+    crate::span::secure::level();
     let class = unsafe {
-        match (size <= SMALL_MAX, c) {
-            (true, false) => (*heap).small_class[size] as usize,
-            (true, true) => (*heap).small_class_c[size] as usize,
-            (false, false) => class_of(size),
-            (false, true) => class_of((size + 15) & !15),
+        // The fast path's choice: the tables up to `SMALL_MAX - CANARY` bytes, the
+        // classes above `SMALL_MAX` beyond (also for a smaller padding).
+        let padded = size + pad();
+        #[cfg(feature = "secure")]
+        let above = padded.max(SMALL_MAX + 1);
+        #[cfg(not(feature = "secure"))]
+        let above = padded;
+        match (size <= SMALL_MAX - CANARY, c) {
+            (true, false) => (*heap).small_class[padded] as usize,
+            (true, true) => (*heap).small_class_c[padded] as usize,
+            (false, false) => class_of(above),
+            (false, true) => class_of((above + 15) & !15),
         }
     };
     let block = malloc_slow(class, size, entry);
@@ -240,11 +294,18 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     if align == 16 {
         // Multiples of 16 map to classes that are multiples of 16; bigger blocks start
         // on slice boundaries anyway (and rounding them could overflow).
-        return malloc(if size <= MEDIUM_MAX {
-            ((size + 15) & !15).max(16)
+        // (With a canary: the class of `size + pad` rounded up to 16.)
+        let pad = pad();
+        let p = malloc(if size <= MEDIUM_MAX - CANARY {
+            ((size + pad + 15) & !15).max(16) - pad
         } else {
             size
         });
+        #[cfg(feature = "secure")]
+        if p as usize & 15 != 0 {
+            return crate::front::secure::padding_changed(p, size, align);
+        }
+        return p;
     }
     alloc_aligned(size, align)
 }
@@ -254,8 +315,13 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
 fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
     if align <= SLICE_SIZE {
-        if let Some(class) = class_for_aligned(size, align) {
-            let p = malloc(class_size(class));
+        let pad = pad();
+        if let Some(class) = class_for_aligned(size.saturating_add(pad), align) {
+            let p = malloc(class_size(class) - pad);
+            #[cfg(feature = "secure")]
+            if p as usize % align != 0 {
+                return crate::front::secure::padding_changed(p, size, align);
+            }
             debug_assert!(p as usize % align == 0);
             return p;
         }
@@ -300,23 +366,34 @@ fn sample_big(block: *mut u8, size: usize) {
 /// written again.
 #[inline]
 pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
-    if size <= MEDIUM_MAX {
+    if size <= MEDIUM_MAX - CANARY {
         if align <= MIN_ALIGN {
             return malloc_zeroed(size);
         }
         if align == 16 {
-            return malloc_zeroed(((size + 15) & !15).max(16));
+            let pad = pad();
+            let p = malloc_zeroed(((size + pad + 15) & !15).max(16) - pad);
+            #[cfg(feature = "secure")]
+            if p as usize & 15 != 0 {
+                let p = crate::front::secure::padding_changed(p, size, align);
+                if !p.is_null() {
+                    // SAFETY: a fresh block of at least `size` bytes.
+                    unsafe { core::ptr::write_bytes(p, 0, size) };
+                }
+                return p;
+            }
+            return p;
         }
     }
     alloc_zeroed_any(size, align)
 }
 
-/// `malloc` then zero, for `size <= MEDIUM_MAX`: on the fast path, whether the block's
+/// `malloc` then zero, for `size <= MEDIUM_MAX - CANARY`: on the fast path, whether the block's
 /// list is known zero is read while popping it, inside the same `in_op` window (no
 /// second page lookup).
 #[inline(always)]
 fn malloc_zeroed(size: usize) -> *mut u8 {
-    debug_assert!(size <= MEDIUM_MAX);
+    debug_assert!(size <= MEDIUM_MAX - CANARY);
     let heap = tls::heap();
     // SAFETY: as in `malloc_in`: the table entries are pages owned by this thread (or the
     // never-written empty page), used only inside the window.
@@ -547,10 +624,15 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
         let page = segment::page_of(seg, ptr);
         match (*page).owner.load(Ordering::Relaxed) {
             HUGE => huge::usable_size(page),
-            _ => {
-                (*page).block_size()
-                    - (ptr as usize - (*page).start as usize) % (*page).block_size()
+            // A large span (also a first-class heap's, which its heap owns) has its
+            // canary after the block.
+            #[cfg(feature = "secure")]
+            owner if owner == LARGE || (*page).large_canary => {
+                (*page).block_size() - (ptr as usize - (*page).start as usize)
             }
+            _ => ((*page).block_size()
+                - (ptr as usize - (*page).start as usize) % (*page).block_size())
+            .saturating_sub(reserved_tail(page)),
         }
     }
 }
@@ -586,8 +668,16 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         }
         let page = segment::page_of(seg, ptr);
         let owner = (*page).owner.load(Ordering::Relaxed);
-        let usable = (*page).block_size();
         let holds_blocks = owner >= MARKER_LIMIT || owner == ABANDONED || owner == DRAINING;
+        let usable = (*page).block_size();
+        // The secure build: a block of a page of blocks keeps its canary, checked here.
+        #[cfg(feature = "secure")]
+        let usable = if holds_blocks {
+            crate::span::secure::check_small_canary("realloc", &*page, ptr);
+            usable - reserved_tail(page)
+        } else {
+            usable
+        };
         // In place whenever the block stays at least half used: shrinking a large or huge
         // block gives its tail back, growing one takes the slices or address space after
         // it when they are free.

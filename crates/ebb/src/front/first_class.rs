@@ -167,11 +167,14 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
     // Size 0 maps to the 8-byte class: with align 16 it takes the rounding below (a
     // 16-byte block; found by the secure build's random carving order, where the first
     // block of a page is not always at a 16-byte multiple).
-    let class = if align <= alloc::MIN_ALIGN || (align == 16 && size % 16 == 0 && size != 0) {
-        if size > MEDIUM_MAX {
+    // (The secure build's canary: the class of `size + pad`, `alloc::pad`.)
+    let padded = size.saturating_add(alloc::pad());
+    let class = if align <= alloc::MIN_ALIGN || (align == 16 && padded % 16 == 0 && size != 0) {
+        if padded > MEDIUM_MAX {
             // SAFETY: forwarded.
             return unsafe { alloc_large(fc, size, SLICE_SIZE) };
         }
+        let size = padded;
         // SAFETY: `small_class` has an entry for every size up to SMALL_MAX.
         unsafe {
             if size <= SMALL_MAX {
@@ -184,9 +187,9 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
         }
     } else {
         let rounded = if align == 16 {
-            size.next_multiple_of(16).max(16)
+            padded.next_multiple_of(16).max(16)
         } else {
-            size
+            padded
         };
         match class_for_aligned(rounded, align) {
             Some(class) if align <= SLICE_SIZE => class,

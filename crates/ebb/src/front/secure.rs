@@ -7,6 +7,10 @@
 //!   holds one (its list link, encoded with the page's key), a block in use never does
 //!   (the pop clears the word), so finding one is a double free, whichever list of
 //!   whichever thread the block is on;
+//! - the block's last word must be its canary (`secure::small_canary`, written when
+//!   the block was handed out; pages with `small_canary`): anything else is an
+//!   overflow past the end of the block (its usable size is its class size less the
+//!   canary, `alloc::CANARY`);
 //! - with `EBB_ZERO_ON_FREE`, the block is then zeroed.
 //!
 //! The fast path tests the first word only for what is cheap: whether it decodes to a
@@ -46,6 +50,7 @@ pub unsafe fn free_passes(page: *mut Page, ptr: *mut u8) -> bool {
         }
         let word = *(ptr as *const usize);
         !secure::may_be_link((*page).key, ptr as usize, word)
+            && secure::small_canary_intact(&*page, ptr)
     }
 }
 
@@ -76,7 +81,8 @@ pub unsafe fn is_free_block(page: *mut Page, ptr: *mut u8) -> bool {
 }
 
 /// A free that failed [`free_passes`]: free a block that checks out (zeroing a small
-/// one with `EBB_ZERO_ON_FREE`), abort on anything else. Leaves the window `free` entered on `heap`.
+/// one with `EBB_ZERO_ON_FREE`), abort on anything else (an invalid pointer, a double
+/// free, an overwritten canary). Leaves the window `free` entered on `heap`.
 ///
 /// # Safety
 /// As `alloc::free`, inside the window `free` entered on `heap`; `page` is `ptr`'s.
@@ -123,6 +129,7 @@ pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
                 if secure::looks_like_link((*page).key, start as usize, span, ptr as usize, word) {
                     secure::fatal("free", ptr, "double free (the block is already free)");
                 }
+                secure::check_small_canary("free", &*page, ptr);
                 // A live block after all (its first word only looked like an address),
                 // or one to zero.
                 if secure::zero_on_free() && size <= MEDIUM_MAX {
@@ -131,5 +138,175 @@ pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
             }
         }
         slow::free_slow(page, ptr);
+    }
+}
+
+/// An aligned allocation got a block off its alignment: the canary's padding changed
+/// between the caller's choice of a size and `malloc`'s choice of the class (the
+/// options are read by the process's first allocation, after its padding was added:
+/// `span::secure::canary_pad`). Free it and allocate again: the padding is settled
+/// now.
+#[cold]
+#[inline(never)]
+pub fn padding_changed(block: *mut u8, size: usize, align: usize) -> *mut u8 {
+    // SAFETY: a block just allocated, not handed to anyone.
+    unsafe { crate::front::alloc::free(block) };
+    crate::front::alloc::alloc(size, align)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::front::alloc::{self, CANARY};
+    use crate::front::first_class;
+    use crate::size_class::{class_of, class_size, MEDIUM_MAX, MIN_ALLOC_BLOCK};
+    use crate::span::page::Page;
+    use crate::span::secure::{small_canary, small_canary_intact, SMALL_CANARY, SMALL_CANARY_MAX};
+    use crate::span::segment;
+
+    /// The descriptor of `p`, a block in a segment.
+    fn page(p: *mut u8) -> &'static Page {
+        let seg = segment::segment_of(p);
+        assert!(!seg.is_null());
+        // SAFETY: `p` is a live block of that segment.
+        unsafe { &*segment::page_of(seg, p) }
+    }
+
+    /// `p`, a live block of a page of blocks, of at least `size` bytes: up to
+    /// `SMALL_CANARY_MAX`, its usable size is its block size less the canary, the
+    /// canary is in place and survives a write of every usable byte, and one byte more
+    /// breaks it; bigger blocks have none (but were picked with the padding).
+    fn assert_canary(p: *mut u8, size: usize) {
+        let page = page(p);
+        let block = page.block_size();
+        if block > SMALL_CANARY_MAX {
+            assert!(!page.small_canary, "size {size}");
+            // SAFETY: `p` is live.
+            assert_eq!(unsafe { alloc::usable_size(p) }, block, "size {size}");
+            assert!(block >= size + SMALL_CANARY, "size {size}");
+            return;
+        }
+        assert!(page.small_canary, "canaries are on in the tests' process");
+        // SAFETY: `p` is live, of `usable` bytes followed by its canary.
+        unsafe {
+            let usable = alloc::usable_size(p);
+            assert_eq!(usable, block - SMALL_CANARY, "size {size}");
+            assert!(usable >= size, "size {size}");
+            let word = (p.add(usable) as *const usize).read();
+            assert_eq!(word, small_canary(page.key, p as usize), "size {size}");
+            assert!(word & 0xff != 0, "the canary's first byte is never 0");
+            core::ptr::write_bytes(p, 0xA5, usable);
+            assert!(small_canary_intact(page, p), "size {size}");
+            assert!(super::free_passes(page as *const Page as *mut Page, p));
+            let last = p.add(usable);
+            let saved = last.read();
+            last.write(saved ^ 0x01);
+            assert!(
+                !small_canary_intact(page, p),
+                "1-byte overflow, size {size}"
+            );
+            assert!(
+                !super::free_passes(page as *const Page as *mut Page, p),
+                "the free fast path sends it to the check"
+            );
+            last.write(saved);
+        }
+    }
+
+    #[test]
+    fn every_size_has_an_exact_usable_size_and_its_canary() {
+        assert_eq!(CANARY, SMALL_CANARY);
+        let sizes = (0..=1100).chain([4096, 4097, 65528, 65529, 70_000, MEDIUM_MAX - 8]);
+        for size in sizes {
+            let p = alloc::malloc(size);
+            assert_canary(p, size);
+            // The class is the padded request's (not a bigger one).
+            let padded = (size + CANARY).max(MIN_ALLOC_BLOCK);
+            assert_eq!(page(p).block_size(), class_size(class_of(padded)));
+            // SAFETY: a live block of ours.
+            unsafe { alloc::free(p) };
+            #[cfg(feature = "c-api")]
+            {
+                let q = alloc::malloc_c(size);
+                assert_canary(q, size);
+                if size > 8 {
+                    assert_eq!(q as usize % 16, 0, "C blocks are 16-byte aligned");
+                }
+                // SAFETY: a live block of ours.
+                unsafe { alloc::free(q) };
+            }
+        }
+        // A request that no longer fits a page of blocks with its canary is large.
+        let p = alloc::malloc(MEDIUM_MAX - 4);
+        assert_eq!(
+            page(p).owner.load(core::sync::atomic::Ordering::Relaxed),
+            crate::span::page::LARGE
+        );
+        // SAFETY: live.
+        unsafe {
+            assert!(alloc::usable_size(p) >= MEDIUM_MAX - 4);
+            alloc::free(p);
+        }
+    }
+
+    #[test]
+    fn aligned_and_zeroed_blocks_have_their_canary() {
+        for align in [16usize, 32, 64, 128, 256, 4096, 65536] {
+            for size in [0usize, 1, 8, 16, 24, 56, 64, 100, 1000, 4096, 5000, 65536] {
+                for zeroed in [false, true] {
+                    let p = if zeroed {
+                        alloc::alloc_zeroed(size, align)
+                    } else {
+                        alloc::alloc(size, align)
+                    };
+                    assert_eq!(p as usize % align, 0, "size {size} align {align}");
+                    if zeroed {
+                        // SAFETY: `size` bytes of a live block.
+                        let bytes = unsafe { core::slice::from_raw_parts(p, size) };
+                        assert!(bytes.iter().all(|&b| b == 0));
+                    }
+                    assert_canary(p, size);
+                    // SAFETY: live.
+                    unsafe { alloc::free(p) };
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn realloc_keeps_contents_and_the_canary() {
+        let mut p = alloc::malloc(24);
+        // SAFETY: every block is live with the size given; the old one is freed by
+        // realloc.
+        unsafe {
+            core::ptr::write_bytes(p, 7, 24);
+            let mut size = 24;
+            // Shrink in place, grow to exactly the usable size (in place), one byte
+            // past it (moves: the canary's word is not the program's), then through
+            // several classes and back down.
+            for new_size in [20, 24, 25, 32, 40, 300, 4000, 100, 10, 1] {
+                p = alloc::realloc(p, size, new_size, alloc::MIN_ALIGN);
+                let kept = core::slice::from_raw_parts(p, size.min(new_size));
+                assert!(kept.iter().all(|&b| b == 7), "{size} -> {new_size}");
+                assert_canary(p, new_size);
+                core::ptr::write_bytes(p, 7, new_size);
+                size = new_size;
+            }
+            alloc::free(p);
+        }
+    }
+
+    #[test]
+    fn first_class_heaps_write_and_check_canaries() {
+        let heap = first_class::create();
+        // SAFETY: the heap is live and this thread's.
+        unsafe {
+            for (size, align) in [(24usize, 8usize), (24, 16), (40, 16), (100, 64), (5000, 8)] {
+                let p = first_class::alloc(heap, size, align);
+                assert_eq!(p as usize % align, 0);
+                assert_canary(p, size);
+                first_class::free(heap, p);
+            }
+            first_class::destroy(heap);
+        }
     }
 }

@@ -143,6 +143,10 @@ pub struct Page {
     /// Secure build, large blocks: a canary follows the block (`secure::alloc_large`).
     #[cfg(feature = "secure")]
     pub large_canary: bool,
+    /// Secure build, pages of blocks: a canary in the last word of every block handed
+    /// out, checked on free (`secure::write_small_canary`; `EBB_CANARY`).
+    #[cfg(feature = "secure")]
+    pub small_canary: bool,
     // -- line 1: read by every free
     _line1: [CacheLine; 0],
     /// Heap address, or a marker (`FREE`, `ABANDONED`, ...).
@@ -215,6 +219,8 @@ impl Page {
             guarded: false,
             #[cfg(feature = "secure")]
             large_canary: false,
+            #[cfg(feature = "secure")]
+            small_canary: false,
             _line1: [],
             owner: AtomicUsize::new(FREE),
             last_owner: AtomicUsize::new(0),
@@ -292,7 +298,8 @@ impl Page {
 
     /// Secure build: clear the link word of `block`, just taken off a list (after the
     /// list head moved on), so a block in use never holds a valid link: that is how a
-    /// double free is recognised. Nothing in other builds.
+    /// double free is recognised; and write the block's canary in its last word (pages
+    /// with `small_canary`). Nothing in other builds.
     ///
     /// The compiler fence keeps the clearing after the store of the new list head: a
     /// `fork` in between would otherwise leave the child a list whose head has no link
@@ -308,6 +315,9 @@ impl Page {
         unsafe {
             core::sync::atomic::compiler_fence(Ordering::Release);
             (*block).next = null_mut();
+            if self.small_canary {
+                crate::span::secure::write_small_canary(self, block as *mut u8);
+            }
         }
         #[cfg(not(feature = "secure"))]
         let _ = block;
@@ -387,6 +397,7 @@ impl Page {
     #[cfg(feature = "secure")]
     fn secure_init(&mut self, block_size: usize, bytes: usize) -> usize {
         self.key = crate::span::secure::new_key();
+        self.small_canary = crate::span::secure::small_canaries(block_size);
         self.block_magic = if crate::span::secure::zero_on_free() {
             0
         } else {
@@ -586,12 +597,11 @@ impl Page {
             #[cfg(feature = "secure")]
             {
                 // Linked in a random order at level full (`secure::Shuffle`).
-                let order = crate::span::secure::Shuffle::new(count);
-                let block_at = |i: usize| first.add(order.index(i, count) * size) as *mut Block;
-                let mut block = block_at(0);
+                let mut order = crate::span::secure::Shuffle::new(count)
+                    .map(|i| first.add(i * size) as *mut Block);
+                let mut block = order.next().unwrap_or(first as *mut Block);
                 self.free = block;
-                for i in 1..count {
-                    let next = block_at(i);
+                for next in order {
                     self.set_link(block, next);
                     block = next;
                 }
