@@ -38,7 +38,8 @@
 //! slice committed), is advised `MADV_HUGEPAGE` ([`after_small_span`]).
 //! The span search is first fit, so the next small pages go there, and its first touch
 //! maps one huge page instead of 512 faults of 4 KiB; filling it advises the one
-//! after. Memory touched sparsely (a few pages in many segments), large blocks and
+//! after. Only a process with [`DENSE_MIN_COMMITTED`] (32 MiB) committed in segments
+//! does this. Memory touched sparsely (a few pages in many segments), large blocks and
 //! huge mappings are never advised, which is where everything-advised lost (RSS of
 //! small multi-threaded programs, first-touch growth of big buffers:
 //! docs/BENCHMARKS.md "Transparent huge pages"). What it can cost: the unit at the
@@ -91,10 +92,20 @@ pub unsafe fn advise(ptr: *mut u8, size: usize) {
     }
 }
 
+/// Dense growth starts once this much of the segments is committed: below it, the
+/// unit at the fill front (resident whole, up to 2 MiB more than in use) would add
+/// 5-30% to a small program's RSS (the speed suite's compiler front ends and
+/// typechecker at 7-16 MiB grew by 3-10 MiB), and a small heap has few TLB misses.
+pub const DENSE_MIN_COMMITTED: usize = 32 << 20;
+
 /// Dense growth: `last` is the last slice of a small-block page just taken from
 /// `segment` (span lock held). Advises the next unit if [`dense_next_unit`] says so.
 pub fn after_small_span(segment: &Segment, last: usize) {
-    if os::HUGE_PAGE_SIZE == 0 || !crate::options::get().dense_huge_pages || enabled() {
+    if os::HUGE_PAGE_SIZE == 0
+        || !crate::options::get().dense_huge_pages
+        || enabled()
+        || COUNTERS.committed.load(Ordering::Relaxed) < DENSE_MIN_COMMITTED as u64
+    {
         return;
     }
     if let Some(unit) = dense_next_unit(&segment.free_slices, &segment.committed_slices, last) {
