@@ -275,6 +275,37 @@ pub unsafe fn advise_huge_pages(ptr: *mut u8, size: usize) -> bool {
     })
 }
 
+/// Back `[ptr, ptr + size)` (whole, aligned huge pages, never touched) with huge pages
+/// now, and keep the kernel from making huge pages there again later: `MADV_HUGEPAGE`,
+/// a write of zero to each huge page (the fault maps a zeroed huge page, which the write
+/// leaves zero), then `MADV_NOHUGEPAGE`. Without the last step khugepaged would, once
+/// the allocator has purged parts of such a range, collapse it whole again (it fills
+/// up to 511 missing 4 KiB pages of a range by default), and RSS would creep back up.
+/// The advice is per range: the pages already made stay huge. False if the first
+/// advice is refused (nothing touched then). errno is preserved.
+///
+/// # Safety
+/// The range must be reserved by this module, readable and writable, aligned to
+/// `HUGE_PAGE_SIZE`, and hold nothing (the write changes no byte, but races with
+/// nobody only if no one else uses the range yet).
+pub unsafe fn populate_huge_pages(ptr: *mut u8, size: usize) -> bool {
+    // SAFETY: per the contract above.
+    if !unsafe { advise_huge_pages(ptr, size) } {
+        return false;
+    }
+    let mut at = 0;
+    while at < size {
+        // SAFETY: inside the range, writable, unused; zero is what it holds.
+        unsafe { core::ptr::write_volatile(ptr.add(at), 0u8) };
+        at += HUGE_PAGE_SIZE;
+    }
+    // SAFETY: advice only; the range is ours.
+    preserving_errno(|| unsafe {
+        libc::madvise(ptr as *mut c_void, size, libc::MADV_NOHUGEPAGE);
+    });
+    true
+}
+
 /// Tell valgrind's memcheck, when running under it, that `[ptr, ptr + size)` holds
 /// defined bytes. Natively this is a few rotate instructions that change nothing (the
 /// client-request preamble from valgrind.h), on the purge path only.

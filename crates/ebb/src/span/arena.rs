@@ -167,6 +167,15 @@ fn search_or_reserve(
         COUNTERS
             .committed
             .fetch_add((newly * SLICE_SIZE) as u64, Ordering::Relaxed);
+        let fresh_units = if small {
+            0
+        } else {
+            crate::span::large_pages::untouched_units_within(
+                &seg_ref.committed_slices,
+                index,
+                count,
+            )
+        };
         seg_ref.free_slices.assign_range(index, count, false);
         seg_ref.committed_slices.assign_range(index, count, true);
         seg_ref.free_count -= count as u32;
@@ -183,6 +192,8 @@ fn search_or_reserve(
         debug_assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
         if small {
             crate::span::large_pages::after_small_span(seg_ref, index + count - 1);
+        } else if fresh_units != 0 {
+            crate::span::large_pages::after_large_span(seg_ref, fresh_units);
         }
         Some((page, is_zero))
     }
