@@ -13,7 +13,7 @@
 //! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower; fixed at start) |
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
 //! | `EBB_SHARED_START` | 1 | a thread's first blocks of a small class come from pages shared by all threads (`front/shared.rs`; 0: from its own pages at once) |
-//! | `EBB_DENSE_HUGE_PAGES` | 1 | a segment filled densely with small-block pages asks for transparent huge pages for its next untouched 2 MiB unit (`span/large_pages.rs` "Dense growth"; 0: never) |
+//! | `EBB_DENSE_HUGE_PAGES` | 0 | a segment filled densely with small-block pages gets its next untouched 2 MiB unit as one transparent huge page (`span/large_pages.rs` "Dense growth") |
 //! | `EBB_LARGE_PAGES` | 0 | transparent huge pages: segments advised `MADV_HUGEPAGE`, purges that keep mostly used 2 MiB pages whole (`span/large_pages.rs`) |
 
 use crate::os;
@@ -65,7 +65,7 @@ impl Options {
         abort_on_error: true,
         abort_on_foreign: false,
         large_pages: false,
-        dense_huge_pages: true,
+        dense_huge_pages: false,
         shared_start: true,
     };
 

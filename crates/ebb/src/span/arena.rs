@@ -167,15 +167,6 @@ fn search_or_reserve(
         COUNTERS
             .committed
             .fetch_add((newly * SLICE_SIZE) as u64, Ordering::Relaxed);
-        let fresh_units = if small {
-            0
-        } else {
-            crate::span::large_pages::untouched_units_within(
-                &seg_ref.committed_slices,
-                index,
-                count,
-            )
-        };
         seg_ref.free_slices.assign_range(index, count, false);
         seg_ref.committed_slices.assign_range(index, count, true);
         seg_ref.free_count -= count as u32;
@@ -191,12 +182,32 @@ fn search_or_reserve(
         (*page).listed = false;
         debug_assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
         if small {
-            crate::span::large_pages::after_small_span(seg_ref, index + count - 1);
-        } else if fresh_units != 0 {
-            crate::span::large_pages::after_large_span(seg_ref, fresh_units);
+            if let Some(unit) =
+                crate::span::large_pages::after_small_span(seg_ref, index + count - 1)
+            {
+                faulted_in_unit_locked(&mut reuse, seg_ref, unit);
+            }
         }
         Some((page, is_zero))
     }
+}
+
+/// A free unit that dense growth just faulted in whole (`large_pages`): its slices
+/// become free and committed, freed now, so spans are taken from it before untouched
+/// or purged slices, and the purge gives it back after the delay if none is.
+fn faulted_in_unit_locked(reuse: &mut Reuse, seg_ref: &mut Segment, unit: usize) {
+    let first = unit * crate::span::large_pages::UNIT_SLICES;
+    let count = crate::span::large_pages::UNIT_SLICES;
+    let now = deadline::coarse_now_ms();
+    for i in first..first + count {
+        seg_ref.pages[i].freed_at.store(now, Ordering::Relaxed);
+    }
+    seg_ref.committed_slices.assign_range(first, count, true);
+    COUNTERS
+        .committed
+        .fetch_add((count * SLICE_SIZE) as u64, Ordering::Relaxed);
+    reuse.freed(count);
+    deadline::schedule_retention_scan(now);
 }
 
 /// The first run of `count` free slices (committed ones only if `committed`) starting at

@@ -29,28 +29,36 @@
 //! span in it is freed (which schedules a purge), so the scan re-decides exactly when
 //! the unit's use can have fallen. `collect(true)` (force) purges kept units too.
 //!
-//! # Dense growth (`EBB_DENSE_HUGE_PAGES`, on by default)
-//! Without the option, one case still gets huge pages: a program that fills segments
+//! # Dense growth (`EBB_DENSE_HUGE_PAGES=1`, off by default)
+//! A narrower way to huge pages than `EBB_LARGE_PAGES`: a program that fills segments
 //! with small-block pages densely, in address order (a heap built up and kept: an
 //! interpreter's hash table of hundreds of thousands of keys, a parsed document).
 //! When a small page is taken and the unit holding its last slice has no free slice
 //! left, the next unit of the segment, if it is wholly free and was never touched (no
-//! slice committed), is advised `MADV_HUGEPAGE` ([`after_small_span`]).
-//! The span search is first fit, so the next small pages go there; filling it advises
-//! the one after. A large block in a segment does the same for the units lying wholly
-//! inside it that were never touched ([`after_large_span`]). The unit is faulted in at
-//! once as one huge page and then advised `MADV_NOHUGEPAGE` (`os::populate_huge_pages`):
-//! left advised, khugepaged would collapse it whole again after ebb purged parts of it
-//! (up to 511 missing 4 KiB pages of 512 are filled by default), and RSS crept up by
-//! 8-15% in the memory scenarios (worker-pool, sleeping-owner-strings, mixed). Only a process with [`DENSE_MIN_COMMITTED`] (32 MiB) committed in segments
-//! does this. Memory touched sparsely (a few pages in many segments), memory reused
-//! after a purge and huge mappings are never advised, which is where everything-advised
-//! lost (RSS of small multi-threaded programs, creep: docs/BENCHMARKS.md "Transparent
-//! huge pages"). What it can cost: the unit at the
-//! fill front is resident whole (at most 2 MiB - 64 KiB more than the pages in use,
-//! per segment being filled), and the slices of it ebb has not used yet are not
-//! counted as committed, so a purge does not give them back until the unit is used
-//! and freed. A purge of part of a huge page splits it, as with any page.
+//! slice committed), is faulted in at once as one huge page ([`after_small_span`],
+//! `os::populate_huge_pages`: `MADV_HUGEPAGE`, a zero written, `MADV_NOHUGEPAGE`). Its
+//! slices then count as free and committed, so the next spans are taken from it first
+//! (and the purge gives it back after the delay if they are not); filling it does the
+//! same for the one after. Only a process with [`DENSE_MIN_COMMITTED`] (32 MiB)
+//! committed in segments does this.
+//!
+//! Never advised: memory touched sparsely (a few pages in many segments), memory
+//! reused after a purge, large blocks and huge mappings, which is where
+//! everything-advised lost (RSS of small multi-threaded programs, creep:
+//! docs/BENCHMARKS.md "Transparent huge pages"). Each part of the rule was measured
+//! (docs/REAL-PROGRAMS.md "Dense growth"):
+//! - the final `MADV_NOHUGEPAGE`: left advised, khugepaged collapses a unit whole again
+//!   after ebb purged parts of it (it fills up to 511 missing 4 KiB pages of 512 by
+//!   default), and RSS crept (worker-pool scenario: +7.7% from build 2 to 10, +0.9%
+//!   without);
+//! - counting the unit committed: units faulted in but passed over for older free
+//!   slices were never purged;
+//! - no large blocks: faulting in the untouched units inside a new large block made a
+//!   growing `Vec`'s unwritten capacity resident;
+//! - the 32 MiB floor: the unit at the fill front, resident whole, added 3-10 MiB to
+//!   the speed suite's 7-16 MiB front ends.
+//!
+//! A purge of part of a huge page splits it, as with any page.
 //!
 //! The insides of free blocks (`Page::purge_free_blocks`) are purged as before: they
 //! are purged only for idle owners and unclaimed pages, where giving memory back
@@ -114,57 +122,24 @@ fn dense_active() -> bool {
 }
 
 /// Dense growth: `last` is the last slice of a small-block page just taken from
-/// `segment` (span lock held). Advises the next unit if [`dense_next_unit`] says so.
-pub fn after_small_span(segment: &Segment, last: usize) {
+/// `segment` (span lock held). Faults the next unit in as one huge page if
+/// [`dense_next_unit`] says so, and returns it: the caller counts its slices as
+/// committed and free (so the next spans are taken from it first, and the purge
+/// gives it back if they are not, like any free committed slice).
+pub fn after_small_span(segment: &Segment, last: usize) -> Option<usize> {
     if !dense_active() {
-        return;
+        return None;
     }
-    if let Some(unit) = dense_next_unit(&segment.free_slices, &segment.committed_slices, last) {
-        let start = segment.slice_start(unit * UNIT_SLICES);
-        // SAFETY: the unit lies inside the segment's reservation, is 2 MiB aligned
-        // (segments are 32 MiB aligned), free and never touched (span lock held, so
-        // nobody takes it meanwhile); a refusal leaves it in 4 KiB pages.
-        if unsafe { os::populate_huge_pages(start, UNIT_SLICES * SLICE_SIZE) } {
-            COUNTERS.dense_huge_units.fetch_add(1, Ordering::Relaxed);
-        }
+    let unit = dense_next_unit(&segment.free_slices, &segment.committed_slices, last)?;
+    let start = segment.slice_start(unit * UNIT_SLICES);
+    // SAFETY: the unit lies inside the segment's reservation, is 2 MiB aligned
+    // (segments are 32 MiB aligned), free and never touched (span lock held, so
+    // nobody takes it meanwhile); a refusal leaves it in 4 KiB pages.
+    if !unsafe { os::populate_huge_pages(start, UNIT_SLICES * SLICE_SIZE) } {
+        return None;
     }
-}
-
-/// Dense growth of large blocks: a large block of a segment advises the units that lie
-/// wholly inside it and were never touched (`fresh`: bit per unit, from
-/// [`untouched_units_within`]), under the same size rule as small pages.
-pub fn after_large_span(segment: &Segment, fresh: u16) {
-    if !dense_active() {
-        return;
-    }
-    let mut rest = fresh;
-    while rest != 0 {
-        let first = rest.trailing_zeros() as usize;
-        let run = (rest >> first).trailing_ones() as usize;
-        let start = segment.slice_start(first * UNIT_SLICES);
-        // SAFETY: the units lie inside the segment's reservation, 2 MiB aligned, never
-        // touched, in a span just taken that nobody else has the address of yet.
-        if unsafe { os::populate_huge_pages(start, run * UNIT_SLICES * SLICE_SIZE) } {
-            COUNTERS
-                .dense_huge_units
-                .fetch_add(run as u64, Ordering::Relaxed);
-        }
-        rest &= !(((1u32 << run) - 1) << first) as u16;
-    }
-}
-
-/// Units lying wholly inside slices `index..index + count` none of whose slices is
-/// committed (bit `u` for unit `u`).
-pub fn untouched_units_within(committed: &Bitmap512, index: usize, count: usize) -> u16 {
-    let mut units = 0u16;
-    let first = index.div_ceil(UNIT_SLICES);
-    let end = (index + count) / UNIT_SLICES;
-    for unit in first..end.min(UNITS_PER_SEGMENT) {
-        if committed.all(unit * UNIT_SLICES, UNIT_SLICES, false) {
-            units |= 1 << unit;
-        }
-    }
-    units
+    COUNTERS.dense_huge_units.fetch_add(1, Ordering::Relaxed);
+    Some(unit)
 }
 
 /// The unit to advise after a small page ending at slice `last` was taken: the next
@@ -257,25 +232,6 @@ mod tests {
         assert_eq!(kept_mask(kept, 2), u64::MAX);
         assert_eq!(kept_mask(0, 2), 0);
         assert!(is_kept(kept, 63) && !is_kept(kept, 64) && is_kept(kept, 96));
-    }
-
-    #[test]
-    fn large_spans_advise_only_whole_untouched_units_inside() {
-        let mut committed = Bitmap512::new();
-        // Slices 40..140: units 2 and 3 lie wholly inside (64..128), unit 1 and 4 in part.
-        assert_eq!(untouched_units_within(&committed, 40, 100), 0b1100);
-        // A touched slice in unit 3 leaves it out.
-        committed.assign_range(100, 1, true);
-        assert_eq!(untouched_units_within(&committed, 40, 100), 0b0100);
-        // Exactly one unit; less than one unit.
-        assert_eq!(untouched_units_within(&committed, 32, 32), 0b0010);
-        assert_eq!(untouched_units_within(&committed, 33, 40), 0);
-        // Up to the segment's end.
-        let last = UNITS_PER_SEGMENT - 1;
-        assert_eq!(
-            untouched_units_within(&committed, last * UNIT_SLICES, UNIT_SLICES),
-            1 << last
-        );
     }
 
     #[test]
