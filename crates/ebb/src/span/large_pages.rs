@@ -241,7 +241,7 @@ mod tests {
         let mut committed = Bitmap512::new();
         free.assign_range(2, SLICES_PER_SEGMENT - 2, true);
         committed.assign_range(0, 2, true);
-        let mut take = |free: &mut Bitmap512, committed: &mut Bitmap512, at: usize| {
+        let take = |free: &mut Bitmap512, committed: &mut Bitmap512, at: usize| {
             free.assign_range(at, 1, false);
             committed.assign_range(at, 1, true);
             dense_next_unit(free, committed, at)
