@@ -47,7 +47,7 @@ def medians(runs):
 
 def best_other(med, program, allocators, figure):
     values = [med[(program, a)][figure] for a in allocators
-              if a != "ebb" and (program, a) in med]
+              if not a.startswith("ebb") and (program, a) in med]
     return min(values) if values else None
 
 
@@ -102,7 +102,7 @@ def tables(data):
             ratio = med[(p, "ebb")][f] / b if b else None
             ratios[f].append(ratio)
             cells.append(("**%.2f**" if ratio and ratio > 1.05 else "%.2f") % ratio if ratio else "-")
-            winner = [a for a in allocators if a != "ebb" and (p, a) in med and med[(p, a)][f] == b]
+            winner = [a for a in allocators if not a.startswith("ebb") and (p, a) in med and med[(p, a)][f] == b]
             bests.append(winner[0] if winner else "-")
         pp = med[(p, "ebb")]["purger_pct"]
         purger = "-" if pp is None else ("%.2f%%" % pp) + (" ⚠" if pp > PURGER_LIMIT_PCT else "")

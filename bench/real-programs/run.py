@@ -34,10 +34,17 @@ MEASURE = None  # the measure program (measure.c), from --bin
 DEFAULT_ALLOCATORS = ["ebb", "glibc", "jemalloc", "tcmalloc", "mimalloc2", "mimalloc3"]
 # Variants run only when named in --allocators, with extra environment variables: mimalloc 3
 # without transparent huge pages (it madvises its arenas MADV_HUGEPAGE; the option makes
-# it call prctl(PR_SET_THP_DISABLE) instead), to tell its huge pages from the rest.
-EXTRA_ENV = {"mimalloc3-nothp": {"MIMALLOC_ALLOW_THP": "0"}}
+# it call prctl(PR_SET_THP_DISABLE) instead), to tell its huge pages from the rest; ebb
+# with its dense-growth huge pages (EBB_DENSE_HUGE_PAGES=1, span/large_pages.rs) and with
+# every segment advised (EBB_LARGE_PAGES=1).
+# Names starting with "ebb" are never the "best other allocator" in the report.
+EXTRA_ENV = {"mimalloc3-nothp": {"MIMALLOC_ALLOW_THP": "0"},
+             "ebb-dense": {"EBB_DENSE_HUGE_PAGES": "1"},
+             "ebb-large": {"EBB_LARGE_PAGES": "1"}}
 ALLOCATORS = {
     "ebb": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
+    "ebb-dense": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
+    "ebb-large": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "glibc": (None, "system"),
     "jemalloc": (os.path.join(LIBDIR, "libjemalloc.so.2"), "jemalloc"),
     "tcmalloc": (os.path.join(LIBDIR, "libtcmalloc_minimal.so.4"), "system"),

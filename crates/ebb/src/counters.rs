@@ -32,6 +32,8 @@ pub struct Counters {
     pub sweeps: AtomicU64,
     /// Blocks served from the shared start pages (`front/shared.rs`).
     pub shared_start_blocks: AtomicU64,
+    /// 2 MiB units advised for huge pages by dense growth (`span/large_pages.rs`).
+    pub dense_huge_units: AtomicU64,
 }
 
 pub static COUNTERS: Counters = Counters {
@@ -58,5 +60,6 @@ pub static COUNTERS: Counters = Counters {
     steals: AtomicU64::new(0),
     steal_attempts: AtomicU64::new(0),
     sweeps: AtomicU64::new(0),
+    dense_huge_units: AtomicU64::new(0),
     shared_start_blocks: AtomicU64::new(0),
 };

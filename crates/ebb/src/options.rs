@@ -14,6 +14,7 @@
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
 //! | `EBB_SHARED_START` | 1 | a thread's first blocks of a small class come from pages shared by all threads (`front/shared.rs`; 0: from its own pages at once) |
 //! | `EBB_VECTORED_DECOMMIT` | 1 | the purger gives back many ranges in one `process_madvise` (`span/decommit_batch.rs`; 0: one `madvise` per range, for sandboxes that kill on unknown system calls) |
+//! | `EBB_DENSE_HUGE_PAGES` | 0 | a segment filled densely with small-block pages gets its next untouched 2 MiB unit as one transparent huge page (`span/large_pages.rs` "Dense growth") |
 //! | `EBB_LARGE_PAGES` | 0 | transparent huge pages: segments advised `MADV_HUGEPAGE`, purges that keep mostly used 2 MiB pages whole (`span/large_pages.rs`) |
 
 use crate::os;
@@ -46,6 +47,9 @@ pub struct Options {
     /// `EBB_LARGE_PAGES`: ask for transparent huge pages on segments made from now on,
     /// and purge free slices only out of 2 MiB ranges that are mostly free.
     pub large_pages: bool,
+    /// `EBB_DENSE_HUGE_PAGES`: when small-block pages fill a segment's 2 MiB unit,
+    /// advise the next, untouched unit `MADV_HUGEPAGE` (`span/large_pages.rs`).
+    pub dense_huge_pages: bool,
     /// `EBB_SHARED_START`: serve a thread's first blocks of each small class from
     /// pages all threads share (`front/shared.rs`), fixed for a heap when it is made.
     pub shared_start: bool,
@@ -65,6 +69,7 @@ impl Options {
         abort_on_error: true,
         abort_on_foreign: false,
         large_pages: false,
+        dense_huge_pages: false,
         shared_start: true,
         vectored_decommit: true,
     };
@@ -99,6 +104,9 @@ impl Options {
         }
         if let Some(v) = lookup(b"EBB_LARGE_PAGES\0").and_then(parse_bool) {
             o.large_pages = v;
+        }
+        if let Some(v) = lookup(b"EBB_DENSE_HUGE_PAGES\0").and_then(parse_bool) {
+            o.dense_huge_pages = v;
         }
         if let Some(v) = lookup(b"EBB_SHARED_START\0").and_then(parse_bool) {
             o.shared_start = v;

@@ -91,6 +91,9 @@ pub struct Stats {
     /// Blocks served from the pages all threads share, before the threads had pages of
     /// their own for the class (cumulative; `front/shared.rs`).
     pub shared_start_blocks: u64,
+    /// 2 MiB units advised for huge pages because small pages filled the one before
+    /// (cumulative; `span/large_pages.rs` "Dense growth").
+    pub dense_huge_units: u64,
     /// Resident bytes of ebb's memory, measured with `mincore`: segments (headers,
     /// spans, free slices not yet purged), huge blocks, kept huge mappings, heaps,
     /// check bitmaps and the segment map.
@@ -152,6 +155,7 @@ pub fn snapshot() -> Stats {
         steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
         sweeps: c.sweeps.load(Ordering::Relaxed),
         shared_start_blocks: c.shared_start_blocks.load(Ordering::Relaxed),
+        dense_huge_units: c.dense_huge_units.load(Ordering::Relaxed),
         resident: 0,
         metadata: 0,
         huge_kept: 0,
@@ -294,8 +298,8 @@ impl Stats {
         )?;
         writeln!(
             w,
-            "  blocks from shared start pages: {}",
-            self.shared_start_blocks
+            "  blocks from shared start pages: {}; 2 MiB units advised for huge pages: {}",
+            self.shared_start_blocks, self.dense_huge_units
         )?;
         writeln!(
             w,

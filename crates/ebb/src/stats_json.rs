@@ -17,7 +17,7 @@ impl Stats {
     /// no pages are left out of `classes`.
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
         write!(w, "{{\"ebb_stats_version\":{FORMAT_VERSION}")?;
-        let fields: [(&str, u64); 36] = [
+        let fields: [(&str, u64); 37] = [
             ("allocated", self.allocated),
             ("allocated_small", self.allocated_small),
             ("allocated_large", self.allocated_large),
@@ -45,6 +45,7 @@ impl Stats {
             ("steal_attempts", self.steal_attempts),
             ("sweeps", self.sweeps),
             ("shared_start_blocks", self.shared_start_blocks),
+            ("dense_huge_units", self.dense_huge_units),
             ("pid", crate::os::process_id()),
             ("resident", self.resident),
             ("metadata", self.metadata),

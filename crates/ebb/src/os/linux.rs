@@ -379,6 +379,37 @@ pub unsafe fn advise_huge_pages(ptr: *mut u8, size: usize) -> bool {
     })
 }
 
+/// Back `[ptr, ptr + size)` (whole, aligned huge pages, never touched) with huge pages
+/// now, and keep the kernel from making huge pages there again later: `MADV_HUGEPAGE`,
+/// a write of zero to each huge page (the fault maps a zeroed huge page, which the write
+/// leaves zero), then `MADV_NOHUGEPAGE`. Without the last step khugepaged would, once
+/// the allocator has purged parts of such a range, collapse it whole again (it fills
+/// up to 511 missing 4 KiB pages of a range by default), and RSS would creep back up.
+/// The advice is per range: the pages already made stay huge. False if the first
+/// advice is refused (nothing touched then). errno is preserved.
+///
+/// # Safety
+/// The range must be reserved by this module, readable and writable, aligned to
+/// `HUGE_PAGE_SIZE`, and hold nothing (the write changes no byte, but races with
+/// nobody only if no one else uses the range yet).
+pub unsafe fn populate_huge_pages(ptr: *mut u8, size: usize) -> bool {
+    // SAFETY: per the contract above.
+    if !unsafe { advise_huge_pages(ptr, size) } {
+        return false;
+    }
+    let mut at = 0;
+    while at < size {
+        // SAFETY: inside the range, writable, unused; zero is what it holds.
+        unsafe { core::ptr::write_volatile(ptr.add(at), 0u8) };
+        at += HUGE_PAGE_SIZE;
+    }
+    // SAFETY: advice only; the range is ours.
+    preserving_errno(|| unsafe {
+        libc::madvise(ptr as *mut c_void, size, libc::MADV_NOHUGEPAGE);
+    });
+    true
+}
+
 /// Tell valgrind's memcheck, when running under it, that `[ptr, ptr + size)` holds
 /// defined bytes. Natively this is a few rotate instructions that change nothing (the
 /// client-request preamble from valgrind.h), on the purge path only.
@@ -809,4 +840,68 @@ pub fn read_checked(src: usize, dst: &mut [u8]) -> bool {
         libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0)
     });
     n == dst.len() as isize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::String;
+
+    /// The smaps entry of the mapping that starts at `start`: (AnonHugePages in KiB,
+    /// its VmFlags line).
+    fn smaps_of(start: usize) -> (u64, String) {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let head = std::format!("{start:x}-");
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&head));
+        assert!(lines.next().is_some(), "no mapping at {head}");
+        let (mut huge, mut flags) = (0, String::new());
+        for line in lines {
+            if let Some(kib) = line.strip_prefix("AnonHugePages:") {
+                huge = kib.trim().trim_end_matches("kB").trim().parse().unwrap();
+            } else if let Some(f) = line.strip_prefix("VmFlags:") {
+                flags = f.into();
+                break;
+            }
+        }
+        (huge, flags)
+    }
+
+    #[test]
+    fn populated_huge_pages_are_mapped_huge_and_left_out_of_khugepaged() {
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if HUGE_PAGE_SIZE == 0 || page_size() != 4096 || mode.is_empty() || mode.contains("[never]")
+        {
+            return; // no transparent huge pages here
+        }
+        let size = 2 * HUGE_PAGE_SIZE;
+        let base = reserve_aligned(size, HUGE_PAGE_SIZE);
+        assert!(!base.is_null());
+        // SAFETY: a fresh reservation of ours, aligned, untouched.
+        assert!(unsafe { populate_huge_pages(base, HUGE_PAGE_SIZE) });
+        // The second huge page stays untouched, so the range splits into two mappings
+        // (the advice differs): the first is one huge page, resident, zero, and marked
+        // `nh` so khugepaged will not collapse it again after parts are decommitted.
+        let (huge, flags) = smaps_of(base as usize);
+        // The kernel may be out of free huge pages (then the fault maps 4 KiB pages);
+        // the advice must be there either way.
+        assert!(
+            flags.split_whitespace().any(|f| f == "nh"),
+            "VmFlags: {flags}"
+        );
+        assert!(
+            !flags.split_whitespace().any(|f| f == "hg"),
+            "VmFlags: {flags}"
+        );
+        if huge != 0 {
+            assert_eq!(huge, (HUGE_PAGE_SIZE / 1024) as u64);
+        }
+        // SAFETY: inside the reservation; reads of memory that reads as zero.
+        unsafe {
+            assert_eq!(*base, 0);
+            assert_eq!(*base.add(HUGE_PAGE_SIZE - 1), 0);
+        }
+        // SAFETY: ours, unused.
+        unsafe { release(base, size) };
+    }
 }

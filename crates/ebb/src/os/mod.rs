@@ -50,6 +50,11 @@
 //!   (`dest` null) or move its pages to the reservation at `dest`; null if it cannot.
 //!   Pre: `old` reserved with `old_size`; `dest` null or an unused reservation of
 //!   `new_size` bytes. Post: on success the contents are at the returned address.
+//! - `populate_huge_pages(ptr, size) -> bool`: back an untouched range of whole huge
+//!   pages with huge pages now, and keep the OS from collapsing it into huge pages
+//!   again after parts of it are decommitted (Linux: `MADV_HUGEPAGE`, a zero written
+//!   per huge page, `MADV_NOHUGEPAGE`). False if refused. Pre: reserved, aligned to
+//!   `HUGE_PAGE_SIZE`, untouched, unused.
 //! - `protect(ptr, size, accessible) -> bool`: make a page-aligned range of a
 //!   reservation fault on any access, or read/write again; true if done. Pre: page
 //!   aligned, reserved, unused while inaccessible. (The secure build's guard pages.)
@@ -61,6 +66,11 @@
 //!   what makes transparent huge pages used at all in the kernel's `madvise` mode).
 //!   Advice only: true if taken, false if the OS refused or has no huge pages; the
 //!   memory works the same either way. Pre: reserved, page aligned.
+//! - `populate_huge_pages(ptr, size) -> bool`: back an untouched range of whole huge
+//!   pages with huge pages now, and keep the OS from collapsing it into huge pages
+//!   again after parts of it are decommitted (Linux: `MADV_HUGEPAGE`, a zero written
+//!   per huge page, `MADV_NOHUGEPAGE`). False if refused. Pre: reserved, aligned to
+//!   `HUGE_PAGE_SIZE`, untouched, unused.
 //! - `protect(ptr, size, accessible) -> bool`: make a reserved, page-aligned range
 //!   inaccessible (every access faults) or readable and writable again; true if done.
 //!   Guarded sampling (`front/guarded.rs`) only.
@@ -156,6 +166,7 @@ mod contract {
     const _: fn(*mut u8, usize) -> *mut u8 = reserve_at;
     const _: fn() -> u64 = random_seed;
     const _: unsafe fn(*mut u8, usize) -> bool = advise_huge_pages;
+    const _: unsafe fn(*mut u8, usize) -> bool = populate_huge_pages;
     const _: fn() -> usize = page_size;
     const _: fn(fn(usize) -> bool) -> bool = catch_faults;
     const _: fn(*mut u8, usize) = valgrind_mark_defined;

@@ -50,7 +50,7 @@ pub fn segments() -> impl Iterator<Item = *mut Segment> {
 /// Returns the span's first descriptor, set up as a span but owned by nobody yet
 /// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
 pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
-    let found = take_span(count, align, true);
+    let found = take_span(count, align, true, true);
     // A page keeps a guard at its end (`secure::guard_span`), none inside.
     #[cfg(feature = "secure")]
     if let Some((page, _)) = found {
@@ -90,16 +90,28 @@ pub const LARGE_NEW_SEGMENT_MAX_SLICES: usize = SLICES_PER_SEGMENT / 8;
 /// `alloc_span`, reserving a new segment only if `may_reserve`. If the OS refuses a
 /// segment while freed huge mappings are kept, they go back first (they hold address
 /// space the OS may be short of) and the search runs again.
-fn take_span(count: usize, align: usize, may_reserve: bool) -> Option<(*mut Page, bool)> {
-    let found = search_or_reserve(count, align, may_reserve);
+/// `small`: the span is a page of small blocks (dense growth of such pages advises the
+/// next 2 MiB unit for huge pages: `large_pages::after_small_span`).
+fn take_span(
+    count: usize,
+    align: usize,
+    may_reserve: bool,
+    small: bool,
+) -> Option<(*mut Page, bool)> {
+    let found = search_or_reserve(count, align, may_reserve, small);
     if found.is_none() && may_reserve && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
         crate::span::huge::purge_cache(os::now_ms(), 0, true);
-        return search_or_reserve(count, align, may_reserve);
+        return search_or_reserve(count, align, may_reserve, small);
     }
     found
 }
 
-fn search_or_reserve(count: usize, align: usize, may_reserve: bool) -> Option<(*mut Page, bool)> {
+fn search_or_reserve(
+    count: usize,
+    align: usize,
+    may_reserve: bool,
+    small: bool,
+) -> Option<(*mut Page, bool)> {
     debug_assert!(count > 0 && count < SLICES_PER_SEGMENT);
     let mut reuse = SPAN_LOCK.lock();
     // Committed runs first, so the free committed slices retention keeps are the ones
@@ -169,8 +181,33 @@ fn search_or_reserve(count: usize, align: usize, may_reserve: bool) -> Option<(*
         (*page).is_zero = is_zero;
         (*page).listed = false;
         debug_assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
+        if small {
+            if let Some(unit) =
+                crate::span::large_pages::after_small_span(seg_ref, index + count - 1)
+            {
+                faulted_in_unit_locked(&mut reuse, seg_ref, unit);
+            }
+        }
         Some((page, is_zero))
     }
+}
+
+/// A free unit that dense growth just faulted in whole (`large_pages`): its slices
+/// become free and committed, freed now, so spans are taken from it before untouched
+/// or purged slices, and the purge gives it back after the delay if none is.
+fn faulted_in_unit_locked(reuse: &mut Reuse, seg_ref: &mut Segment, unit: usize) {
+    let first = unit * crate::span::large_pages::UNIT_SLICES;
+    let count = crate::span::large_pages::UNIT_SLICES;
+    let now = deadline::coarse_now_ms();
+    for i in first..first + count {
+        seg_ref.pages[i].freed_at.store(now, Ordering::Relaxed);
+    }
+    seg_ref.committed_slices.assign_range(first, count, true);
+    COUNTERS
+        .committed
+        .fetch_add((count * SLICE_SIZE) as u64, Ordering::Relaxed);
+    reuse.freed(count);
+    deadline::schedule_retention_scan(now);
 }
 
 /// The first run of `count` free slices (committed ones only if `committed`) starting at
@@ -209,6 +246,7 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         count,
         align_slices,
         count + align_slices <= LARGE_NEW_SEGMENT_MAX_SLICES,
+        false,
     )?;
     #[cfg(feature = "secure")]
     // SAFETY: the span is ours.

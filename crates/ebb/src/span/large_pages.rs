@@ -29,13 +29,46 @@
 //! span in it is freed (which schedules a purge), so the scan re-decides exactly when
 //! the unit's use can have fallen. `collect(true)` (force) purges kept units too.
 //!
+//! # Dense growth (`EBB_DENSE_HUGE_PAGES=1`, off by default)
+//! A narrower way to huge pages than `EBB_LARGE_PAGES`: a program that fills segments
+//! with small-block pages densely, in address order (a heap built up and kept: an
+//! interpreter's hash table of hundreds of thousands of keys, a parsed document).
+//! When a small page is taken and the unit holding its last slice has no free slice
+//! left, the next unit of the segment, if it is wholly free and was never touched (no
+//! slice committed), is faulted in at once as one huge page ([`after_small_span`],
+//! `os::populate_huge_pages`: `MADV_HUGEPAGE`, a zero written, `MADV_NOHUGEPAGE`). Its
+//! slices then count as free and committed, so the next spans are taken from it first
+//! (and the purge gives it back after the delay if they are not); filling it does the
+//! same for the one after. Only a process with [`DENSE_MIN_COMMITTED`] (32 MiB)
+//! committed in segments does this.
+//!
+//! Never advised: memory touched sparsely (a few pages in many segments), memory
+//! reused after a purge, large blocks and huge mappings, which is where
+//! everything-advised lost (RSS of small multi-threaded programs, creep:
+//! docs/BENCHMARKS.md "Transparent huge pages"). Each part of the rule was measured
+//! (docs/REAL-PROGRAMS.md "Dense growth"):
+//! - the final `MADV_NOHUGEPAGE`: left advised, khugepaged collapses a unit whole again
+//!   after ebb purged parts of it (it fills up to 511 missing 4 KiB pages of 512 by
+//!   default), and RSS crept (worker-pool scenario: +7.7% from build 2 to 10, +0.9%
+//!   without);
+//! - counting the unit committed: units faulted in but passed over for older free
+//!   slices were never purged;
+//! - no large blocks: faulting in the untouched units inside a new large block made a
+//!   growing `Vec`'s unwritten capacity resident;
+//! - the 32 MiB floor: the unit at the fill front, resident whole, added 3-10 MiB to
+//!   the speed suite's 7-16 MiB front ends.
+//!
+//! A purge of part of a huge page splits it, as with any page.
+//!
 //! The insides of free blocks (`Page::purge_free_blocks`) are purged as before: they
 //! are purged only for idle owners and unclaimed pages, where giving memory back
 //! matters more than the TLB.
 
+use crate::counters::COUNTERS;
 use crate::os;
 use crate::span::bitmap::Bitmap512;
-use crate::span::segment::{SLICES_PER_SEGMENT, SLICE_SIZE};
+use crate::span::segment::{Segment, SLICES_PER_SEGMENT, SLICE_SIZE};
+use core::sync::atomic::Ordering;
 
 /// Slices in a huge page (32: 2 MiB of 64 KiB slices).
 pub const UNIT_SLICES: usize = if os::HUGE_PAGE_SIZE == 0 {
@@ -69,6 +102,59 @@ pub unsafe fn advise(ptr: *mut u8, size: usize) {
         // SAFETY: per the contract.
         let _ = unsafe { os::advise_huge_pages(ptr, size) };
     }
+}
+
+/// Dense growth starts once this much of the segments is committed: below it, the
+/// unit at the fill front (resident whole, up to 2 MiB more than in use) would add
+/// 5-30% to a small program's RSS (the speed suite's compiler front ends and
+/// typechecker at 7-16 MiB grew by 3-10 MiB), and a small heap has few TLB misses.
+pub const DENSE_MIN_COMMITTED: usize = 32 << 20;
+
+/// Dense growth applies: the target has huge pages, the option is on, `EBB_LARGE_PAGES`
+/// (which advises everything) is off, and the process is past [`DENSE_MIN_COMMITTED`].
+fn dense_active() -> bool {
+    // The secure build keeps guard pages in free slices: no huge page fits there.
+    !cfg!(feature = "secure")
+        && os::HUGE_PAGE_SIZE != 0
+        && crate::options::get().dense_huge_pages
+        && !enabled()
+        && COUNTERS.committed.load(Ordering::Relaxed) >= DENSE_MIN_COMMITTED as u64
+}
+
+/// Dense growth: `last` is the last slice of a small-block page just taken from
+/// `segment` (span lock held). Faults the next unit in as one huge page if
+/// [`dense_next_unit`] says so, and returns it: the caller counts its slices as
+/// committed and free (so the next spans are taken from it first, and the purge
+/// gives it back if they are not, like any free committed slice).
+pub fn after_small_span(segment: &Segment, last: usize) -> Option<usize> {
+    if !dense_active() {
+        return None;
+    }
+    let unit = dense_next_unit(&segment.free_slices, &segment.committed_slices, last)?;
+    let start = segment.slice_start(unit * UNIT_SLICES);
+    // SAFETY: the unit lies inside the segment's reservation, is 2 MiB aligned
+    // (segments are 32 MiB aligned), free and never touched (span lock held, so
+    // nobody takes it meanwhile); a refusal leaves it in 4 KiB pages.
+    if !unsafe { os::populate_huge_pages(start, UNIT_SLICES * SLICE_SIZE) } {
+        return None;
+    }
+    COUNTERS.dense_huge_units.fetch_add(1, Ordering::Relaxed);
+    Some(unit)
+}
+
+/// The unit to advise after a small page ending at slice `last` was taken: the next
+/// one, if `last`'s unit has no free slice and the next is wholly free and was never
+/// touched (no committed slice), so its first touch can map a huge page.
+pub fn dense_next_unit(free: &Bitmap512, committed: &Bitmap512, last: usize) -> Option<usize> {
+    let unit = last / UNIT_SLICES;
+    let next = unit + 1;
+    if next >= UNITS_PER_SEGMENT {
+        return None;
+    }
+    let full = free.all(unit * UNIT_SLICES, UNIT_SLICES, false);
+    let untouched = free.all(next * UNIT_SLICES, UNIT_SLICES, true)
+        && committed.all(next * UNIT_SLICES, UNIT_SLICES, false);
+    (full && untouched).then_some(next)
 }
 
 /// Bit `u` set: unit `u` of a segment whose free slices are `free` is mostly in use,
@@ -146,5 +232,50 @@ mod tests {
         assert_eq!(kept_mask(kept, 2), u64::MAX);
         assert_eq!(kept_mask(0, 2), 0);
         assert!(is_kept(kept, 63) && !is_kept(kept, 64) && is_kept(kept, 96));
+    }
+
+    #[test]
+    fn dense_growth_advises_the_next_untouched_unit() {
+        // A fresh segment: header slices 0..2 used, the rest free and untouched.
+        let mut free = Bitmap512::new();
+        let mut committed = Bitmap512::new();
+        free.assign_range(2, SLICES_PER_SEGMENT - 2, true);
+        committed.assign_range(0, 2, true);
+        let take = |free: &mut Bitmap512, committed: &mut Bitmap512, at: usize| {
+            free.assign_range(at, 1, false);
+            committed.assign_range(at, 1, true);
+            dense_next_unit(free, committed, at)
+        };
+        // Unit 0 filling: nothing until its last slice is taken.
+        for at in 2..31 {
+            assert_eq!(take(&mut free, &mut committed, at), None, "slice {at}");
+        }
+        assert_eq!(take(&mut free, &mut committed, 31), Some(1));
+        // Unit 1 fills next; its first page does not re-advise it (it is not full).
+        assert_eq!(take(&mut free, &mut committed, 32), None);
+        for at in 33..63 {
+            assert_eq!(take(&mut free, &mut committed, at), None, "slice {at}");
+        }
+        assert_eq!(take(&mut free, &mut committed, 63), Some(2));
+        // A unit touched before (one slice committed, now free again) is not advised:
+        // its 4 KiB pages are mapped already, and a sparse reuse is no sign of growth.
+        committed.assign_range(64 + 5, 1, true);
+        free.assign_range(63, 1, true);
+        assert_eq!(take(&mut free, &mut committed, 63), None);
+        // Nor is a unit with a span in it, nor anything past the last unit.
+        committed.assign_range(64 + 5, 1, false);
+        free.assign_range(64 + 7, 1, false);
+        free.assign_range(63, 1, true);
+        assert_eq!(take(&mut free, &mut committed, 63), None);
+        assert_eq!(
+            dense_next_unit(&Bitmap512::new(), &committed, SLICES_PER_SEGMENT - 1),
+            None
+        );
+        // A hole left in a unit keeps it from counting as full.
+        free.assign_range(64 + 7, 1, true);
+        assert_eq!(take(&mut free, &mut committed, 63), Some(2));
+        free.assign_range(63, 1, true);
+        free.assign_range(40, 1, true);
+        assert_eq!(take(&mut free, &mut committed, 63), None);
     }
 }

@@ -1,0 +1,29 @@
+#!/bin/bash
+# Interleaved runs of perl or Lua (the hash-key programs) under several configurations,
+# one line per run: program, configuration, user s, sys s, wall s, max RSS KiB, minor
+# page faults (GNU time). Used for the huge-page split in docs/REAL-PROGRAMS.md.
+#
+#   bench/real-programs/interleave.sh ROUNDS perl|lua N NAME:VAR=VALUE,VAR=VALUE ...
+#   E=$PWD/target/release/libebb.so M=$PWD/target/mimalloc3/libmimalloc3.so
+#   bench/real-programs/interleave.sh 3 perl 125000 ebb:LD_PRELOAD=$E \
+#       ebb-dense:LD_PRELOAD=$E,EBB_DENSE_HUGE_PAGES=1 mi3:LD_PRELOAD=$M \
+#       mi3-nothp:LD_PRELOAD=$M,MIMALLOC_ALLOW_THP=0
+#
+# (The environment goes to GNU time too, which a preloaded allocator then also runs in;
+# it allocates next to nothing.)
+set -euo pipefail
+R=$1; shift; PROG=$1; shift; N=$1; shift
+B=$(cd "$(dirname "$0")" && pwd)/programs
+case $PROG in
+    perl) CMD="perl $B/hashkeys.pl $N" ;;
+    lua) CMD="lua5.4 $B/hashkeys.lua $N" ;;
+    *) echo "perl or lua" >&2; exit 1 ;;
+esac
+for _ in $(seq "$R"); do
+    for c in "$@"; do
+        name=${c%%:*}; envs=${c#*:}
+        # shellcheck disable=SC2086
+        out=$(env ${envs//,/ } /usr/bin/time -f "%U %S %e %M %R" $CMD 2>&1 >/dev/null | tail -1)
+        echo "$PROG $name $out"
+    done
+done
