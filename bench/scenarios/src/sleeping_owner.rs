@@ -209,7 +209,7 @@ fn string_item(target: u64, seed: u64) -> (Vec<String>, u64) {
     while payload < target {
         let len = rng.range(8, 100);
         let mut s = String::with_capacity(len);
-        s.extend(std::iter::repeat_n((b'a' + (seed % 26) as u8) as char, len));
+        s.extend(std::iter::repeat((b'a' + (seed % 26) as u8) as char).take(len));
         payload += s.capacity() as u64;
         strings.push(s);
     }
