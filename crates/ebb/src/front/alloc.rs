@@ -32,7 +32,7 @@ use core::sync::atomic::Ordering;
 /// The most bytes a request is padded with for the secure build's canary
 /// (`span::secure::SMALL_CANARY`); 0, and so no code at all, in other builds. Limits
 /// are tested against it; the padding itself is [`pad`].
-pub const CANARY: usize = if cfg!(feature = "secure") { 8 } else { 0 };
+pub const CANARY: usize = crate::span::CANARY_PAD_MAX;
 
 /// Bytes added to every request before its class is picked: 8 in the secure build
 /// while small-block canaries are on (`span::secure::canary_pad`: the last 8 bytes

@@ -57,7 +57,8 @@
 //!   `HUGE_PAGE_SIZE`, untouched, unused.
 //! - `protect(ptr, size, accessible) -> bool`: make a page-aligned range of a
 //!   reservation fault on any access, or read/write again; true if done. Pre: page
-//!   aligned, reserved, unused while inaccessible. (The secure build's guard pages.)
+//!   aligned, reserved, unused while inaccessible. (The secure build's guard pages and
+//!   guarded sampling, `front/guarded.rs`.)
 //! - `reserve_at(at, size) -> *mut u8`: as `reserve_aligned`, but exactly at `at`, or
 //!   null if that range is taken (never replaces a mapping). (Randomised placement.)
 //! - `random_seed() -> u64`: 64 unpredictable bits (the secure build's keys).
@@ -66,14 +67,6 @@
 //!   what makes transparent huge pages used at all in the kernel's `madvise` mode).
 //!   Advice only: true if taken, false if the OS refused or has no huge pages; the
 //!   memory works the same either way. Pre: reserved, page aligned.
-//! - `populate_huge_pages(ptr, size) -> bool`: back an untouched range of whole huge
-//!   pages with huge pages now, and keep the OS from collapsing it into huge pages
-//!   again after parts of it are decommitted (Linux: `MADV_HUGEPAGE`, a zero written
-//!   per huge page, `MADV_NOHUGEPAGE`). False if refused. Pre: reserved, aligned to
-//!   `HUGE_PAGE_SIZE`, untouched, unused.
-//! - `protect(ptr, size, accessible) -> bool`: make a reserved, page-aligned range
-//!   inaccessible (every access faults) or readable and writable again; true if done.
-//!   Guarded sampling (`front/guarded.rs`) only.
 //! - `page_size() -> usize`.
 //! - `valgrind_mark_defined(ptr, size)`: tell a memory checker the range is defined
 //!   (a no-op natively).
@@ -130,6 +123,10 @@ pub mod fault;
 mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::*;
+#[cfg(target_os = "linux")]
+mod linux_advice;
+#[cfg(target_os = "linux")]
+pub use linux_advice::*;
 #[cfg(target_os = "linux")]
 mod linux_signals;
 #[cfg(target_os = "linux")]

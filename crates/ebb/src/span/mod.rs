@@ -18,4 +18,9 @@ pub mod page;
 pub mod retain;
 #[cfg(feature = "secure")]
 pub mod secure;
+
+/// The most bytes a request is padded with for the secure build's small-block canary
+/// (`secure::SMALL_CANARY`); 0 in other builds. It lives here, below the front end, so
+/// span code (and its tests) can size blocks without reaching up into `front`.
+pub const CANARY_PAD_MAX: usize = if cfg!(feature = "secure") { 8 } else { 0 };
 pub mod segment;

@@ -67,7 +67,7 @@ fn purge_free_blocks_gives_back_tail_and_free_block_insides() {
             "the live block is untouched"
         );
         // (Its last byte before the secure build's canary.)
-        let last = block - 1 - crate::front::alloc::CANARY;
+        let last = block - 1 - crate::span::CANARY_PAD_MAX;
         assert_eq!(*mem.add(last), 0xAB, "the live block is untouched");
         let after_link =
             core::slice::from_raw_parts(mem.add(block + os_page), len - block - os_page);
