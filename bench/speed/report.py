@@ -523,17 +523,7 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
         md.append(sweep_md + "\n")
 
     if c_time and c_time.rows:
-        md.append("## C programs under LD_PRELOAD: time\n")
-        md.append(markdown_table(c_time, "ms", "time") + "\n")
-        if c_cpu and c_cpu.rows:
-            md.append("## C programs under LD_PRELOAD: CPU time\n")
-            md.append(markdown_table(c_cpu, "ms", "CPU") + "\n")
-        md.append("## C programs under LD_PRELOAD: peak RSS\n")
-        md.append(markdown_table(c_rss, "kib", "peak RSS") + "\n")
-        md.append(loss_section(c_time, c_rss))
-        if c_sweep_md:
-            md.append("### `c-sweep` per size\n")
-            md.append(c_sweep_md + "\n")
+        md.append(c_section(meta, c, c_time, c_rss, c_cpu, c_sweep_md))
 
     md.append("## The workloads\n")
     md.append("Our own programs, modelled on the usual allocator benchmarks "
