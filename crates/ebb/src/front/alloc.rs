@@ -515,10 +515,12 @@ pub unsafe fn free(ptr: *mut u8) {
 
 /// Out of line (a tail call from `free`); leaves the window `free` entered.
 ///
-/// The common case first: a block of a page another heap owns or abandoned (a
-/// cross-thread free) is pushed on its `thread_free` right here, inside the window
-/// `free` entered, without the slow path's bookkeeping for the caller's own heap (which
-/// it does not touch).
+/// The common case first: a block of a page another heap owns (a cross-thread free) is
+/// pushed on its `thread_free` right here, inside the window `free` entered, without
+/// the slow path's bookkeeping for the caller's own heap (which it does not touch).
+/// That path calls nothing but tail calls, so it saves no registers: a push that finds
+/// the list empty (`drain::after_push_onto_empty`) and every other case
+/// (`free_other_and_leave`) are functions of their own.
 ///
 /// # Safety
 /// As `free`, called inside the window `free` entered on `heap`; `page` is `ptr`'s.
@@ -531,6 +533,61 @@ unsafe fn free_slow_and_leave(
     // SAFETY: forwarded from `free`; anyone may push on a page's `thread_free`.
     unsafe {
         let owner = (*page).owner.load(Ordering::Acquire);
+        // `free` saw a word other than this heap's, and only this thread could make the
+        // page this heap's. A heap's word, untagged (so not check mode, where every heap's
+        // word carries `CHECK_TAG` and every free is validated): another heap's page.
+        // The shared start pages keep the freed key (`free_other_and_leave`). Or a page
+        // another heap abandoned (`free_slow` takes back only pages this heap abandoned).
+        let push = if owner >= MARKER_LIMIT {
+            owner & CHECK_TAG == 0 && !shared::owns(owner)
+        } else {
+            owner == ABANDONED
+                && (*page).last_owner.load(Ordering::Relaxed) != heap as usize
+                && !crate::options::get().check
+        };
+        if push {
+            if (*page).free_remote(ptr as *mut Block).is_null() {
+                return after_push_onto_empty_and_leave(page, heap);
+            }
+            (*heap).leave();
+            return;
+        }
+        free_other_and_leave(ptr, page, heap, owner)
+    }
+}
+
+/// A cross-thread push found the page's `thread_free` empty: notify a drainer if the
+/// page is abandoned (`drain::after_push_onto_empty`); leaves the window `free` entered.
+///
+/// # Safety
+/// As `free_slow_and_leave`, right after the push.
+#[inline(never)]
+unsafe fn after_push_onto_empty_and_leave(
+    page: *mut crate::span::page::Page,
+    heap: *mut heap::Heap,
+) {
+    // SAFETY: forwarded.
+    unsafe {
+        drain::after_push_onto_empty(page);
+        (*heap).leave();
+    }
+}
+
+/// `free_slow_and_leave` for everything but a push into another heap's page or one
+/// another heap abandoned: the shared start pages, check mode and the slow path's cases
+/// (`slow::free_slow`). `owner`: the owner word it read.
+///
+/// # Safety
+/// As `free_slow_and_leave`.
+#[inline(never)]
+unsafe fn free_other_and_leave(
+    ptr: *mut u8,
+    page: *mut crate::span::page::Page,
+    heap: *mut heap::Heap,
+    owner: usize,
+) {
+    // SAFETY: forwarded from `free`; anyone may push on a page's `thread_free`.
+    unsafe {
         // Another heap's page, or an abandoned one this heap would not take back
         // (`free_slow_inner` takes back only pages it abandoned itself).
         let other = if owner >= MARKER_LIMIT {

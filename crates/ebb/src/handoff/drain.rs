@@ -31,10 +31,24 @@ pub static DRAIN_PENDING: AtomicBool = AtomicBool::new(false);
 pub unsafe fn free_remote(page: *mut Page, block: *mut u8) {
     // SAFETY: per the contract; pushing is allowed to anyone.
     unsafe {
-        let old_head = (*page).free_remote(block as *mut Block);
-        if protocol::must_notify_after_push(&(*page).owner, old_head.is_null()) {
-            notify(page);
+        if (*page).free_remote(block as *mut Block).is_null() {
+            after_push_onto_empty(page);
         }
+    }
+}
+
+/// The rest of [`free_remote`] when the push found the list empty: notify a drainer if
+/// the page is abandoned. A push onto a list that held blocks never notifies (whoever
+/// made the list non-empty did, or its owner will see it), so the fast caller
+/// (`front::alloc`'s cross-thread free) pushes inline and calls only this.
+///
+/// # Safety
+/// `page` is a page descriptor the caller just pushed a block on, finding the list empty.
+#[inline]
+pub unsafe fn after_push_onto_empty(page: *mut Page) {
+    // SAFETY: page is a live descriptor.
+    if protocol::must_notify_after_push(unsafe { &(*page).owner }, true) {
+        notify(page);
     }
 }
 
