@@ -560,6 +560,10 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
   per-thread cache of other threads' blocks (tcmalloc's recency, in front of the
   malloc fast path) had been tried: 1.06-1.17x *slower*, because each reused block
   still belongs to its page's owner, so its next free is a cross-thread free too.
+  What is left (perf, against tcmalloc; docs/INSTRUCTIONS.md, "Cross-thread frees
+  and C larson"): ebb runs fewer instructions and, in cachegrind, as many L1 misses;
+  its extra time is in `free`, mostly the freed-key compare, a load from a block
+  larson frees cold, where tcmalloc only stores into it.
 - **Thread counts**: `larson` and `mstress` run 2 x cores threads on 2 cores, so
   threads are preempted while inside the allocator; allocators that take locks on
   their shared paths suffer more from that than lock-free ones.
