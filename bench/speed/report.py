@@ -554,7 +554,7 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
   tcmalloc cache and is handed out again there; ebb (like mimalloc) returns it to the
   page of the thread that allocated it. tcmalloc was 1.13-1.26x faster here until
   ebb kept its last few full pages per class instead of abandoning each as it filled
-  (see `FULL_PAGE_SLICES_KEPT` in `heap.rs`): in larson every page is nearly full,
+  (see `FULL_PAGE_SLICES_KEPT` in `front/slow.rs`): in larson every page is nearly full,
   and abandoning them turned the owner's own frees into remote ones and cycled pages
   through the abandoned list every few dozen mallocs. Before that, a bounded
   per-thread cache of other threads' blocks (tcmalloc's recency, in front of the
