@@ -28,7 +28,7 @@
 //! `1..2N`); while it is on, the heap's `local_mask` is 0 so every refill of the fast
 //! path's free list passes the slow path, which ends the list handed out where the
 //! countdown ends (`blocks_before`, `charge`; the hand-out is the profiler's,
-//! `profile::hand_out`). Blocks above one page, first-class heaps and check mode are
+//! `profile/handout.rs`). Blocks above one page, first-class heaps and check mode are
 //! not sampled.
 //!
 //! Frees of guarded blocks arrive through `free`'s path for pointers outside ebb's
@@ -158,6 +158,7 @@ pub fn init() {
     }
     MIN_SIZE.store(min, Ordering::Relaxed);
     MAX_SIZE.store(max, Ordering::Relaxed);
+    set_eligible(min, max);
     RATE.store(rate, Ordering::Release);
 }
 
@@ -204,14 +205,26 @@ pub fn sync(local_mask: &mut usize, allowed: bool) -> bool {
 }
 
 /// Whether allocations of `class` may be guarded (some request of the class is within
-/// the size range, and its blocks fit a page).
+/// the size range, and its blocks fit a page): one bit per class, set at `init` (the
+/// slow path asks on every refill of the fast path's list).
 #[inline]
-fn eligible(class: usize) -> bool {
-    let block = class_size(class);
-    let smaller = if class == 0 { 0 } else { class_size(class - 1) };
-    block <= os::page_size()
-        && block >= MIN_SIZE.load(Ordering::Relaxed)
-        && smaller < MAX_SIZE.load(Ordering::Relaxed)
+pub fn eligible(class: usize) -> bool {
+    ELIGIBLE[class / 64].load(Ordering::Relaxed) >> (class % 64) & 1 != 0
+}
+
+/// Classes guarded allocations may come from (`eligible`), one bit each.
+static ELIGIBLE: [AtomicU64; CLASS_COUNT.div_ceil(64)] =
+    [const { AtomicU64::new(0) }; CLASS_COUNT.div_ceil(64)];
+
+/// Set `ELIGIBLE` for request sizes `min..=max` (`init`).
+fn set_eligible(min: usize, max: usize) {
+    for class in 0..CLASS_COUNT {
+        let block = class_size(class);
+        let smaller = if class == 0 { 0 } else { class_size(class - 1) };
+        if block <= os::page_size() && block >= min && smaller < max {
+            ELIGIBLE[class / 64].fetch_or(1 << (class % 64), Ordering::Relaxed);
+        }
+    }
 }
 
 /// Allocations of `class` the fast path may hand out before the next guarded one
@@ -225,6 +238,13 @@ pub fn blocks_before(g: &mut HeapGuard, class: usize) -> i64 {
         g.left[class] = g.draw(RATE.load(Ordering::Relaxed));
     }
     g.left[class] as i64 - 1
+}
+
+/// Whether the fast path may hand out `blocks` blocks of `class` before the next
+/// guarded one (`blocks <= blocks_before`).
+#[inline]
+pub fn fits(g: &mut HeapGuard, class: usize, blocks: i64) -> bool {
+    blocks <= blocks_before(g, class)
 }
 
 /// The fast path was handed `blocks` blocks of `class` (at most `blocks_before`).

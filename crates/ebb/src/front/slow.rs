@@ -195,7 +195,14 @@ pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 
                 if checked {
                     check::mark_allocated(block);
                 } else if sampling || guarding {
-                    cut(&mut *heap, page, class, sampling, guarding, local_len);
+                    cut(
+                        &mut *heap,
+                        page,
+                        (class, block_size),
+                        sampling,
+                        guarding,
+                        local_len,
+                    );
                 }
                 block
             }
@@ -251,41 +258,49 @@ unsafe fn sampled_local_refill(
         (*page).local_free = null_mut();
         (*page).free_is_zero = false;
         let block = pop(page);
-        cut(h, page, class, sampling, guarding, Some(0));
+        cut(h, page, (class, block_size), sampling, guarding, Some(0));
         Some(block)
     }
 }
 
-/// `page` (current for `class`) is about to serve the fast path: hand out its free list
-/// up to the next sample point of the profiler or of guarded sampling, whichever comes
-/// first, and charge both countdowns (`profile::hand_out`). `local_len`: the length of
-/// the page's `local_free` if known (`Page::gather_frees`).
+/// `page` (current for `class`, blocks of `block_size`) is about to serve the fast
+/// path: hand out its free list up to the next sample point of the profiler or of
+/// guarded sampling, whichever comes first, and charge both countdowns
+/// (`profile/handout.rs`). `local_len`: the length of the page's `local_free` if known
+/// (`Page::gather_frees`).
 ///
 /// # Safety
-/// `heap` owns `page`, on its slow path; `local_len` as `profile::hand_out` wants it.
+/// `heap` owns `page`, on its slow path; `local_len` as `profile::lengths` wants it.
 #[inline]
 unsafe fn cut(
     heap: &mut Heap,
     page: *mut Page,
-    class: usize,
+    (class, block_size): (usize, usize),
     sampling: bool,
     guarding: bool,
     local_len: Option<u32>,
 ) {
-    let block_size = class_size(class);
-    let mut limit = i64::MAX;
-    if sampling {
-        limit = profile::blocks_before(&mut heap.sampler, class, block_size);
-    }
-    if guarding {
-        limit = limit.min(guarded::blocks_before(&mut heap.guard, class));
-    }
-    if limit == i64::MAX {
+    if !sampling && !guarded::eligible(class) {
         // Guarded sampling alone, a class it never guards: nothing to count.
         return;
     }
     // SAFETY: per the contract.
-    let handed = unsafe { profile::hand_out(page, local_len, limit) };
+    let (on_free, local) = unsafe { profile::lengths(page, local_len) };
+    let mut handed = on_free;
+    // Most refills end before any sample point: no division, no walk.
+    let sample_inside = sampling && !profile::fits(&mut heap.sampler, class, on_free, block_size);
+    if sample_inside || guarding && !guarded::fits(&mut heap.guard, class, on_free) {
+        let mut limit = i64::MAX;
+        if sampling {
+            limit = profile::blocks_before(&mut heap.sampler, class, block_size);
+        }
+        if guarding {
+            limit = limit.min(guarded::blocks_before(&mut heap.guard, class));
+        }
+        handed = limit;
+        // SAFETY: per the contract; `limit < on_free` (the list did not fit).
+        unsafe { profile::end_list_at(page, on_free, local, limit) };
+    }
     if sampling {
         profile::charge(&mut heap.sampler, class, handed, block_size);
     }

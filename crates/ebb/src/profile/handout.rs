@@ -31,7 +31,26 @@ use core::ptr::null_mut;
 /// blocks between them, less those in purged holes; if `local_len` is given, it is the
 /// length of `local_free`.
 pub unsafe fn hand_out(page: *mut Page, local_len: Option<u32>, limit: i64) -> i64 {
-    debug_assert!(limit >= 0);
+    // SAFETY: per the contract.
+    unsafe {
+        let (on_free, local) = lengths(page, local_len);
+        if on_free <= limit {
+            on_free
+        } else {
+            end_list_at(page, on_free, local, limit);
+            limit
+        }
+    }
+}
+
+/// The first half of [`hand_out`]: set `frees_to_local`, move `local_free` to `free` if
+/// the pop emptied it, and return the lengths of `free` and `local_free`. The caller
+/// hands `free` out whole, or ends it with [`end_list_at`].
+///
+/// # Safety
+/// As [`hand_out`].
+#[inline]
+pub unsafe fn lengths(page: *mut Page, local_len: Option<u32>) -> (i64, i64) {
     // SAFETY: per the contract, the lists are ours to relink.
     unsafe {
         let page = &mut *page;
@@ -44,7 +63,7 @@ pub unsafe fn hand_out(page: *mut Page, local_len: Option<u32>, limit: i64) -> i
             page.free_is_zero = false;
         }
         if page.free.is_null() {
-            return 0;
+            return (0, 0);
         }
         // Blocks in purged holes are on no list (rare: a page purged while idle).
         let in_holes = if page.holes != 0 {
@@ -63,12 +82,22 @@ pub unsafe fn hand_out(page: *mut Page, local_len: Option<u32>, limit: i64) -> i
                 None => total - free_len_in_step(page, total),
             }
         };
-        let on_free = total - local;
-        debug_assert!(on_free > 0);
-        if on_free <= limit {
-            return on_free;
-        }
-        // The sample point falls inside the list: end it after `limit` blocks.
+        debug_assert!(total > local);
+        (total - local, local)
+    }
+}
+
+/// The sample point falls inside `free` (`on_free` blocks, `local` on `local_free`):
+/// end it after `limit` blocks, the rest parked on `local_free`.
+///
+/// # Safety
+/// As [`hand_out`], after [`lengths`] returned `(on_free, local)`; `limit < on_free`.
+#[cold]
+pub unsafe fn end_list_at(page: *mut Page, on_free: i64, local: i64, limit: i64) {
+    debug_assert!((0..on_free).contains(&limit));
+    // SAFETY: per the contract, the lists are ours to relink.
+    unsafe {
+        let page = &mut *page;
         let rest = if limit == 0 {
             core::mem::replace(&mut page.free, null_mut())
         } else {
@@ -92,7 +121,6 @@ pub unsafe fn hand_out(page: *mut Page, local_len: Option<u32>, limit: i64) -> i
             page.set_link(tail, page.local_free);
             page.local_free = rest;
         }
-        limit
     }
 }
 

@@ -26,10 +26,10 @@ mod sampler;
 mod stack;
 mod table;
 
-pub(crate) use handout::hand_out;
+pub(crate) use handout::{end_list_at, lengths};
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
-    big_allocated, blocks_before, charge, cut, freed, in_step, keep_sampled_span, moved,
+    big_allocated, blocks_before, charge, cut, fits, freed, in_step, keep_sampled_span, moved,
     record_sampled, sample_point, samples, serve_sampled, span_released, sync,
 };
 pub(crate) use stack::Entry;

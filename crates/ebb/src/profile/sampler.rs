@@ -131,6 +131,19 @@ pub fn blocks_before(s: &mut HeapSampler, class: usize, block_size: usize) -> i6
     (left - 1) / block_size as i64
 }
 
+/// Whether the fast path may hand out `blocks` blocks of `class` (of `block_size`
+/// bytes) before the next sample point (`blocks <= blocks_before`, without a division;
+/// draws the countdown first if it was not yet).
+#[inline]
+pub fn fits(s: &mut HeapSampler, class: usize, blocks: i64, block_size: usize) -> bool {
+    let mut left = s.left[class];
+    if left == 0 {
+        left = s.rng.next_interval(s.rate);
+        s.left[class] = left;
+    }
+    blocks * (block_size as i64) < left
+}
+
 /// The fast path was handed `blocks` blocks of `class` (at most `blocks_before`).
 #[inline]
 pub fn charge(s: &mut HeapSampler, class: usize, blocks: i64, block_size: usize) {
