@@ -242,6 +242,25 @@ unsafe fn sampled_local_refill(
             return None;
         }
         let block_size = class_size(class);
+        // `local_free` holds every free block of the page (`free` is empty): if no
+        // sample point falls among them, this allocation and the list handed out are
+        // counted at once (most refills).
+        let blocks = profile::free_blocks(page);
+        if (!sampling || profile::fits(&mut h.sampler, class, blocks, block_size))
+            && (!guarding || guarded::fits(&mut h.guard, class, blocks))
+        {
+            (*page).free = (*page).local_free;
+            (*page).local_free = null_mut();
+            (*page).free_is_zero = false;
+            (*page).frees_to_local = true;
+            if sampling {
+                profile::charge(&mut h.sampler, class, blocks, block_size);
+            }
+            if guarding {
+                guarded::charge(&mut h.guard, class, blocks);
+            }
+            return Some(pop(page));
+        }
         if sampling && profile::sample_point(&mut h.sampler, class, block_size) {
             let block = profile::serve_sampled(size, block_size, entry);
             if !block.is_null() {

@@ -49,7 +49,7 @@ pub unsafe fn hand_out(page: *mut Page, local_len: Option<u32>, limit: i64) -> i
 ///
 /// # Safety
 /// As [`hand_out`].
-#[inline]
+#[inline(always)]
 pub unsafe fn lengths(page: *mut Page, local_len: Option<u32>) -> (i64, i64) {
     // SAFETY: per the contract, the lists are ours to relink.
     unsafe {
@@ -65,15 +65,7 @@ pub unsafe fn lengths(page: *mut Page, local_len: Option<u32>) -> (i64, i64) {
         if page.free.is_null() {
             return (0, 0);
         }
-        // Blocks in purged holes are on no list (rare: a page purged while idle).
-        let in_holes = if page.holes != 0 {
-            crate::span::holes::hole_blocks(page)
-        } else {
-            0
-        };
-        let total = (page.capacity as usize)
-            .saturating_sub(page.used() as usize)
-            .saturating_sub(in_holes) as i64;
+        let total = free_blocks(page);
         let local = if page.local_free.is_null() {
             0
         } else {
@@ -85,6 +77,25 @@ pub unsafe fn lengths(page: *mut Page, local_len: Option<u32>) -> (i64, i64) {
         debug_assert!(total > local);
         (total - local, local)
     }
+}
+
+/// The free blocks on `page`'s two lists: `capacity - used`, less the blocks in purged
+/// holes, which are on no list (rare: a page purged while idle).
+///
+/// # Safety
+/// The caller owns `page`.
+#[inline(always)]
+pub unsafe fn free_blocks(page: *const Page) -> i64 {
+    // SAFETY: per the contract.
+    let page = unsafe { &*page };
+    let in_holes = if page.holes != 0 {
+        crate::span::holes::hole_blocks(page)
+    } else {
+        0
+    };
+    (page.capacity as usize)
+        .saturating_sub(page.used() as usize)
+        .saturating_sub(in_holes) as i64
 }
 
 /// The sample point falls inside `free` (`on_free` blocks, `local` on `local_free`):

@@ -26,7 +26,7 @@ mod sampler;
 mod stack;
 mod table;
 
-pub(crate) use handout::{end_list_at, lengths};
+pub(crate) use handout::{end_list_at, free_blocks, lengths};
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
     big_allocated, blocks_before, charge, cut, fits, freed, in_step, keep_sampled_span, moved,
