@@ -506,11 +506,9 @@ impl Page {
     }
 
     /// Gather every freed block onto the owner's lists: take the remote frees in, and
-    /// move the owner's frees to `free` if it is empty. Owner only.
-    ///
-    /// Returns the length of `local_free` afterwards when it is known without a walk:
-    /// 0, or the remote list just taken (the sampler's hand-out counts `free` from it,
-    /// `profile::sampler`); None when `local_free` holds the owner's frees.
+    /// move the owner's frees to `free` if it is empty. Owner only. Returns the length
+    /// of `local_free` if known (0, or just the remote list taken; for the sampler's
+    /// hand-out, `profile/handout.rs`), None if it holds the owner's frees.
     pub fn gather_frees(&mut self) -> Option<u32> {
         let both = !self.free.is_null() && !self.local_free.is_null();
         let remote = self.take_remote_frees();
@@ -529,8 +527,7 @@ impl Page {
         }
     }
 
-    /// Take the remote-free list and add it to the owner's lists; returns its length.
-    /// Owner only.
+    /// Take the remote-free list into the owner's lists, returning its length. Owner only.
     ///
     /// The list's length comes with its head, so it is taken whole without a walk: a
     /// walk reads (and a fold into `local_free` would write) every block, blocks another
