@@ -252,7 +252,9 @@ unsafe fn sampled_local_refill(
             (*page).free = (*page).local_free;
             (*page).local_free = null_mut();
             (*page).free_is_zero = false;
-            (*page).frees_to_local = true;
+            // (Guarded sampling alone, a class it never guards: nothing to count, so
+            // the owner's frees may go on `free`.)
+            (*page).frees_to_local = sampling || guarded::eligible(class);
             if sampling {
                 profile::charge(&mut h.sampler, class, blocks, block_size);
             }
