@@ -11,6 +11,9 @@
 #                                            # guarded sampling (EBB_GUARDED_RATE)
 #   BIN=../other/target/release/ebb-bench-speed scripts/bench-profile.sh   # another
 #                                            # build's bench binary (no cargo build)
+#   BASE=/tmp/main/target/release/ebb-bench-speed scripts/bench-profile.sh  # a second
+#                                            # build interleaved with this one (each
+#                                            # round: its off, on, guarded, then ours)
 #   INSTR=1 SCALE=0.05 scripts/bench-profile.sh   # instructions instead (valgrind
 #                                                 # cachegrind, --cache-sim=no): the
 #                                                 # profiler's own work, free of noise
@@ -52,17 +55,21 @@ fi
 : >"$OUT/runs.tsv"
 for round in $(seq "$RUNS"); do
     for w in $WORKLOADS; do
-        for mode in off on ${GUARDED:+guarded}; do
-            if [ "$mode" = on ]; then
-                line=$(EBB_PROFILE="$OUT/prof-$w" EBB_PROFILE_RATE="$RATE" "$BIN" "$w" --scale "$SCALE")
-            elif [ "$mode" = guarded ]; then
-                line=$(EBB_GUARDED_RATE="$GUARDED" "$BIN" "$w" --scale "$SCALE")
-            else
-                line=$("$BIN" "$w" --scale "$SCALE")
-            fi
-            wall=$(sed -E 's/.*"wall_ms": ?([0-9.]+).*/\1/' <<<"$line")
-            cpu=$(sed -E 's/.*"cpu_ms": ?([0-9.]+).*/\1/' <<<"$line")
-            printf '%s\t%s\t%s\t%s\n' "$w" "$mode" "$wall" "$cpu" >>"$OUT/runs.tsv"
+        for build in ${BASE:+base} this; do
+            bin=$BIN prefix=
+            [ "$build" = base ] && bin=$BASE prefix=base-
+            for mode in off on ${GUARDED:+guarded}; do
+                if [ "$mode" = on ]; then
+                    line=$(EBB_PROFILE="$OUT/prof-$w" EBB_PROFILE_RATE="$RATE" "$bin" "$w" --scale "$SCALE")
+                elif [ "$mode" = guarded ]; then
+                    line=$(EBB_GUARDED_RATE="$GUARDED" "$bin" "$w" --scale "$SCALE")
+                else
+                    line=$("$bin" "$w" --scale "$SCALE")
+                fi
+                wall=$(sed -E 's/.*"wall_ms": ?([0-9.]+).*/\1/' <<<"$line")
+                cpu=$(sed -E 's/.*"cpu_ms": ?([0-9.]+).*/\1/' <<<"$line")
+                printf '%s\t%s\t%s\t%s\n' "$w" "$prefix$mode" "$wall" "$cpu" >>"$OUT/runs.tsv"
+            done
         done
     done
     echo "round $round done" >&2
@@ -74,14 +81,15 @@ runs = {}
 for line in open(sys.argv[1]):
     w, mode, wall, cpu = line.split()
     runs.setdefault(w, {}).setdefault(mode, []).append((float(wall), float(cpu)))
-modes = [m for m in ("on", "guarded") if any(m in r for r in runs.values())]
+modes = [m for m in ("on", "guarded", "base-on", "base-guarded") if any(m in r for r in runs.values())]
 gm = lambda xs: math.exp(sum(math.log(x) for x, _ in xs) / len(xs))
 for mode in modes:
+    off = "base-off" if mode.startswith("base-") else "off"
     print(f"{'workload':<16} {'wall ' + mode + '/off':>16} {'cpu ' + mode + '/off':>16}")
     walls, cpus = [], []
     for w, m in runs.items():
-        wall = statistics.median(x[0] for x in m[mode]) / statistics.median(x[0] for x in m["off"])
-        cpu = statistics.median(x[1] for x in m[mode]) / statistics.median(x[1] for x in m["off"])
+        wall = statistics.median(x[0] for x in m[mode]) / statistics.median(x[0] for x in m[off])
+        cpu = statistics.median(x[1] for x in m[mode]) / statistics.median(x[1] for x in m[off])
         walls.append((wall, w)); cpus.append((cpu, w))
         print(f"{w:<16} {wall:>16.3f} {cpu:>16.3f}")
     print(f"{'geomean':<16} {gm(walls):>16.3f} {gm(cpus):>16.3f}")
