@@ -264,7 +264,7 @@ unsafe fn malloc_slow(fc: *mut FirstClass, class: usize, size: usize) -> *mut u8
         if checked {
             check::mark_allocated(block);
         } else if sampling {
-            profile::cut(&mut (*fc).heap.sampler, page, class, block_size);
+            profile::cut(&mut (*fc).heap.sampler, page, class, block_size, None);
         }
         block
     };

@@ -26,8 +26,9 @@
 //! (`profile/sampler.rs`), so the fast paths do not change: each heap keeps, per size
 //! class, a countdown of allocations to the next guarded one (drawn uniformly from
 //! `1..2N`); while it is on, the heap's `local_mask` is 0 so every refill of the fast
-//! path's free list passes the slow path, which cuts the list handed out where the
-//! countdown ends (`cut`). Blocks above one page, first-class heaps and check mode are
+//! path's free list passes the slow path, which ends the list handed out where the
+//! countdown ends (`blocks_before`, `charge`; the hand-out is the profiler's,
+//! `profile/handout.rs`). Blocks above one page, first-class heaps and check mode are
 //! not sampled.
 //!
 //! Frees of guarded blocks arrive through `free`'s path for pointers outside ebb's
@@ -37,7 +38,6 @@ use crate::diag::StderrWriter;
 use crate::os;
 use crate::profile;
 use crate::size_class::{class_size, CLASS_COUNT};
-use crate::span::page::{Block, Page};
 use core::fmt::Write;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -158,6 +158,7 @@ pub fn init() {
     }
     MIN_SIZE.store(min, Ordering::Relaxed);
     MAX_SIZE.store(max, Ordering::Relaxed);
+    set_eligible(min, max);
     RATE.store(rate, Ordering::Release);
 }
 
@@ -204,14 +205,55 @@ pub fn sync(local_mask: &mut usize, allowed: bool) -> bool {
 }
 
 /// Whether allocations of `class` may be guarded (some request of the class is within
-/// the size range, and its blocks fit a page).
+/// the size range, and its blocks fit a page): one bit per class, set at `init` (the
+/// slow path asks on every refill of the fast path's list).
 #[inline]
-fn eligible(class: usize) -> bool {
-    let block = class_size(class);
-    let smaller = if class == 0 { 0 } else { class_size(class - 1) };
-    block <= os::page_size()
-        && block >= MIN_SIZE.load(Ordering::Relaxed)
-        && smaller < MAX_SIZE.load(Ordering::Relaxed)
+pub fn eligible(class: usize) -> bool {
+    ELIGIBLE[class / 64].load(Ordering::Relaxed) >> (class % 64) & 1 != 0
+}
+
+/// Classes guarded allocations may come from (`eligible`), one bit each.
+static ELIGIBLE: [AtomicU64; CLASS_COUNT.div_ceil(64)] =
+    [const { AtomicU64::new(0) }; CLASS_COUNT.div_ceil(64)];
+
+/// Set `ELIGIBLE` for request sizes `min..=max` (`init`).
+fn set_eligible(min: usize, max: usize) {
+    for class in 0..CLASS_COUNT {
+        let block = class_size(class);
+        let smaller = if class == 0 { 0 } else { class_size(class - 1) };
+        if block <= os::page_size() && block >= min && smaller < max {
+            ELIGIBLE[class / 64].fetch_or(1 << (class % 64), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Allocations of `class` the fast path may hand out before the next guarded one
+/// (drawn first if it was not yet); `i64::MAX` if the class is never guarded.
+#[inline]
+pub fn blocks_before(g: &mut HeapGuard, class: usize) -> i64 {
+    if !eligible(class) {
+        return i64::MAX;
+    }
+    if g.left[class] == 0 {
+        g.left[class] = g.draw(RATE.load(Ordering::Relaxed));
+    }
+    g.left[class] as i64 - 1
+}
+
+/// Whether the fast path may hand out `blocks` blocks of `class` before the next
+/// guarded one (`blocks <= blocks_before`).
+#[inline]
+pub fn fits(g: &mut HeapGuard, class: usize, blocks: i64) -> bool {
+    blocks <= blocks_before(g, class)
+}
+
+/// The fast path was handed `blocks` blocks of `class` (at most `blocks_before`).
+#[inline]
+pub fn charge(g: &mut HeapGuard, class: usize, blocks: i64) {
+    if eligible(class) {
+        debug_assert!(blocks < g.left[class] as i64);
+        g.left[class] -= blocks as u32;
+    }
 }
 
 /// Count one allocation of `class`; true if it is to be guarded.
@@ -231,84 +273,6 @@ pub fn sample_point(g: &mut HeapGuard, class: usize) -> bool {
     } else {
         g.left[class] = left - 1;
         false
-    }
-}
-
-/// `page` (owned, current for `class`) is about to serve the fast path: count the
-/// blocks its free list hands out, cutting it so the fast path runs dry at the next
-/// guarded allocation. `handed`: the blocks on `free` if the profiler's `cut` just ran
-/// (it merged the lists), else None. Returns the blocks taken back off `free` (which
-/// the profiler had counted as handed out).
-///
-/// # Safety
-/// The caller owns `page` (its heap's slow path), whose lists hold `capacity - used`
-/// blocks between them.
-pub unsafe fn cut(g: &mut HeapGuard, page: *mut Page, class: usize, handed: Option<i64>) -> i64 {
-    if !eligible(class) {
-        return 0;
-    }
-    // SAFETY: per the contract, the lists are ours to relink.
-    unsafe {
-        let page = &mut *page;
-        let blocks = match handed {
-            Some(n) => n,
-            None => {
-                if !page.local_free.is_null() {
-                    // One list, so `capacity - used` is the length of `free`.
-                    if !page.free.is_null() {
-                        let mut tail = page.local_free;
-                        while !page.link(tail).is_null() {
-                            tail = page.link(tail);
-                        }
-                        page.set_link(tail, page.free);
-                    }
-                    page.free = page.local_free;
-                    page.local_free = null_mut();
-                    page.free_is_zero = false;
-                }
-                page.capacity.saturating_sub(page.used()) as i64
-            }
-        };
-        // The owner's frees must not lengthen the list being counted down (else a loop
-        // that frees and allocates one block would never reach a sample point).
-        page.frees_to_local = true;
-        let rate = RATE.load(Ordering::Relaxed);
-        let left = match g.left[class] {
-            0 => g.draw(rate),
-            n => n,
-        } as i64;
-        // Blocks the fast path may hand out before the guarded one.
-        let before = left - 1;
-        if blocks <= before {
-            g.left[class] = (left - blocks) as u32;
-            return 0;
-        }
-        g.left[class] = 1;
-        let rest = if before == 0 {
-            let rest = page.free;
-            page.free = null_mut();
-            rest
-        } else {
-            let mut last: *mut Block = page.free;
-            for _ in 1..before {
-                if page.link(last).is_null() {
-                    break;
-                }
-                last = page.link(last);
-            }
-            let rest = page.link(last);
-            page.set_link(last, null_mut());
-            rest
-        };
-        if !rest.is_null() {
-            let mut tail = rest;
-            while !page.link(tail).is_null() {
-                tail = page.link(tail);
-            }
-            page.set_link(tail, page.local_free);
-            page.local_free = rest;
-        }
-        blocks - before
     }
 }
 

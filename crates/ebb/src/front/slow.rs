@@ -45,6 +45,16 @@ fn slow_path_enter(heap: *mut Heap) {
 /// # Safety
 /// `heap` must be the calling thread's own heap, entered with `slow_path_enter`.
 pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
+    // SAFETY: per the contract.
+    unsafe { find_page_gathered(heap, class).0 }
+}
+
+/// [`find_page`], with what its gather knows of the page's `local_free` length
+/// (`Page::gather_frees`), for the sampler's hand-out.
+///
+/// # Safety
+/// As [`find_page`].
+unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Option<u32>) {
     // SAFETY: the heap is ours; pages in our queues are owned by us.
     unsafe {
         let keep_full = FULL_PAGE_SLICES_KEPT / page_slices(class);
@@ -53,7 +63,7 @@ pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
         let mut page = (*heap).queues[class].first;
         while !page.is_null() {
             let next = (*page).next;
-            (*page).gather_frees();
+            let local_len = (*page).gather_frees();
             if (*page).has_free() || (*page).extend() {
                 if page != (*heap).queues[class].first {
                     (*heap).queues[class].remove(page);
@@ -63,7 +73,7 @@ pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
                 if abandoned {
                     after_slow_path();
                 }
-                return page;
+                return (page, local_len);
             }
             debug_assert!(!(*page).has_room(), "a page with room left behind");
             if full_kept < keep_full {
@@ -81,15 +91,15 @@ pub unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
         let page = take_page(class, heap);
         after_slow_path();
         if page.is_null() {
-            return null_mut();
+            return (null_mut(), None);
         }
-        (*page).gather_frees();
+        let local_len = (*page).gather_frees();
         if !(*page).has_free() && !(*page).extend() {
             // A claimed page always has room; a fresh one can always be carved.
             debug_assert!(false, "page without room");
         }
         queue_push_front(heap, class, page);
-        page
+        (page, local_len)
     }
 }
 
@@ -177,15 +187,22 @@ pub fn malloc_slow(class: usize, size: usize, entry: profile::Entry) -> *mut u8 
         } else if let Some(block) = shared::try_alloc(heap, class) {
             block // a thread's first blocks of a class: front/shared.rs
         } else {
-            let page = find_page(heap, class);
+            let (page, local_len) = find_page_gathered(heap, class);
             if page.is_null() {
                 null_mut()
             } else {
                 let block = pop(page);
                 if checked {
                     check::mark_allocated(block);
-                } else {
-                    cut(&mut *heap, page, class, sampling, guarding);
+                } else if sampling || guarding {
+                    cut(
+                        &mut *heap,
+                        page,
+                        (class, block_size),
+                        sampling,
+                        guarding,
+                        local_len,
+                    );
                 }
                 block
             }
@@ -225,6 +242,27 @@ unsafe fn sampled_local_refill(
             return None;
         }
         let block_size = class_size(class);
+        // `local_free` holds every free block of the page (`free` is empty): if no
+        // sample point falls among them, this allocation and the list handed out are
+        // counted at once (most refills).
+        let blocks = profile::free_blocks(page);
+        if (!sampling || profile::fits(&mut h.sampler, class, blocks, block_size))
+            && (!guarding || guarded::fits(&mut h.guard, class, blocks))
+        {
+            (*page).free = (*page).local_free;
+            (*page).local_free = null_mut();
+            (*page).free_is_zero = false;
+            // (Guarded sampling alone, a class it never guards: nothing to count, so
+            // the owner's frees may go on `free`.)
+            (*page).frees_to_local = sampling || guarded::eligible(class);
+            if sampling {
+                profile::charge(&mut h.sampler, class, blocks, block_size);
+            }
+            if guarding {
+                guarded::charge(&mut h.guard, class, blocks);
+            }
+            return Some(pop(page));
+        }
         if sampling && profile::sample_point(&mut h.sampler, class, block_size) {
             let block = profile::serve_sampled(size, block_size, entry);
             if !block.is_null() {
@@ -240,30 +278,55 @@ unsafe fn sampled_local_refill(
         (*page).free = (*page).local_free;
         (*page).local_free = null_mut();
         (*page).free_is_zero = false;
-        (*page).frees_to_local = false;
         let block = pop(page);
-        cut(h, page, class, sampling, guarding);
+        cut(h, page, (class, block_size), sampling, guarding, Some(0));
         Some(block)
     }
 }
 
-/// `page` (current for `class`) is about to serve the fast path: cut its free list at
-/// the next sample point of the profiler and of guarded sampling, whichever is first.
+/// `page` (current for `class`, blocks of `block_size`) is about to serve the fast
+/// path: hand out its free list up to the next sample point of the profiler or of
+/// guarded sampling, whichever comes first, and charge both countdowns
+/// (`profile/handout.rs`). `local_len`: the length of the page's `local_free` if known
+/// (`Page::gather_frees`).
 ///
 /// # Safety
-/// `heap` owns `page`, on its slow path.
+/// `heap` owns `page`, on its slow path; `local_len` as `profile::lengths` wants it.
 #[inline]
-unsafe fn cut(heap: &mut Heap, page: *mut Page, class: usize, sampling: bool, guarding: bool) {
-    let block_size = class_size(class);
+unsafe fn cut(
+    heap: &mut Heap,
+    page: *mut Page,
+    (class, block_size): (usize, usize),
+    sampling: bool,
+    guarding: bool,
+    local_len: Option<u32>,
+) {
+    if !sampling && !guarded::eligible(class) {
+        // Guarded sampling alone, a class it never guards: nothing to count.
+        return;
+    }
     // SAFETY: per the contract.
-    unsafe {
-        let handed = sampling.then(|| profile::cut(&mut heap.sampler, page, class, block_size));
-        if guarding {
-            let taken_back = guarded::cut(&mut heap.guard, page, class, handed);
-            if sampling && taken_back > 0 {
-                profile::refund(&mut heap.sampler, class, taken_back as usize * block_size);
-            }
+    let (on_free, local) = unsafe { profile::lengths(page, local_len) };
+    let mut handed = on_free;
+    // Most refills end before any sample point: no division, no walk.
+    let sample_inside = sampling && !profile::fits(&mut heap.sampler, class, on_free, block_size);
+    if sample_inside || guarding && !guarded::fits(&mut heap.guard, class, on_free) {
+        let mut limit = i64::MAX;
+        if sampling {
+            limit = profile::blocks_before(&mut heap.sampler, class, block_size);
         }
+        if guarding {
+            limit = limit.min(guarded::blocks_before(&mut heap.guard, class));
+        }
+        handed = limit;
+        // SAFETY: per the contract; `limit < on_free` (the list did not fit).
+        unsafe { profile::end_list_at(page, on_free, local, limit) };
+    }
+    if sampling {
+        profile::charge(&mut heap.sampler, class, handed, block_size);
+    }
+    if guarding {
+        guarded::charge(&mut heap.guard, class, handed);
     }
 }
 

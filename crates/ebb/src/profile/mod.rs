@@ -19,16 +19,18 @@
 //! `EBB_PROFILE_LEAKS=1` the exit profile holds only blocks still live;
 //! `EBB_PROFILE_SEED=<n>` fix the sample points (tests).
 
+mod handout;
 mod maps;
 mod math;
 mod sampler;
 mod stack;
 mod table;
 
+pub(crate) use handout::{end_list_at, free_blocks, lengths};
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
-    big_allocated, cut, freed, in_step, keep_sampled_span, moved, record_sampled, refund,
-    sample_point, samples, serve_sampled, span_released, sync,
+    big_allocated, blocks_before, charge, cut, fits, freed, in_step, keep_sampled_span, moved,
+    record_sampled, sample_point, samples, serve_sampled, span_released, sync,
 };
 pub(crate) use stack::Entry;
 pub use stack::SEPARATOR as STACK_SEPARATOR;

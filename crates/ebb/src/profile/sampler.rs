@@ -7,8 +7,9 @@
 //! heap's byte stream exactly as one would). The fast path is not changed; the slow
 //! path arranges that the fast path runs dry exactly at a sample point:
 //!
-//! * When the slow path gives a page's free list to the fast path (`cut`), it knows
-//!   the list's length without walking it (`capacity - used`). If the countdown
+//! * When the slow path gives a page's free list to the fast path (`cut`,
+//!   `handout::hand_out`), it knows the list's length without walking it (from
+//!   `capacity - used` and the remote count its gather took in). If the countdown
 //!   outlasts the list, the list goes whole and the countdown drops by its bytes;
 //!   otherwise the list is cut after the last block before the sample point (a walk of
 //!   those blocks, once per sample), the rest parked on `local_free`.
@@ -27,7 +28,7 @@
 use super::{math, stack, table, ACTIVE, EPOCH, RATE, SEED};
 use crate::size_class::CLASS_COUNT;
 use crate::span::arena;
-use crate::span::page::{Block, Page};
+use crate::span::page::Page;
 use crate::span::segment::SLICE_SIZE;
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -94,13 +95,6 @@ pub fn samples(s: &HeapSampler) -> bool {
     s.active
 }
 
-/// Blocks `cut` counted as handed out went back to the page unused (guarded sampling
-/// cut the list shorter): give their bytes back to the countdown of `class`.
-#[inline]
-pub fn refund(s: &mut HeapSampler, class: usize, bytes: usize) {
-    s.left[class] += bytes as i64;
-}
-
 /// True if the heap's state is up to date with `start`/`stop` (`sync` has nothing to do).
 #[inline]
 pub fn in_step(s: &HeapSampler) -> bool {
@@ -124,68 +118,58 @@ pub fn sample_point(s: &mut HeapSampler, class: usize, block_size: usize) -> boo
     }
 }
 
+/// Blocks of `class` (of `block_size` bytes) the fast path may hand out before the
+/// next sample point, i.e. with the countdown staying above 0 (drawn first if it was
+/// not yet).
+#[inline]
+pub fn blocks_before(s: &mut HeapSampler, class: usize, block_size: usize) -> i64 {
+    let mut left = s.left[class];
+    if left == 0 {
+        left = s.rng.next_interval(s.rate);
+        s.left[class] = left;
+    }
+    (left - 1) / block_size as i64
+}
+
+/// Whether the fast path may hand out `blocks` blocks of `class` (of `block_size`
+/// bytes) before the next sample point (`blocks <= blocks_before`, without a division;
+/// draws the countdown first if it was not yet).
+#[inline]
+pub fn fits(s: &mut HeapSampler, class: usize, blocks: i64, block_size: usize) -> bool {
+    let mut left = s.left[class];
+    if left == 0 {
+        left = s.rng.next_interval(s.rate);
+        s.left[class] = left;
+    }
+    blocks * (block_size as i64) < left
+}
+
+/// The fast path was handed `blocks` blocks of `class` (at most `blocks_before`).
+#[inline]
+pub fn charge(s: &mut HeapSampler, class: usize, blocks: i64, block_size: usize) {
+    s.left[class] -= blocks * block_size as i64;
+    debug_assert!(s.left[class] > 0);
+}
+
 /// `page` (owned by the heap, current for `class`) is about to serve the fast path:
-/// count the blocks its free list hands out, cutting it at the next sample point.
-///
-/// Returns the blocks left on `free` for the fast path.
+/// hand out its free list up to the next sample point and count it (`handout`).
+/// `local_len`: the length of `local_free` if known (`Page::gather_frees`). Returns
+/// the blocks left on `free` for the fast path.
 ///
 /// # Safety
-/// The caller owns `page` (its heap's slow path), whose lists hold `capacity - used`
-/// blocks between them, less those in purged holes.
-pub unsafe fn cut(s: &mut HeapSampler, page: *mut Page, class: usize, block_size: usize) -> i64 {
-    // SAFETY: per the contract, the lists are ours to relink.
-    unsafe {
-        let page = &mut *page;
-        if !page.local_free.is_null() {
-            // One list, so the length below is the length of `free`.
-            if !page.free.is_null() {
-                let mut tail = page.local_free;
-                while !page.link(tail).is_null() {
-                    tail = page.link(tail);
-                }
-                page.set_link(tail, page.free);
-            }
-            page.free = page.local_free;
-            page.local_free = core::ptr::null_mut();
-            page.free_is_zero = false;
-            page.frees_to_local = false;
-        }
-        // Frees after the cut must not extend the list the fast path is counting down.
-        page.frees_to_local = true;
-        // Blocks in purged holes are on no list (rare: a page purged while idle).
-        let in_holes = if page.holes != 0 {
-            crate::span::holes::hole_blocks(page)
-        } else {
-            0
-        };
-        let blocks = (page.capacity as usize)
-            .saturating_sub(page.used() as usize)
-            .saturating_sub(in_holes) as i64;
-        let size = block_size as i64;
-        let left = s.left[class];
-        // Blocks the fast path may hand out with the countdown staying above 0.
-        let before = (left - 1) / size;
-        if blocks <= before {
-            s.left[class] = left - blocks * size;
-            return blocks;
-        }
-        let mut handed = 0;
-        if before == 0 {
-            page.local_free = page.free;
-            page.free = core::ptr::null_mut();
-        } else {
-            let mut last: *mut Block = page.free;
-            handed = 1;
-            while handed < before && !page.link(last).is_null() {
-                last = page.link(last);
-                handed += 1;
-            }
-            page.local_free = page.link(last);
-            page.set_link(last, core::ptr::null_mut());
-        }
-        s.left[class] = left - handed * size;
-        handed
-    }
+/// As `handout::hand_out`.
+pub unsafe fn cut(
+    s: &mut HeapSampler,
+    page: *mut Page,
+    class: usize,
+    block_size: usize,
+    local_len: Option<u32>,
+) -> i64 {
+    let limit = blocks_before(s, class, block_size);
+    // SAFETY: per the contract.
+    let handed = unsafe { super::handout::hand_out(page, local_len, limit) };
+    charge(s, class, handed, block_size);
+    handed
 }
 
 /// Serve a sampled allocation of `size` bytes (counted as `block_size`) from a span of

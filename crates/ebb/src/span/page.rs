@@ -506,27 +506,37 @@ impl Page {
     }
 
     /// Gather every freed block onto the owner's lists: take the remote frees in, and
-    /// move the owner's frees to `free` if it is empty. Owner only.
-    pub fn gather_frees(&mut self) {
-        self.take_remote_frees();
+    /// move the owner's frees to `free` if it is empty. Owner only. Returns the length
+    /// of `local_free` if known (0, or just the remote list taken; for the sampler's
+    /// hand-out, `profile/handout.rs`), None if it holds the owner's frees.
+    pub fn gather_frees(&mut self) -> Option<u32> {
+        let both = !self.free.is_null() && !self.local_free.is_null();
+        let remote = self.take_remote_frees();
         if self.free.is_null() && !self.local_free.is_null() {
             self.free = self.local_free;
             self.local_free = null_mut();
             self.free_is_zero = false;
             self.frees_to_local = false;
         }
+        if self.local_free.is_null() {
+            Some(0)
+        } else if both {
+            None
+        } else {
+            Some(remote)
+        }
     }
 
-    /// Take the remote-free list and add it to the owner's lists. Owner only.
+    /// Take the remote-free list into the owner's lists, returning its length. Owner only.
     ///
     /// The list's length comes with its head, so it is taken whole without a walk: a
     /// walk reads (and a fold into `local_free` would write) every block, blocks another
     /// core freed a moment ago, one cache miss after another. Only when both `free` and
     /// `local_free` hold blocks is the list walked, to find its tail.
-    pub fn take_remote_frees(&mut self) {
+    pub fn take_remote_frees(&mut self) -> u32 {
         let head = protocol::take_list(&self.thread_free);
         if head.is_null() {
-            return;
+            return 0;
         }
         let tag = head as usize & !THREAD_FREE_ADDR_MASK;
         let count = (tag >> THREAD_FREE_COUNT_SHIFT) as u32;
@@ -558,6 +568,7 @@ impl Page {
             }
             self.local_free = list;
         }
+        count
     }
 
     /// Carve more never-used blocks onto `free` (which must be empty): about 16 KiB
