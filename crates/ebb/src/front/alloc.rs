@@ -98,7 +98,9 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
         } else {
             &(*heap).small_class
         };
-        let class = *table.get_unchecked(size + pad()) as usize;
+        // (The secure build's tables are indexed by the unpadded size: a heap's table
+        // has its padding built in, `front::secure::pad_class_tables`.)
+        let class = *table.get_unchecked(size) as usize;
         let page = (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
         pop_or_slow::<C>(size, page, heap)
     }
@@ -172,22 +174,22 @@ unsafe fn current_page<const C: bool>(
     size: usize,
 ) -> *mut crate::span::page::Page {
     debug_assert!(size <= MEDIUM_MAX - CANARY);
-    let small = size <= SMALL_MAX - CANARY;
-    let size = size + pad();
-    // (Beyond `SMALL_MAX - CANARY`, the classes above `SMALL_MAX`, as `malloc`'s.)
-    #[cfg(feature = "secure")]
-    let size = if small { size } else { size.max(SMALL_MAX + 1) };
     // SAFETY: the tables have an entry for every index computed here.
     unsafe {
-        if small {
+        if size <= SMALL_MAX - CANARY {
             let table = if C {
                 &(*heap).small_class_c
             } else {
                 &(*heap).small_class
             };
+            // (Padded tables in the secure build, as `malloc`'s.)
             let class = *table.get_unchecked(size) as usize;
             return (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
         }
+        let size = size + pad();
+        // (Beyond `SMALL_MAX - CANARY`, the classes above `SMALL_MAX`, as `malloc`'s.)
+        #[cfg(feature = "secure")]
+        let size = size.max(SMALL_MAX + 1);
         // Classes above SMALL_MAX are multiples of 128 bytes: no rounding for C.
         let class = if size <= MID_MAX {
             *MID_CLASS.get_unchecked((size - 1) >> 7) as usize
@@ -243,12 +245,11 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
     // while the frame pointer register is still the caller's.
     let marker = 0u8;
     let entry = crate::profile::Entry::here(&marker);
-    // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the same.
     // The secure build reads its options (the padding) before the class is picked
     // again here: the process's first allocation, which sets it up, comes here.
     #[cfg(feature = "secure")]
     crate::span::secure::level();
-    let class = unsafe {
+    let class = {
         // The fast path's choice: the tables up to `SMALL_MAX - CANARY` bytes, the
         // classes above `SMALL_MAX` beyond (also for a smaller padding).
         let padded = size + pad();
@@ -256,9 +257,20 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
         let above = padded.max(SMALL_MAX + 1);
         #[cfg(not(feature = "secure"))]
         let above = padded;
+        // (The secure build: the tables of the padding now, not `heap`'s, which may
+        // be the empty heap's, made before the padding was known.)
+        #[cfg(feature = "secure")]
+        let (table, table_c) = (
+            &crate::front::secure::CLASSES,
+            &crate::front::secure::CLASSES_C,
+        );
+        #[cfg(not(feature = "secure"))]
+        // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the
+        // same.
+        let (table, table_c) = unsafe { (&(*heap).small_class, &(*heap).small_class_c) };
         match (size <= SMALL_MAX - CANARY, c) {
-            (true, false) => (*heap).small_class[padded] as usize,
-            (true, true) => (*heap).small_class_c[padded] as usize,
+            (true, false) => table[padded] as usize,
+            (true, true) => table_c[padded] as usize,
             (false, false) => class_of(above),
             (false, true) => class_of((above + 15) & !15),
         }

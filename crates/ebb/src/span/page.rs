@@ -169,14 +169,15 @@ pub struct Page {
     /// drawn when the page is set up.
     #[cfg(feature = "secure")]
     pub key: usize,
-    /// Secure build: `secure::multiple_magic(block_size)`, to tell block starts on free;
-    /// 0 with `EBB_ZERO_ON_FREE` (every free then takes the slow path, which zeroes).
+    /// Secure build: `secure::start_magic(block_size)`, to tell carved block starts on
+    /// free (`secure::is_block_start`).
     #[cfg(feature = "secure")]
     pub block_magic: u64,
-    /// Secure build: `capacity × block_size` (1 for a large block: only its start may
-    /// be freed), so the free fast path compares without a multiply.
+    /// Secure build: `secure::start_limit(block_size, capacity)` (one block for a
+    /// large span: only its start may be freed); 0 with `EBB_ZERO_ON_FREE` (every free
+    /// then takes the slow path, which zeroes).
     #[cfg(feature = "secure")]
-    pub carved_bytes: usize,
+    pub block_limit: u64,
     // -- line 2: written by other threads' frees
     _line2: [CacheLine; 0],
     /// Blocks freed by other threads: the list head, with the list's length in the
@@ -232,7 +233,7 @@ impl Page {
             #[cfg(feature = "secure")]
             block_magic: 0,
             #[cfg(feature = "secure")]
-            carved_bytes: 0,
+            block_limit: 0,
             _line2: [],
             thread_free: AtomicPtr::new(null_mut()),
         }
@@ -398,12 +399,8 @@ impl Page {
     fn secure_init(&mut self, block_size: usize, bytes: usize) -> usize {
         self.key = crate::span::secure::new_key();
         self.small_canary = crate::span::secure::small_canaries(block_size);
-        self.block_magic = if crate::span::secure::zero_on_free() {
-            0
-        } else {
-            crate::span::secure::multiple_magic(block_size)
-        };
-        self.carved_bytes = 0;
+        self.block_magic = crate::span::secure::start_magic(block_size);
+        self.block_limit = 0;
         debug_assert!(!self.guarded, "a span keeps its guard page");
         // Only a segment's own descriptors guard their spans: a descriptor made over
         // other memory (unit tests) does not.
@@ -611,7 +608,11 @@ impl Page {
         self.capacity += count as u32;
         #[cfg(feature = "secure")]
         {
-            self.carved_bytes = self.capacity as usize * size;
+            self.block_limit = if crate::span::secure::zero_on_free() {
+                0
+            } else {
+                crate::span::secure::start_limit(size, self.capacity as usize)
+            };
         }
         self.free_is_zero = self.is_zero;
         self.frees_to_local = self.is_zero;

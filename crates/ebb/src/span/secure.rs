@@ -133,7 +133,8 @@ pub fn new_key() -> usize {
 /// The word stored in the free block at `slot` to link it to `next` (null allowed).
 #[inline(always)]
 pub fn encode(key: usize, slot: usize, next: usize) -> usize {
-    next ^ key ^ slot
+    // `key ^ slot` first, as in `may_be_link`: the free fast path computes it once.
+    next ^ (key ^ slot)
 }
 
 /// The link `stored` in the free block at `slot` of the page of `span` bytes from
@@ -166,7 +167,7 @@ pub fn decode_fast(key: usize, slot: usize, stored: usize) -> usize {
 /// true sends the free to the slow path, which tells with [`looks_like_link`].
 #[inline(always)]
 pub fn may_be_link(key: usize, slot: usize, word: usize) -> bool {
-    (word ^ key ^ slot) >> os::ADDRESS_BITS == 0
+    (word ^ (key ^ slot)) >> os::ADDRESS_BITS == 0
 }
 
 /// True if `word`, the first word of the block at `slot`, is what a free block's link
@@ -217,16 +218,34 @@ pub fn fatal(function: &str, ptr: *const u8, what: &str) -> ! {
     os::abort()
 }
 
-/// The constant for [`is_multiple`]: `ceil(2^64 / divisor)`.
-pub const fn multiple_magic(divisor: usize) -> u64 {
-    (u64::MAX / divisor as u64).wrapping_add(1)
+/// The multiplier of [`is_block_start`] for blocks of `divisor` bytes:
+/// `floor(2^64 / divisor) + 1`.
+pub const fn start_magic(divisor: usize) -> u64 {
+    ((1u128 << 64) / divisor as u128 + 1) as u64
 }
 
-/// `offset % divisor == 0` for `offset < 2^32`, with one multiply (Lemire, Kaser and
-/// Kurz, "Faster remainder by direct computation", 2019).
+/// The [`is_block_start`] limit of a page whose first `blocks` blocks of `divisor`
+/// bytes are carved: `blocks × (divisor × start_magic(divisor) mod 2^64)`.
+pub const fn start_limit(divisor: usize, blocks: usize) -> u64 {
+    blocks as u64 * (divisor as u64).wrapping_mul(start_magic(divisor))
+}
+
+/// True if `offset` (a pointer less its page's start, wrapped) is the start of one of
+/// the page's carved blocks: `offset = j × divisor` with `j < blocks`, for `magic =
+/// start_magic(divisor)` and `limit = start_limit(divisor, blocks)`. One multiply and
+/// one compare, for both the range and the block-boundary test.
+///
+/// Why it holds: with `e = divisor × magic − 2^64` (`1 ≤ e ≤ divisor`), the product
+/// of `j × divisor` is `j × e`, below `limit` exactly when `j < blocks`; that of
+/// `j × divisor + r` (`0 < r < divisor`) is `j × e + r × magic ≥ magic`, and that of
+/// a pointer up to 2^25 bytes before the start wraps to at least `magic − 2^26`. Both
+/// exceed any limit as long as `blocks × divisor ≤ 2^25` (a segment) and `divisor ≤
+/// 2^25`, so `magic ≥ 2^39`. Pages of blocks and large spans lie in one segment, so
+/// every pointer that maps to their descriptor is within 2^25 bytes of their start
+/// (tested exhaustively around the bounds, `block_start_test_is_exact`).
 #[inline(always)]
-pub fn is_multiple(offset: usize, magic: u64) -> bool {
-    (offset as u64).wrapping_mul(magic) < magic
+pub fn is_block_start(offset: usize, magic: u64, limit: u64) -> bool {
+    (offset as u64).wrapping_mul(magic) < limit
 }
 
 // ---------------------------------------------------------------------------------
@@ -623,18 +642,60 @@ impl Iterator for Shuffle {
 mod tests {
     use super::*;
 
+    /// [`is_block_start`] against the remainder, for offsets before and after the
+    /// start, up to the segment's size either way, at every size class shape.
     #[test]
-    fn multiple_test_matches_remainder() {
+    fn block_start_test_is_exact() {
+        const SEGMENT: i64 = 1 << 25;
         for divisor in [
-            8, 16, 24, 48, 80, 112, 640, 1792, 3072, 14336, 81920, 458752,
+            16usize,
+            24,
+            48,
+            80,
+            112,
+            128,
+            640,
+            1024,
+            1792,
+            3072,
+            14336,
+            65536,
+            81920,
+            458752,
+            1 << 20,
+            3 << 20,
+            1 << 25,
         ] {
-            let magic = multiple_magic(divisor);
-            for offset in (0..(4 << 20)).step_by(8) {
-                assert_eq!(
-                    is_multiple(offset, magic),
-                    offset % divisor == 0,
-                    "{offset} % {divisor}"
-                );
+            let magic = start_magic(divisor);
+            let span = (SEGMENT as usize / divisor).max(1) * divisor;
+            for blocks in [0usize, 1, 2, span / divisor / 2, span / divisor] {
+                let limit = start_limit(divisor, blocks);
+                let expected = |offset: i64| {
+                    offset >= 0
+                        && offset as usize % divisor == 0
+                        && (offset as usize) / divisor < blocks
+                };
+                let mut check = |offset: i64| {
+                    assert_eq!(
+                        is_block_start(offset as usize, magic, limit),
+                        expected(offset),
+                        "offset {offset}, divisor {divisor}, blocks {blocks}"
+                    );
+                };
+                // Every offset near the ends and the block boundaries, every eighth
+                // elsewhere (and all of the first 64 KiB either side).
+                for offset in -(1 << 16)..(1 << 16) {
+                    check(offset);
+                }
+                for offset in (-SEGMENT..=SEGMENT).step_by(8) {
+                    check(offset);
+                }
+                for j in [0, blocks.saturating_sub(1), blocks, blocks + 1] {
+                    let at = (j * divisor) as i64;
+                    for offset in at - 64..at + 64 {
+                        check(offset);
+                    }
+                }
             }
         }
     }
