@@ -8,7 +8,7 @@
 //!   (the pop clears the word), so finding one is a double free, whichever list of
 //!   whichever thread the block is on;
 //! - the block's last word must be its canary (`secure::small_canary`, written when
-//!   the block was handed out; pages with `small_canary`): anything else is an
+//!   the block was carved; pages with `small_canary`): anything else is an
 //!   overflow past the end of the block (its usable size is its class size less the
 //!   canary, `alloc::CANARY`);
 //! - with `EBB_ZERO_ON_FREE`, the block is then zeroed.
@@ -132,6 +132,8 @@ pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
                 // or one to zero.
                 if secure::zero_on_free() && size <= MEDIUM_MAX {
                     core::ptr::write_bytes(ptr, 0, size);
+                    // The canary stays for the block's next use (`write_canaries`).
+                    secure::write_canaries(&*page, ptr, 1);
                 }
             }
         }

@@ -299,8 +299,9 @@ impl Page {
 
     /// Secure build: clear the link word of `block`, just taken off a list (after the
     /// list head moved on), so a block in use never holds a valid link: that is how a
-    /// double free is recognised; and write the block's canary in its last word (pages
-    /// with `small_canary`). Nothing in other builds.
+    /// double free is recognised. Nothing in other builds. (A block's canary, pages
+    /// with `small_canary`, is written when it is carved, `secure::write_canaries`,
+    /// and stays: nothing of ebb's writes a block's last word afterwards.)
     ///
     /// The compiler fence keeps the clearing after the store of the new list head: a
     /// `fork` in between would otherwise leave the child a list whose head has no link
@@ -316,9 +317,6 @@ impl Page {
         unsafe {
             core::sync::atomic::compiler_fence(Ordering::Release);
             (*block).next = null_mut();
-            if self.small_canary {
-                crate::span::secure::write_small_canary(self, block as *mut u8);
-            }
         }
         #[cfg(not(feature = "secure"))]
         let _ = block;
@@ -603,6 +601,7 @@ impl Page {
                     block = next;
                 }
                 self.set_link(block, null_mut());
+                crate::span::secure::write_canaries(self, first, count);
             }
         }
         self.capacity += count as u32;

@@ -16,8 +16,8 @@
 //!   order ([`Shuffle`]); segments are placed at random addresses ([`segment_hint`]).
 //! - **Canaries in small blocks** (`EBB_CANARY`; on at level full, off at light):
 //!   requests are padded by 8 bytes ([`canary_pad`]), and the last word of every block
-//!   of up to 1 KiB holds [`small_canary`], written when it is handed out
-//!   (`Page::clear_link`) and checked on free (`front::secure`) and realloc.
+//!   of up to 1 KiB holds [`small_canary`], written when the block is carved
+//!   ([`write_canaries`]) and checked on free (`front::secure`) and realloc.
 //! - **Zeroing on free** (`EBB_ZERO_ON_FREE=1`, either level; off by default): a freed
 //!   block of up to 512 KiB is zeroed before it goes on a free list. Off by default
 //!   because it writes the whole block, also the parts the program never touched
@@ -294,10 +294,12 @@ pub fn canary_bytes(page: &Page) -> usize {
 }
 
 /// True if a page of `block_size` blocks set up now gets canaries
-/// (`Page::secure_init`; reads the options first if nobody has).
+/// (`Page::secure_init`; reads the options first if nobody has). Not 8-byte blocks
+/// (which the padded requests never take): their canary would be their link word.
 pub fn small_canaries(block_size: usize) -> bool {
     level();
-    block_size <= SMALL_CANARY_MAX && SMALL_CANARIES.load(Ordering::Relaxed)
+    (2 * SMALL_CANARY..=SMALL_CANARY_MAX).contains(&block_size)
+        && SMALL_CANARIES.load(Ordering::Relaxed)
 }
 
 /// The canary of the block at `block` of a page with link key `key`: unpredictable
@@ -308,7 +310,29 @@ pub fn small_canary(key: usize, block: usize) -> usize {
     (key.rotate_left(32) ^ block) | 0x80
 }
 
-/// Write the canary of `block`, a block of `page` just handed out, in its last word.
+/// Write the canaries of `count` blocks of `page` from `first`, just carved (or
+/// refilled after a hole, `span::holes`), if the page has canaries. A block's canary
+/// is written once, here, not when the block is handed out: no part of ebb writes the
+/// last word of a block of such a page afterwards (a free block holds its link in its
+/// first word; zeroing covers the usable bytes, and `EBB_ZERO_ON_FREE` puts the
+/// canary back, `front::secure`), so the canary is intact until the program
+/// overflows the block, and the malloc fast path neither writes it nor tests whether
+/// the page has one (it did: 2 instructions per malloc at level light, 8 at full).
+///
+/// # Safety
+/// The blocks are the caller's (the page's owner), on no list the program can reach.
+pub unsafe fn write_canaries(page: &Page, first: *mut u8, count: usize) {
+    if !page.small_canary {
+        return;
+    }
+    let size = page.block_size();
+    for i in 0..count {
+        // SAFETY: per the contract.
+        unsafe { write_small_canary(page, first.add(i * size)) };
+    }
+}
+
+/// Write the canary of `block`, a block of `page`, in its last word.
 ///
 /// # Safety
 /// `block` is a block of `page` (with small blocks) that the caller owns.
@@ -675,7 +699,7 @@ mod tests {
                         && offset as usize % divisor == 0
                         && (offset as usize) / divisor < blocks
                 };
-                let mut check = |offset: i64| {
+                let check = |offset: i64| {
                     assert_eq!(
                         is_block_start(offset as usize, magic, limit),
                         expected(offset),
