@@ -117,9 +117,11 @@ fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut
             (*heap).enter();
             let index = (size + pad() - 1) >> 7;
             // (Unpadded, sizes up to SMALL_MAX come here too: the limit above counts
-            // the most padding. The table starts above SMALL_MAX.)
+            // the most padding. The secure build's table gives them the class above
+            // SMALL_MAX, as the slow path does.)
             #[cfg(feature = "secure")]
-            let index = index.max(SMALL_MAX >> 7);
+            let class = *crate::front::secure::MID_CLASS.get_unchecked(index) as usize;
+            #[cfg(not(feature = "secure"))]
             let class = *MID_CLASS.get_unchecked(index) as usize;
             (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
         } else if size <= MEDIUM_MAX - CANARY {
@@ -304,6 +306,11 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         return malloc(size);
     }
     if align == 16 {
+        // The secure build: the C tables (as `alloc_zeroed`).
+        #[cfg(feature = "secure")]
+        if size <= SMALL_MAX - CANARY {
+            return malloc_in::<true>(size);
+        }
         // Multiples of 16 map to classes that are multiples of 16; bigger blocks start
         // on slice boundaries anyway (and rounding them could overflow).
         // (With a canary: the class of `size + pad` rounded up to 16.)
@@ -383,18 +390,19 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
             return malloc_zeroed(size);
         }
         if align == 16 {
-            let pad = pad();
-            let p = malloc_zeroed(((size + pad + 15) & !15).max(16) - pad);
+            // The secure build: the C tables' classes are 16-byte multiples with the
+            // padding built in, so no rounding here (two loads of the padding) and no
+            // block to make again if the padding changed. Bigger blocks take the
+            // general path, out of line: its check of the alignment after zeroing
+            // would give this function a stack frame.
             #[cfg(feature = "secure")]
-            if p as usize & 15 != 0 {
-                let p = crate::front::secure::padding_changed(p, size, align);
-                if !p.is_null() {
-                    // SAFETY: a fresh block of at least `size` bytes.
-                    unsafe { core::ptr::write_bytes(p, 0, size) };
-                }
-                return p;
-            }
-            return p;
+            return if size <= SMALL_MAX - CANARY {
+                malloc_zeroed_in::<true>(size)
+            } else {
+                alloc_zeroed_any(size, align)
+            };
+            #[cfg(not(feature = "secure"))]
+            return malloc_zeroed(((size + pad() + 15) & !15).max(16) - pad());
         }
     }
     alloc_zeroed_any(size, align)
@@ -405,17 +413,23 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
 /// second page lookup).
 #[inline(always)]
 fn malloc_zeroed(size: usize) -> *mut u8 {
+    malloc_zeroed_in::<false>(size)
+}
+
+/// `malloc_zeroed` (`C`: 16-byte aligned above 8 bytes, from the C tables).
+#[inline(always)]
+fn malloc_zeroed_in<const C: bool>(size: usize) -> *mut u8 {
     debug_assert!(size <= MEDIUM_MAX - CANARY);
     let heap = tls::heap();
     // SAFETY: as in `malloc_in`: the table entries are pages owned by this thread (or the
     // never-written empty page), used only inside the window.
     unsafe {
         (*heap).enter();
-        let page = current_page::<false>(heap, size);
+        let page = current_page::<C>(heap, size);
         let block = (*page).free;
         if block.is_null() {
             (*heap).leave();
-            return alloc_zeroed_any(size, MIN_ALIGN);
+            return alloc_zeroed_any(size, if C { 16 } else { MIN_ALIGN });
         }
         let zero = (*page).free_is_zero;
         (*page).free = (*page).link_fast(block);

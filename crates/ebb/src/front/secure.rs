@@ -25,7 +25,7 @@
 
 use crate::front::heap::Heap;
 use crate::front::slow;
-use crate::size_class::{small_classes, MEDIUM_MAX, SMALL_COUNT, SMALL_MAX};
+use crate::size_class::{class_of, small_classes, MEDIUM_MAX, MID_COUNT, SMALL_COUNT, SMALL_MAX};
 use crate::span::page::{Page, FREE, HUGE, LARGE};
 use crate::span::secure;
 use core::sync::atomic::Ordering;
@@ -147,6 +147,26 @@ pub static CLASSES: [u8; SMALL_COUNT] = small_classes(false);
 /// [`CLASSES`] for C requests.
 pub static CLASSES_C: [u8; SMALL_COUNT] = small_classes(true);
 
+/// `size_class::MID_CLASS` for `malloc_above_small`, where requests of `SMALL_MAX -
+/// CANARY + 1` to `SMALL_MAX` bytes come too when the padding is less than
+/// `CANARY`: their entry (`SMALL_MAX / 128 - 1`, all of whose sizes are at most
+/// `SMALL_MAX`) holds the class above `SMALL_MAX`, as the slow path picks, where
+/// taking the larger of the index and `SMALL_MAX / 128` cost 3 instructions per call.
+pub static MID_CLASS: [u8; MID_COUNT] = {
+    let mut table = [0u8; MID_COUNT];
+    let mut i = SMALL_MAX / 128 - 1;
+    while i < MID_COUNT {
+        let first = i * 128 + 1;
+        table[i] = class_of(if first > SMALL_MAX {
+            first
+        } else {
+            SMALL_MAX + 1
+        }) as u8;
+        i += 1;
+    }
+    table
+};
+
 /// Build the canary's padding into a new heap's class tables: entry `size` becomes
 /// the class of `size + canary_pad()`, so the malloc fast path indexes them with the
 /// request as it is, with no load and add of the padding (three instructions per
@@ -237,6 +257,22 @@ mod tests {
                 "the free fast path sends it to the check"
             );
             last.write(saved);
+        }
+    }
+
+    /// The secure mid-class table is `size_class::MID_CLASS` above `SMALL_MAX`, and
+    /// gives the sizes just below it the class above it.
+    #[test]
+    fn mid_table_matches_the_classes() {
+        use crate::size_class::{MID_CLASS, MID_MAX, SMALL_MAX};
+        for size in SMALL_MAX - 7..=MID_MAX {
+            let index = (size - 1) >> 7;
+            let expected = if size > SMALL_MAX {
+                MID_CLASS[index]
+            } else {
+                class_of(SMALL_MAX + 1) as u8
+            };
+            assert_eq!(super::MID_CLASS[index], expected, "size {size}");
         }
     }
 

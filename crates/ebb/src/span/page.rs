@@ -590,19 +590,7 @@ impl Page {
                 self.free = first as *mut Block;
             }
             #[cfg(feature = "secure")]
-            {
-                // Linked in a random order at level full (`secure::Shuffle`).
-                let mut order = crate::span::secure::Shuffle::new(count)
-                    .map(|i| first.add(i * size) as *mut Block);
-                let mut block = order.next().unwrap_or(first as *mut Block);
-                self.free = block;
-                for next in order {
-                    self.set_link(block, next);
-                    block = next;
-                }
-                self.set_link(block, null_mut());
-                crate::span::secure::write_canaries(self, first, count);
-            }
+            crate::span::secure::link_carved(self, first, count, size);
         }
         self.capacity += count as u32;
         #[cfg(feature = "secure")]
