@@ -8,7 +8,9 @@
 #   full         libebb_secure.so, EBB_SECURE=full
 # plus any extra "name=ENV=VALUE[,ENV=VALUE...]" configurations of libebb.so in EXTRA
 # (e.g. EXTRA="check=EBB_CHECK=1") and of libebb_secure.so in SECURE_EXTRA (e.g.
-# SECURE_EXTRA="full-nocanary=EBB_CANARY=0 light-canary=EBB_SECURE=light,EBB_CANARY=1").
+# SECURE_EXTRA="full-nocanary=EBB_CANARY=0 light-canary=EBB_SECURE=light,EBB_CANARY=1"),
+# and of any other library in OTHER="name=/abs/lib.so[:ENV=VALUE,...] ..." (e.g. the
+# secure library of another commit, to compare two versions in the same rounds).
 # Prints, per workload, the median wall time and the
 # median whole-process CPU time (user + system of every thread) of each configuration
 # as a ratio to ebb's, and their geometric means.
@@ -41,6 +43,9 @@ for extra in ${EXTRA:-}; do
 done
 for extra in ${SECURE_EXTRA:-}; do
     CONFIGS+=("${extra%%=*}=$SECURE:${extra#*=}")
+done
+for extra in ${OTHER:-}; do
+    CONFIGS+=("$extra")
 done
 WORKLOADS=("$@")
 if [ ${#WORKLOADS[@]} -eq 0 ]; then

@@ -98,7 +98,9 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
         } else {
             &(*heap).small_class
         };
-        let class = *table.get_unchecked(size + pad()) as usize;
+        // (The secure build's tables are indexed by the unpadded size: a heap's table
+        // has its padding built in, `front::secure::pad_class_tables`.)
+        let class = *table.get_unchecked(size) as usize;
         let page = (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
         pop_or_slow::<C>(size, page, heap)
     }
@@ -115,9 +117,11 @@ fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut
             (*heap).enter();
             let index = (size + pad() - 1) >> 7;
             // (Unpadded, sizes up to SMALL_MAX come here too: the limit above counts
-            // the most padding. The table starts above SMALL_MAX.)
+            // the most padding. The secure build's table gives them the class above
+            // SMALL_MAX, as the slow path does.)
             #[cfg(feature = "secure")]
-            let index = index.max(SMALL_MAX >> 7);
+            let class = *crate::front::secure::MID_CLASS.get_unchecked(index) as usize;
+            #[cfg(not(feature = "secure"))]
             let class = *MID_CLASS.get_unchecked(index) as usize;
             (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
         } else if size <= MEDIUM_MAX - CANARY {
@@ -172,22 +176,22 @@ unsafe fn current_page<const C: bool>(
     size: usize,
 ) -> *mut crate::span::page::Page {
     debug_assert!(size <= MEDIUM_MAX - CANARY);
-    let small = size <= SMALL_MAX - CANARY;
-    let size = size + pad();
-    // (Beyond `SMALL_MAX - CANARY`, the classes above `SMALL_MAX`, as `malloc`'s.)
-    #[cfg(feature = "secure")]
-    let size = if small { size } else { size.max(SMALL_MAX + 1) };
     // SAFETY: the tables have an entry for every index computed here.
     unsafe {
-        if small {
+        if size <= SMALL_MAX - CANARY {
             let table = if C {
                 &(*heap).small_class_c
             } else {
                 &(*heap).small_class
             };
+            // (Padded tables in the secure build, as `malloc`'s.)
             let class = *table.get_unchecked(size) as usize;
             return (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
         }
+        let size = size + pad();
+        // (Beyond `SMALL_MAX - CANARY`, the classes above `SMALL_MAX`, as `malloc`'s.)
+        #[cfg(feature = "secure")]
+        let size = size.max(SMALL_MAX + 1);
         // Classes above SMALL_MAX are multiples of 128 bytes: no rounding for C.
         let class = if size <= MID_MAX {
             *MID_CLASS.get_unchecked((size - 1) >> 7) as usize
@@ -243,12 +247,11 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
     // while the frame pointer register is still the caller's.
     let marker = 0u8;
     let entry = crate::profile::Entry::here(&marker);
-    // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the same.
     // The secure build reads its options (the padding) before the class is picked
     // again here: the process's first allocation, which sets it up, comes here.
     #[cfg(feature = "secure")]
     crate::span::secure::level();
-    let class = unsafe {
+    let class = {
         // The fast path's choice: the tables up to `SMALL_MAX - CANARY` bytes, the
         // classes above `SMALL_MAX` beyond (also for a smaller padding).
         let padded = size + pad();
@@ -256,9 +259,20 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
         let above = padded.max(SMALL_MAX + 1);
         #[cfg(not(feature = "secure"))]
         let above = padded;
+        // (The secure build: the tables of the padding now, not `heap`'s, which may
+        // be the empty heap's, made before the padding was known.)
+        #[cfg(feature = "secure")]
+        let (table, table_c) = (
+            &crate::front::secure::CLASSES,
+            &crate::front::secure::CLASSES_C,
+        );
+        #[cfg(not(feature = "secure"))]
+        // SAFETY: `heap` is this thread's heap or the empty heap, whose tables are the
+        // same.
+        let (table, table_c) = unsafe { (&(*heap).small_class, &(*heap).small_class_c) };
         match (size <= SMALL_MAX - CANARY, c) {
-            (true, false) => (*heap).small_class[padded] as usize,
-            (true, true) => (*heap).small_class_c[padded] as usize,
+            (true, false) => table[padded] as usize,
+            (true, true) => table_c[padded] as usize,
             (false, false) => class_of(above),
             (false, true) => class_of((above + 15) & !15),
         }
@@ -292,6 +306,11 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         return malloc(size);
     }
     if align == 16 {
+        // The secure build: the C tables (as `alloc_zeroed`).
+        #[cfg(feature = "secure")]
+        if size <= SMALL_MAX - CANARY {
+            return malloc_in::<true>(size);
+        }
         // Multiples of 16 map to classes that are multiples of 16; bigger blocks start
         // on slice boundaries anyway (and rounding them could overflow).
         // (With a canary: the class of `size + pad` rounded up to 16.)
@@ -371,18 +390,19 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
             return malloc_zeroed(size);
         }
         if align == 16 {
-            let pad = pad();
-            let p = malloc_zeroed(((size + pad + 15) & !15).max(16) - pad);
+            // The secure build: the C tables' classes are 16-byte multiples with the
+            // padding built in, so no rounding here (two loads of the padding) and no
+            // block to make again if the padding changed. Bigger blocks take the
+            // general path, out of line: its check of the alignment after zeroing
+            // would give this function a stack frame.
             #[cfg(feature = "secure")]
-            if p as usize & 15 != 0 {
-                let p = crate::front::secure::padding_changed(p, size, align);
-                if !p.is_null() {
-                    // SAFETY: a fresh block of at least `size` bytes.
-                    unsafe { core::ptr::write_bytes(p, 0, size) };
-                }
-                return p;
-            }
-            return p;
+            return if size <= SMALL_MAX - CANARY {
+                malloc_zeroed_in::<true>(size)
+            } else {
+                alloc_zeroed_any(size, align)
+            };
+            #[cfg(not(feature = "secure"))]
+            return malloc_zeroed(((size + pad() + 15) & !15).max(16) - pad());
         }
     }
     alloc_zeroed_any(size, align)
@@ -393,17 +413,23 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
 /// second page lookup).
 #[inline(always)]
 fn malloc_zeroed(size: usize) -> *mut u8 {
+    malloc_zeroed_in::<false>(size)
+}
+
+/// `malloc_zeroed` (`C`: 16-byte aligned above 8 bytes, from the C tables).
+#[inline(always)]
+fn malloc_zeroed_in<const C: bool>(size: usize) -> *mut u8 {
     debug_assert!(size <= MEDIUM_MAX - CANARY);
     let heap = tls::heap();
     // SAFETY: as in `malloc_in`: the table entries are pages owned by this thread (or the
     // never-written empty page), used only inside the window.
     unsafe {
         (*heap).enter();
-        let page = current_page::<false>(heap, size);
+        let page = current_page::<C>(heap, size);
         let block = (*page).free;
         if block.is_null() {
             (*heap).leave();
-            return alloc_zeroed_any(size, MIN_ALIGN);
+            return alloc_zeroed_any(size, if C { 16 } else { MIN_ALIGN });
         }
         let zero = (*page).free_is_zero;
         (*page).free = (*page).link_fast(block);

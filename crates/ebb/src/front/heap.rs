@@ -49,6 +49,8 @@ pub struct Heap {
     /// same in every heap (`size_class::small_classes`): a copy here is reached from the
     /// heap pointer the fast path holds anyway, where a static would cost the load of
     /// its address (position-independent code), and a per-size byte needs no rounding.
+    /// (Secure build: a thread's heap has the canary's padding built in,
+    /// `front::secure::pad_class_tables`.)
     pub small_class: [u8; SMALL_COUNT],
     pub small_class_c: [u8; SMALL_COUNT],
     /// Blocks of each class the heap may still take from the shared start pages
@@ -353,6 +355,8 @@ unsafe fn init_fresh(heap: *mut Heap) {
         }
         addr_of_mut!((*heap).small_class).write(SMALL);
         addr_of_mut!((*heap).small_class_c).write(SMALL_C);
+        #[cfg(feature = "secure")]
+        crate::front::secure::pad_class_tables(heap);
         (*heap).local_mask = usize::MAX;
     }
 }

@@ -1,14 +1,14 @@
 //! The secure build's checks on free (`secure` feature; the rest is in `crate::span::secure`).
 //!
 //! Every free, on the fast path, before the block goes anywhere:
-//! - the pointer must be the start of a block carved in its page (one multiply,
-//!   `secure::is_multiple`, and one compare);
+//! - the pointer must be the start of a block carved in its page (one multiply and
+//!   one compare, `secure::is_block_start`);
 //! - the block's first word must not be a valid encoded link: a free block always
 //!   holds one (its list link, encoded with the page's key), a block in use never does
 //!   (the pop clears the word), so finding one is a double free, whichever list of
 //!   whichever thread the block is on;
 //! - the block's last word must be its canary (`secure::small_canary`, written when
-//!   the block was handed out; pages with `small_canary`): anything else is an
+//!   the block was carved; pages with `small_canary`): anything else is an
 //!   overflow past the end of the block (its usable size is its class size less the
 //!   canary, `alloc::CANARY`);
 //! - with `EBB_ZERO_ON_FREE`, the block is then zeroed.
@@ -25,7 +25,7 @@
 
 use crate::front::heap::Heap;
 use crate::front::slow;
-use crate::size_class::MEDIUM_MAX;
+use crate::size_class::{class_of, small_classes, MEDIUM_MAX, MID_COUNT, SMALL_COUNT, SMALL_MAX};
 use crate::span::page::{Page, FREE, HUGE, LARGE};
 use crate::span::secure;
 use core::sync::atomic::Ordering;
@@ -37,15 +37,14 @@ use core::sync::atomic::Ordering;
 /// `page` is the descriptor `ptr` maps to (`segment::page_of`).
 #[inline(always)]
 pub unsafe fn free_passes(page: *mut Page, ptr: *mut u8) -> bool {
-    // SAFETY: a descriptor's fields are readable at any time; `carved_bytes` only grows
+    // SAFETY: a descriptor's fields are readable at any time; `block_limit` only grows
     // while the page holds blocks, and a block reaches its freer after it was carved
     // (the program's own synchronisation), so a stale value is never too small. The
     // block's first word is readable once it is a carved block of the page.
     unsafe {
-        let start = (*page).start as usize;
-        let offset = (ptr as usize).wrapping_sub(start);
-        let carved = core::ptr::read_volatile(&(*page).carved_bytes);
-        if offset >= carved || !secure::is_multiple(offset, (*page).block_magic) {
+        let offset = (ptr as usize).wrapping_sub((*page).start as usize);
+        let limit = core::ptr::read_volatile(&(*page).block_limit);
+        if !secure::is_block_start(offset, (*page).block_magic, limit) {
             return false;
         }
         let word = *(ptr as *const usize);
@@ -119,9 +118,8 @@ pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
             _ => {
                 let size = (*page).block_size();
                 let offset = (ptr as usize).wrapping_sub(start as usize);
-                let carved = (*page).capacity as usize * size;
-                let magic = secure::multiple_magic(size);
-                if offset >= carved || !secure::is_multiple(offset, magic) {
+                let limit = secure::start_limit(size, (*page).capacity as usize);
+                if !secure::is_block_start(offset, secure::start_magic(size), limit) {
                     secure::fatal("free", ptr, "invalid pointer (not the start of a block)");
                 }
                 let word = *(ptr as *const usize);
@@ -134,10 +132,60 @@ pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
                 // or one to zero.
                 if secure::zero_on_free() && size <= MEDIUM_MAX {
                     core::ptr::write_bytes(ptr, 0, size);
+                    // The canary stays for the block's next use (`write_canaries`).
+                    secure::write_canaries(&*page, ptr, 1);
                 }
             }
         }
         slow::free_slow(page, ptr);
+    }
+}
+
+/// The class of every size up to `SMALL_MAX` (`size_class::small_classes`), for the
+/// malloc slow path, which picks the class of the padded size.
+pub static CLASSES: [u8; SMALL_COUNT] = small_classes(false);
+/// [`CLASSES`] for C requests.
+pub static CLASSES_C: [u8; SMALL_COUNT] = small_classes(true);
+
+/// `size_class::MID_CLASS` for `malloc_above_small`, where requests of `SMALL_MAX -
+/// CANARY + 1` to `SMALL_MAX` bytes come too when the padding is less than
+/// `CANARY`: their entry (`SMALL_MAX / 128 - 1`, all of whose sizes are at most
+/// `SMALL_MAX`) holds the class above `SMALL_MAX`, as the slow path picks, where
+/// taking the larger of the index and `SMALL_MAX / 128` cost 3 instructions per call.
+pub static MID_CLASS: [u8; MID_COUNT] = {
+    let mut table = [0u8; MID_COUNT];
+    let mut i = SMALL_MAX / 128 - 1;
+    while i < MID_COUNT {
+        let first = i * 128 + 1;
+        table[i] = class_of(if first > SMALL_MAX {
+            first
+        } else {
+            SMALL_MAX + 1
+        }) as u8;
+        i += 1;
+    }
+    table
+};
+
+/// Build the canary's padding into a new heap's class tables: entry `size` becomes
+/// the class of `size + canary_pad()`, so the malloc fast path indexes them with the
+/// request as it is, with no load and add of the padding (three instructions per
+/// malloc). Reads the options first: the padding is settled before any heap is made
+/// (the first allocation, on the empty heap, reads them on its slow path). Entries
+/// above `SMALL_MAX - CANARY`, which the fast paths never index (bigger requests take
+/// the classes above `SMALL_MAX`), keep the class of `SMALL_MAX`.
+///
+/// # Safety
+/// `heap` is a heap nobody else uses yet.
+pub unsafe fn pad_class_tables(heap: *mut Heap) {
+    secure::level();
+    let pad = crate::front::alloc::pad();
+    // SAFETY: per the contract.
+    let (rust, c) = unsafe { (&mut (*heap).small_class, &mut (*heap).small_class_c) };
+    for size in 0..SMALL_COUNT {
+        let padded = (size + pad).min(SMALL_MAX);
+        rust[size] = CLASSES[padded];
+        c[size] = CLASSES_C[padded];
     }
 }
 
@@ -209,6 +257,22 @@ mod tests {
                 "the free fast path sends it to the check"
             );
             last.write(saved);
+        }
+    }
+
+    /// The secure mid-class table is `size_class::MID_CLASS` above `SMALL_MAX`, and
+    /// gives the sizes just below it the class above it.
+    #[test]
+    fn mid_table_matches_the_classes() {
+        use crate::size_class::{MID_CLASS, MID_MAX, SMALL_MAX};
+        for size in SMALL_MAX - 7..=MID_MAX {
+            let index = (size - 1) >> 7;
+            let expected = if size > SMALL_MAX {
+                MID_CLASS[index]
+            } else {
+                class_of(SMALL_MAX + 1) as u8
+            };
+            assert_eq!(super::MID_CLASS[index], expected, "size {size}");
         }
     }
 

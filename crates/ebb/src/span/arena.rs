@@ -266,9 +266,9 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         #[cfg(feature = "secure")]
         {
             (*page).key = crate::span::secure::new_key();
-            (*page).block_magic = crate::span::secure::multiple_magic(count * SLICE_SIZE);
+            (*page).block_magic = crate::span::secure::start_magic(count * SLICE_SIZE);
             (*page).large_canary = false;
-            (*page).carved_bytes = 1;
+            (*page).block_limit = crate::span::secure::start_limit(count * SLICE_SIZE, 1);
         }
         (*page).owner.store(LARGE, Ordering::Release);
     }

@@ -251,6 +251,9 @@ pub fn refill(page: &mut Page) -> bool {
             page.set_link(block, list);
             list = block;
         }
+        // (The secure build: their canaries went with the holes.)
+        #[cfg(feature = "secure")]
+        crate::span::secure::write_canaries(page, page.start.add(first * size), end - first);
     }
     page.free = list;
     page.free_is_zero = false;

@@ -169,14 +169,15 @@ pub struct Page {
     /// drawn when the page is set up.
     #[cfg(feature = "secure")]
     pub key: usize,
-    /// Secure build: `secure::multiple_magic(block_size)`, to tell block starts on free;
-    /// 0 with `EBB_ZERO_ON_FREE` (every free then takes the slow path, which zeroes).
+    /// Secure build: `secure::start_magic(block_size)`, to tell carved block starts on
+    /// free (`secure::is_block_start`).
     #[cfg(feature = "secure")]
     pub block_magic: u64,
-    /// Secure build: `capacity × block_size` (1 for a large block: only its start may
-    /// be freed), so the free fast path compares without a multiply.
+    /// Secure build: `secure::start_limit(block_size, capacity)` (one block for a
+    /// large span: only its start may be freed); 0 with `EBB_ZERO_ON_FREE` (every free
+    /// then takes the slow path, which zeroes).
     #[cfg(feature = "secure")]
-    pub carved_bytes: usize,
+    pub block_limit: u64,
     // -- line 2: written by other threads' frees
     _line2: [CacheLine; 0],
     /// Blocks freed by other threads: the list head, with the list's length in the
@@ -232,7 +233,7 @@ impl Page {
             #[cfg(feature = "secure")]
             block_magic: 0,
             #[cfg(feature = "secure")]
-            carved_bytes: 0,
+            block_limit: 0,
             _line2: [],
             thread_free: AtomicPtr::new(null_mut()),
         }
@@ -298,8 +299,9 @@ impl Page {
 
     /// Secure build: clear the link word of `block`, just taken off a list (after the
     /// list head moved on), so a block in use never holds a valid link: that is how a
-    /// double free is recognised; and write the block's canary in its last word (pages
-    /// with `small_canary`). Nothing in other builds.
+    /// double free is recognised. Nothing in other builds. (A block's canary, pages
+    /// with `small_canary`, is written when it is carved, `secure::write_canaries`,
+    /// and stays: nothing of ebb's writes a block's last word afterwards.)
     ///
     /// The compiler fence keeps the clearing after the store of the new list head: a
     /// `fork` in between would otherwise leave the child a list whose head has no link
@@ -315,9 +317,6 @@ impl Page {
         unsafe {
             core::sync::atomic::compiler_fence(Ordering::Release);
             (*block).next = null_mut();
-            if self.small_canary {
-                crate::span::secure::write_small_canary(self, block as *mut u8);
-            }
         }
         #[cfg(not(feature = "secure"))]
         let _ = block;
@@ -398,12 +397,8 @@ impl Page {
     fn secure_init(&mut self, block_size: usize, bytes: usize) -> usize {
         self.key = crate::span::secure::new_key();
         self.small_canary = crate::span::secure::small_canaries(block_size);
-        self.block_magic = if crate::span::secure::zero_on_free() {
-            0
-        } else {
-            crate::span::secure::multiple_magic(block_size)
-        };
-        self.carved_bytes = 0;
+        self.block_magic = crate::span::secure::start_magic(block_size);
+        self.block_limit = 0;
         debug_assert!(!self.guarded, "a span keeps its guard page");
         // Only a segment's own descriptors guard their spans: a descriptor made over
         // other memory (unit tests) does not.
@@ -606,23 +601,16 @@ impl Page {
                 self.free = first as *mut Block;
             }
             #[cfg(feature = "secure")]
-            {
-                // Linked in a random order at level full (`secure::Shuffle`).
-                let mut order = crate::span::secure::Shuffle::new(count)
-                    .map(|i| first.add(i * size) as *mut Block);
-                let mut block = order.next().unwrap_or(first as *mut Block);
-                self.free = block;
-                for next in order {
-                    self.set_link(block, next);
-                    block = next;
-                }
-                self.set_link(block, null_mut());
-            }
+            crate::span::secure::link_carved(self, first, count, size);
         }
         self.capacity += count as u32;
         #[cfg(feature = "secure")]
         {
-            self.carved_bytes = self.capacity as usize * size;
+            self.block_limit = if crate::span::secure::zero_on_free() {
+                0
+            } else {
+                crate::span::secure::start_limit(size, self.capacity as usize)
+            };
         }
         self.free_is_zero = self.is_zero;
         self.frees_to_local = self.is_zero;

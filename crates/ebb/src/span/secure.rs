@@ -16,8 +16,8 @@
 //!   order ([`Shuffle`]); segments are placed at random addresses ([`segment_hint`]).
 //! - **Canaries in small blocks** (`EBB_CANARY`; on at level full, off at light):
 //!   requests are padded by 8 bytes ([`canary_pad`]), and the last word of every block
-//!   of up to 1 KiB holds [`small_canary`], written when it is handed out
-//!   (`Page::clear_link`) and checked on free (`front::secure`) and realloc.
+//!   of up to 1 KiB holds [`small_canary`], written when the block is carved
+//!   ([`write_canaries`]) and checked on free (`front::secure`) and realloc.
 //! - **Zeroing on free** (`EBB_ZERO_ON_FREE=1`, either level; off by default): a freed
 //!   block of up to 512 KiB is zeroed before it goes on a free list. Off by default
 //!   because it writes the whole block, also the parts the program never touched
@@ -28,8 +28,9 @@
 
 use crate::diag::StderrWriter;
 use crate::os;
-use crate::span::page::Page;
+use crate::span::page::{Block, Page};
 use core::fmt::Write;
+use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Encoded links and double/invalid free detection only.
@@ -133,7 +134,8 @@ pub fn new_key() -> usize {
 /// The word stored in the free block at `slot` to link it to `next` (null allowed).
 #[inline(always)]
 pub fn encode(key: usize, slot: usize, next: usize) -> usize {
-    next ^ key ^ slot
+    // `key ^ slot` first, as in `may_be_link`: the free fast path computes it once.
+    next ^ (key ^ slot)
 }
 
 /// The link `stored` in the free block at `slot` of the page of `span` bytes from
@@ -166,7 +168,7 @@ pub fn decode_fast(key: usize, slot: usize, stored: usize) -> usize {
 /// true sends the free to the slow path, which tells with [`looks_like_link`].
 #[inline(always)]
 pub fn may_be_link(key: usize, slot: usize, word: usize) -> bool {
-    (word ^ key ^ slot) >> os::ADDRESS_BITS == 0
+    (word ^ (key ^ slot)) >> os::ADDRESS_BITS == 0
 }
 
 /// True if `word`, the first word of the block at `slot`, is what a free block's link
@@ -217,16 +219,37 @@ pub fn fatal(function: &str, ptr: *const u8, what: &str) -> ! {
     os::abort()
 }
 
-/// The constant for [`is_multiple`]: `ceil(2^64 / divisor)`.
-pub const fn multiple_magic(divisor: usize) -> u64 {
-    (u64::MAX / divisor as u64).wrapping_add(1)
+/// The multiplier of [`is_block_start`] for blocks of `divisor` bytes:
+/// `floor(2^64 / divisor) + 1`.
+pub const fn start_magic(divisor: usize) -> u64 {
+    // floor(2^64 / d) from floor((2^64 - 1) / d), one more when d divides 2^64 (a
+    // 64-bit division: a 128-bit one is a call to `__udivti3`, per page set up).
+    let d = divisor as u64;
+    u64::MAX / d + (u64::MAX % d == d - 1) as u64 + 1
 }
 
-/// `offset % divisor == 0` for `offset < 2^32`, with one multiply (Lemire, Kaser and
-/// Kurz, "Faster remainder by direct computation", 2019).
+/// The [`is_block_start`] limit of a page whose first `blocks` blocks of `divisor`
+/// bytes are carved: `blocks × (divisor × start_magic(divisor) mod 2^64)`.
+pub const fn start_limit(divisor: usize, blocks: usize) -> u64 {
+    blocks as u64 * (divisor as u64).wrapping_mul(start_magic(divisor))
+}
+
+/// True if `offset` (a pointer less its page's start, wrapped) is the start of one of
+/// the page's carved blocks: `offset = j × divisor` with `j < blocks`, for `magic =
+/// start_magic(divisor)` and `limit = start_limit(divisor, blocks)`. One multiply and
+/// one compare, for both the range and the block-boundary test.
+///
+/// Why it holds: with `e = divisor × magic − 2^64` (`1 ≤ e ≤ divisor`), the product
+/// of `j × divisor` is `j × e`, below `limit` exactly when `j < blocks`; that of
+/// `j × divisor + r` (`0 < r < divisor`) is `j × e + r × magic ≥ magic`, and that of
+/// a pointer up to 2^25 bytes before the start wraps to at least `magic − 2^26`. Both
+/// exceed any limit as long as `blocks × divisor ≤ 2^25` (a segment) and `divisor ≤
+/// 2^25`, so `magic ≥ 2^39`. Pages of blocks and large spans lie in one segment, so
+/// every pointer that maps to their descriptor is within 2^25 bytes of their start
+/// (tested exhaustively around the bounds, `block_start_test_is_exact`).
 #[inline(always)]
-pub fn is_multiple(offset: usize, magic: u64) -> bool {
-    (offset as u64).wrapping_mul(magic) < magic
+pub fn is_block_start(offset: usize, magic: u64, limit: u64) -> bool {
+    (offset as u64).wrapping_mul(magic) < limit
 }
 
 // ---------------------------------------------------------------------------------
@@ -275,10 +298,12 @@ pub fn canary_bytes(page: &Page) -> usize {
 }
 
 /// True if a page of `block_size` blocks set up now gets canaries
-/// (`Page::secure_init`; reads the options first if nobody has).
+/// (`Page::secure_init`; reads the options first if nobody has). Not 8-byte blocks
+/// (which the padded requests never take): their canary would be their link word.
 pub fn small_canaries(block_size: usize) -> bool {
     level();
-    block_size <= SMALL_CANARY_MAX && SMALL_CANARIES.load(Ordering::Relaxed)
+    (2 * SMALL_CANARY..=SMALL_CANARY_MAX).contains(&block_size)
+        && SMALL_CANARIES.load(Ordering::Relaxed)
 }
 
 /// The canary of the block at `block` of a page with link key `key`: unpredictable
@@ -289,7 +314,29 @@ pub fn small_canary(key: usize, block: usize) -> usize {
     (key.rotate_left(32) ^ block) | 0x80
 }
 
-/// Write the canary of `block`, a block of `page` just handed out, in its last word.
+/// Write the canaries of `count` blocks of `page` from `first`, just carved (or
+/// refilled after a hole, `span::holes`), if the page has canaries. A block's canary
+/// is written once, here, not when the block is handed out: no part of ebb writes the
+/// last word of a block of such a page afterwards (a free block holds its link in its
+/// first word; zeroing covers the usable bytes, and `EBB_ZERO_ON_FREE` puts the
+/// canary back, `front::secure`), so the canary is intact until the program
+/// overflows the block, and the malloc fast path neither writes it nor tests whether
+/// the page has one (it did: 2 instructions per malloc at level light, 8 at full).
+///
+/// # Safety
+/// The blocks are the caller's (the page's owner), on no list the program can reach.
+pub unsafe fn write_canaries(page: &Page, first: *mut u8, count: usize) {
+    if !page.small_canary {
+        return;
+    }
+    let size = page.block_size();
+    for i in 0..count {
+        // SAFETY: per the contract.
+        unsafe { write_small_canary(page, first.add(i * size)) };
+    }
+}
+
+/// Write the canary of `block`, a block of `page`, in its last word.
 ///
 /// # Safety
 /// `block` is a block of `page` (with small blocks) that the caller owns.
@@ -486,13 +533,30 @@ pub unsafe fn unguard_slices(
     first: usize,
     count: usize,
 ) {
-    for slice in first..first + count {
-        let (word, bit) = (&bits[slice / 64], 1u64 << (slice % 64));
-        if word.load(Ordering::Relaxed) & bit != 0 {
-            word.fetch_and(!bit, Ordering::Relaxed);
-            // SAFETY: the slice ends in a guard of ours (its bit), and is ours now.
-            unsafe { unguard(base.add(slice * slice_size), slice_size) };
+    // Every span the arena hands out passes here: at level light (no guard ever
+    // made) nothing to look at; else a word of bits at a time, not a slice at a time
+    // (a slice at a time cost level light 115 instructions per page set up).
+    if count == 0 || GUARDS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let end = first + count;
+    let mut slice = first;
+    while slice < end {
+        let (index, low) = (slice / 64, slice % 64);
+        let high = (end - index * 64).min(64);
+        let range = (u64::MAX >> (64 - (high - low))) << low;
+        let word = &bits[index];
+        let mut taken = word.load(Ordering::Relaxed) & range;
+        if taken != 0 {
+            word.fetch_and(!taken, Ordering::Relaxed);
         }
+        while taken != 0 {
+            let guarded = index * 64 + taken.trailing_zeros() as usize;
+            taken &= taken - 1;
+            // SAFETY: the slice ends in a guard of ours (its bit), and is ours now.
+            unsafe { unguard(base.add(guarded * slice_size), slice_size) };
+        }
+        slice = index * 64 + high;
     }
 }
 
@@ -513,6 +577,40 @@ pub fn segment_hint(size: usize, align: usize) -> Option<*mut u8> {
     let slots = (space / 2 - size) / align;
     let slot = random() as usize % slots;
     Some((low + slot * align) as *mut u8)
+}
+
+/// Put `count` blocks of `size` bytes just carved from `first` on `page`'s empty
+/// `free` list: in a random order at level full ([`Shuffle`]), in address order at
+/// light (a plain loop: the shuffle's iterator cost light a dozen instructions per
+/// block), and write their canaries ([`write_canaries`]).
+///
+/// # Safety
+/// The blocks lie in `page`'s span, carved now by its owner, the caller.
+pub unsafe fn link_carved(page: &mut Page, first: *mut u8, count: usize, size: usize) {
+    debug_assert!(count >= 1 && page.free.is_null());
+    // SAFETY: per the contract every block is the caller's to write.
+    unsafe {
+        if count >= 2 && full() {
+            let mut order = Shuffle::new(count).map(|i| first.add(i * size) as *mut Block);
+            let mut block = order.next().unwrap_or(first as *mut Block);
+            page.free = block;
+            for next in order {
+                page.set_link(block, next);
+                block = next;
+            }
+            page.set_link(block, null_mut());
+        } else {
+            let mut block = first as *mut Block;
+            page.free = block;
+            for _ in 1..count {
+                let next = (block as *mut u8).add(size) as *mut Block;
+                page.set_link(block, next);
+                block = next;
+            }
+            page.set_link(block, null_mut());
+        }
+        write_canaries(page, first, count);
+    }
 }
 
 /// Blocks per window of the carving order ([`Shuffle`]).
@@ -623,18 +721,60 @@ impl Iterator for Shuffle {
 mod tests {
     use super::*;
 
+    /// [`is_block_start`] against the remainder, for offsets before and after the
+    /// start, up to the segment's size either way, at every size class shape.
     #[test]
-    fn multiple_test_matches_remainder() {
+    fn block_start_test_is_exact() {
+        const SEGMENT: i64 = 1 << 25;
         for divisor in [
-            8, 16, 24, 48, 80, 112, 640, 1792, 3072, 14336, 81920, 458752,
+            16usize,
+            24,
+            48,
+            80,
+            112,
+            128,
+            640,
+            1024,
+            1792,
+            3072,
+            14336,
+            65536,
+            81920,
+            458752,
+            1 << 20,
+            3 << 20,
+            1 << 25,
         ] {
-            let magic = multiple_magic(divisor);
-            for offset in (0..(4 << 20)).step_by(8) {
-                assert_eq!(
-                    is_multiple(offset, magic),
-                    offset % divisor == 0,
-                    "{offset} % {divisor}"
-                );
+            let magic = start_magic(divisor);
+            let span = (SEGMENT as usize / divisor).max(1) * divisor;
+            for blocks in [0usize, 1, 2, span / divisor / 2, span / divisor] {
+                let limit = start_limit(divisor, blocks);
+                let expected = |offset: i64| {
+                    offset >= 0
+                        && offset as usize % divisor == 0
+                        && (offset as usize) / divisor < blocks
+                };
+                let check = |offset: i64| {
+                    assert_eq!(
+                        is_block_start(offset as usize, magic, limit),
+                        expected(offset),
+                        "offset {offset}, divisor {divisor}, blocks {blocks}"
+                    );
+                };
+                // Every offset near the ends and the block boundaries, every eighth
+                // elsewhere (and all of the first 64 KiB either side).
+                for offset in -(1 << 16)..(1 << 16) {
+                    check(offset);
+                }
+                for offset in (-SEGMENT..=SEGMENT).step_by(8) {
+                    check(offset);
+                }
+                for j in [0, blocks.saturating_sub(1), blocks, blocks + 1] {
+                    let at = (j * divisor) as i64;
+                    for offset in at - 64..at + 64 {
+                        check(offset);
+                    }
+                }
             }
         }
     }
@@ -694,6 +834,36 @@ mod tests {
             assert!(GUARDS_REFUSED.load(Ordering::Relaxed) > refused);
             span.add(bytes - 1).write(1);
             os::release(span, bytes);
+        }
+    }
+
+    /// `unguard_slices` lifts the guards of exactly the slices asked for, across
+    /// words of bits, and leaves the others (slices of one OS page here).
+    #[test]
+    fn unguard_slices_lifts_exactly_the_range() {
+        let page = os::page_size();
+        let slices = 192;
+        let base = os::reserve_aligned(slices * page, page);
+        assert!(!base.is_null());
+        let bits: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
+        let guarded = [0usize, 5, 63, 64, 65, 100, 127, 128, 130, 191];
+        // SAFETY: a fresh reservation of ours; each slice is one OS page.
+        unsafe {
+            for &slice in &guarded {
+                assert!(guard_span(&bits, slice, base.add(slice * page), page));
+            }
+            unguard_slices(&bits, base, page, 5, 126); // slices 5..131
+            for &slice in &guarded {
+                let bit = bits[slice / 64].load(Ordering::Relaxed) >> (slice % 64) & 1;
+                let lifted = (5..131).contains(&slice);
+                assert_eq!(bit == 0, lifted, "slice {slice}");
+                if lifted {
+                    base.add(slice * page).write(1); // faults if still a guard
+                }
+            }
+            unguard_slices(&bits, base, page, 0, slices);
+            assert!(bits.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+            os::release(base, slices * page);
         }
     }
 
