@@ -188,7 +188,7 @@ fn search_or_reserve(
         (*page).is_zero = is_zero;
         (*page).listed = false;
         debug_assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
-        if small {
+        if dense_ok {
             if let Some(unit) =
                 crate::span::large_pages::after_small_span(seg_ref, index + count - 1)
             {

@@ -138,6 +138,9 @@ pub fn after_small_span(segment: &mut Segment, last: usize) -> Option<usize> {
         return None;
     }
     let unit = dense_next_unit(&segment.free_slices, &segment.committed_slices, last)?;
+    if !nothing_free_before(segment, last) || !mostly_live(segment, last) {
+        return None;
+    }
     let start = segment.slice_start(unit * UNIT_SLICES);
     // SAFETY: the unit lies inside the segment's reservation, is 2 MiB aligned
     // (segments are 32 MiB aligned), free and never touched (span lock held, so
@@ -197,6 +200,60 @@ pub fn before_span_taken(segment: &mut Segment, index: usize, count: usize) {
     }
 }
 
+/// True if no slice is free before slice `last` of `segment` in the order allocation
+/// takes free runs (segment order, then slice order): the heap is growing at its fill
+/// front, not refilling holes. Without this a unit faulted in at the front of one
+/// segment, taken first because it is committed, drew new pages away from purged holes
+/// elsewhere, and the heap grew by a unit every few rounds of a churning program
+/// (mixed-c-rust: +6.5% RSS from round 5 to 50 against +2.5% without dense growth).
+fn nothing_free_before(segment: &Segment, last: usize) -> bool {
+    if segment.free_slices.next(0, true) < last {
+        return false;
+    }
+    for seg in crate::span::arena::segments() {
+        if core::ptr::eq(seg, segment) {
+            return true;
+        }
+        // SAFETY: segments are never unmapped; `free_count` is read under the span
+        // lock the caller holds.
+        if unsafe { (*seg).free_count } != 0 {
+            return false;
+        }
+    }
+    true
+}
+
+/// True if the blocks handed out in the unit holding slice `last` (a page just taken,
+/// which is left out, as are the segment's header slices) fill at least
+/// three quarters of it: its pages were filled before new ones were taken. Pages
+/// opened by many threads for many classes at once are each used in part, and in a
+/// huge page their unused parts would be resident (mixed-c-rust: a unit faulted in at
+/// each step of the fill front stayed resident at about 2 MiB, where 4 KiB pages
+/// made resident only what the blocks touched).
+fn mostly_live(segment: &Segment, last: usize) -> bool {
+    let unit = last / UNIT_SLICES;
+    let first = (unit * UNIT_SLICES).max(crate::span::segment::HEADER_SLICES);
+    let new_page =
+        segment.span_page[last].load(Ordering::Relaxed) as *const crate::span::page::Page;
+    let mut live = 0usize;
+    let mut counted = 0usize;
+    let mut i = first;
+    while i < (unit + 1) * UNIT_SLICES {
+        let page = &segment.pages[i];
+        let slices = (page.slice_count as usize).max(1);
+        if !core::ptr::eq(page, new_page) {
+            live += page.used() as usize * page.block_size.load(Ordering::Relaxed);
+            counted += slices.min((unit + 1) * UNIT_SLICES - i);
+        }
+        i += slices;
+    }
+    live * DENSE_MIN_LIVE_DEN >= counted * SLICE_SIZE * DENSE_MIN_LIVE_NUM
+}
+
+/// [`mostly_live`]'s bound: three quarters of the unit in live blocks.
+const DENSE_MIN_LIVE_NUM: usize = 3;
+const DENSE_MIN_LIVE_DEN: usize = 4;
+
 /// The unit to advise after a small page ending at slice `last` was taken: the next
 /// one, if `last`'s unit has no free slice and the next is wholly free and was never
 /// touched (no committed slice), so its first touch can map a huge page.
@@ -207,8 +264,14 @@ pub fn dense_next_unit(free: &Bitmap512, committed: &Bitmap512, last: usize) -> 
         return None;
     }
     let full = free.all(unit * UNIT_SLICES, UNIT_SLICES, false);
+    // Untouched up to the segment's end: `unit` is the fill front, not a hole being
+    // filled again in front of memory still in use.
     let untouched = free.all(next * UNIT_SLICES, UNIT_SLICES, true)
-        && committed.all(next * UNIT_SLICES, UNIT_SLICES, false);
+        && committed.all(
+            next * UNIT_SLICES,
+            SLICES_PER_SEGMENT - next * UNIT_SLICES,
+            false,
+        );
     (full && untouched).then_some(next)
 }
 
@@ -326,9 +389,15 @@ mod tests {
             dense_next_unit(&Bitmap512::new(), &committed, SLICES_PER_SEGMENT - 1),
             None
         );
-        // A hole left in a unit keeps it from counting as full.
         free.assign_range(64 + 7, 1, true);
+        // A unit filled again in front of one still touched further on is a hole
+        // being refilled, not the fill front: nothing is faulted in.
+        committed.assign_range(SLICES_PER_SEGMENT - 1, 1, true);
+        assert_eq!(take(&mut free, &mut committed, 63), None);
+        committed.assign_range(SLICES_PER_SEGMENT - 1, 1, false);
+        free.assign_range(63, 1, true);
         assert_eq!(take(&mut free, &mut committed, 63), Some(2));
+        // A hole left in a unit keeps it from counting as full.
         free.assign_range(63, 1, true);
         free.assign_range(40, 1, true);
         assert_eq!(take(&mut free, &mut committed, 63), None);
