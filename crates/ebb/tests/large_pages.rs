@@ -20,6 +20,7 @@ fn turn(large_pages: bool) -> MutexGuard<'static, ()> {
     let guard = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let mut options = ebb::options();
     options.large_pages = large_pages;
+    options.dense_huge_pages = false; // on by default; the dense test turns it on
     options.purge_delay_ms = 0;
     options.background = false;
     ebb::set_options(options);
