@@ -29,7 +29,7 @@
 //! span in it is freed (which schedules a purge), so the scan re-decides exactly when
 //! the unit's use can have fallen. `collect(true)` (force) purges kept units too.
 //!
-//! # Dense growth (`EBB_DENSE_HUGE_PAGES=1`, off by default)
+//! # Dense growth (`EBB_DENSE_HUGE_PAGES`, on by default; `=0` turns it off)
 //! A narrower way to huge pages than `EBB_LARGE_PAGES`: a program that fills segments
 //! with small-block pages densely, in address order (a heap built up and kept: an
 //! interpreter's hash table of hundreds of thousands of keys, a parsed document).
