@@ -40,6 +40,8 @@ SCENARIOS = ["sleeping-owner-big", "sleeping-owner-small", "sleeping-owner-small
 CONFIGS = {
     "ebb": ({"EBB_LARGE_PAGES": "0"}, LIBEBB, True),
     "ebb-large": ({"EBB_LARGE_PAGES": "1"}, LIBEBB, True),
+    # Dense growth (on by default) turned off (span/large_pages.rs).
+    "ebb-nodense": ({"EBB_LARGE_PAGES": "0", "EBB_DENSE_HUGE_PAGES": "0"}, LIBEBB, True),
     # Guarded sampling at GWP-ASan's usual rate (README "Security").
     "ebb-guarded": ({"EBB_GUARDED_RATE": "5000"}, LIBEBB, True),
     "mimalloc3": ({}, MIMALLOC3, False),

@@ -35,15 +35,17 @@ DEFAULT_ALLOCATORS = ["ebb", "glibc", "jemalloc", "tcmalloc", "mimalloc2", "mima
 # Variants run only when named in --allocators, with extra environment variables: mimalloc 3
 # without transparent huge pages (it madvises its arenas MADV_HUGEPAGE; the option makes
 # it call prctl(PR_SET_THP_DISABLE) instead), to tell its huge pages from the rest; ebb
-# with its dense-growth huge pages (EBB_DENSE_HUGE_PAGES=1, span/large_pages.rs) and with
-# every segment advised (EBB_LARGE_PAGES=1).
+# with its dense-growth huge pages (EBB_DENSE_HUGE_PAGES, span/large_pages.rs; on by
+# default, ebb-nodense turns it off) and with every segment advised (EBB_LARGE_PAGES=1).
 # Names starting with "ebb" are never the "best other allocator" in the report.
 EXTRA_ENV = {"mimalloc3-nothp": {"MIMALLOC_ALLOW_THP": "0"},
              "ebb-dense": {"EBB_DENSE_HUGE_PAGES": "1"},
+             "ebb-nodense": {"EBB_DENSE_HUGE_PAGES": "0"},
              "ebb-large": {"EBB_LARGE_PAGES": "1"}}
 ALLOCATORS = {
     "ebb": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "ebb-dense": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
+    "ebb-nodense": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "ebb-large": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "glibc": (None, "system"),
     "jemalloc": (os.path.join(LIBDIR, "libjemalloc.so.2"), "jemalloc"),

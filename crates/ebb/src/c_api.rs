@@ -450,6 +450,7 @@ pub unsafe fn option_get(name: *const c_char) -> i64 {
         Some(OptionName::Check) => o.check as i64,
         Some(OptionName::AbortOnError) => o.abort_on_error as i64,
         Some(OptionName::LargePages) => o.large_pages as i64,
+        Some(OptionName::DenseHugePages) => o.dense_huge_pages as i64,
         None => -1,
     }
 }
@@ -473,6 +474,7 @@ pub unsafe fn option_set(name: *const c_char, value: i64) -> c_int {
         Some(OptionName::Check) => return if (value != 0) == o.check { 0 } else { -1 },
         Some(OptionName::AbortOnError) => o.abort_on_error = value != 0,
         Some(OptionName::LargePages) => o.large_pages = value != 0,
+        Some(OptionName::DenseHugePages) => o.dense_huge_pages = value != 0,
         None => return -1,
     }
     options::set(o);
@@ -487,6 +489,7 @@ enum OptionName {
     Check,
     AbortOnError,
     LargePages,
+    DenseHugePages,
 }
 
 /// The option a C string names (`EBB_` prefix optional, any case).
@@ -515,6 +518,7 @@ unsafe fn option_name(name: *const c_char) -> Option<OptionName> {
         b"check" => Some(OptionName::Check),
         b"abort_on_error" => Some(OptionName::AbortOnError),
         b"large_pages" => Some(OptionName::LargePages),
+        b"dense_huge_pages" => Some(OptionName::DenseHugePages),
         _ => None,
     }
 }

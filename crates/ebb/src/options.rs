@@ -47,8 +47,9 @@ pub struct Options {
     /// `EBB_LARGE_PAGES`: ask for transparent huge pages on segments made from now on,
     /// and purge free slices only out of 2 MiB ranges that are mostly free.
     pub large_pages: bool,
-    /// `EBB_DENSE_HUGE_PAGES`: when small-block pages fill a segment's 2 MiB unit,
-    /// advise the next, untouched unit `MADV_HUGEPAGE` (`span/large_pages.rs`).
+    /// `EBB_DENSE_HUGE_PAGES` (on by default; `=0` turns it off): when small-block
+    /// pages fill a segment's 2 MiB unit at the fill front, fault the next, untouched
+    /// unit in as one huge page (`span/large_pages.rs` "Dense growth").
     pub dense_huge_pages: bool,
     /// `EBB_SHARED_START`: serve a thread's first blocks of each small class from
     /// pages all threads share (`front/shared.rs`), fixed for a heap when it is made.
@@ -69,7 +70,7 @@ impl Options {
         abort_on_error: true,
         abort_on_foreign: false,
         large_pages: false,
-        dense_huge_pages: false,
+        dense_huge_pages: true,
         shared_start: true,
         vectored_decommit: true,
     };

@@ -20,6 +20,7 @@ fn turn(large_pages: bool) -> MutexGuard<'static, ()> {
     let guard = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let mut options = ebb::options();
     options.large_pages = large_pages;
+    options.dense_huge_pages = false; // on by default; the dense test turns it on
     options.purge_delay_ms = 0;
     options.background = false;
     ebb::set_options(options);
@@ -227,4 +228,77 @@ fn option_off_purges_every_free_slice() {
 
 fn thp_in_kernel() -> bool {
     std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists()
+}
+
+/// Dense growth (`EBB_DENSE_HUGE_PAGES`): once one-slice pages fill a unit, the next
+/// one is faulted in whole; a span that may leave memory unwritten (a large block, a
+/// page of blocks over 8 KiB) is then placed elsewhere, not in that resident unit.
+#[test]
+fn dense_growth_keeps_sparse_spans_out_of_the_unit_it_faulted_in() {
+    let _turn = turn(false);
+    if !thp_in_kernel() {
+        eprintln!("skipped: no transparent huge pages in this kernel");
+        return;
+    }
+    let mut options = ebb::options();
+    options.dense_huge_pages = true;
+    ebb::set_options(options);
+    // Past the 32 MiB floor: 40 MiB of 8 KiB blocks (one-slice pages), each written.
+    let alloc_small = |blocks: &mut Vec<*mut u8>| {
+        let p = ebb::alloc(8192, 8);
+        assert!(!p.is_null());
+        // SAFETY: a live block of 8 KiB.
+        unsafe { std::ptr::write_bytes(p, 0x5a, 8192) };
+        blocks.push(p);
+    };
+    let mut small = Vec::new();
+    for _ in 0..5120 {
+        alloc_small(&mut small);
+    }
+    // No free committed slice is left but the unit faulted in below.
+    ebb::collect(true);
+    let before = ebb::stats().dense_huge_units;
+    while ebb::stats().dense_huge_units == before {
+        alloc_small(&mut small);
+        assert!(small.len() < 20_000, "dense growth faulted in no unit");
+    }
+    // The page just taken ends its unit; the next unit is the one faulted in, wholly
+    // free and resident.
+    let unit = (*small.last().unwrap() as usize & !(UNIT - 1)) + UNIT;
+    let unit_resident = all_resident(unit as *mut u8, UNIT);
+    let inside = |p: *mut u8| (unit..unit + UNIT).contains(&(p as usize));
+    let large = ebb::alloc(MIB, 8);
+    let medium = ebb::alloc(40 * 1024, 8); // a page of 8 slices
+    assert!(!large.is_null() && !medium.is_null());
+    let (large_inside, medium_inside) = (inside(large), inside(medium));
+    // One-slice pages do fill it.
+    let before_next = small.len();
+    for _ in 0..8 {
+        alloc_small(&mut small);
+    }
+    let small_inside = small[before_next..].iter().any(|&p| inside(p));
+    options.dense_huge_pages = false;
+    ebb::set_options(options);
+    free(large);
+    free(medium);
+    for p in small {
+        free(p);
+    }
+    ebb::collect(true);
+    assert!(
+        unit_resident,
+        "the unit after the filled one was not faulted in"
+    );
+    assert!(
+        !large_inside,
+        "a large block was placed in a unit dense growth faulted in whole"
+    );
+    assert!(
+        !medium_inside,
+        "a page of 40 KiB blocks was placed in a unit dense growth faulted in whole"
+    );
+    assert!(
+        small_inside,
+        "8 KiB blocks were not placed in the faulted-in unit"
+    );
 }

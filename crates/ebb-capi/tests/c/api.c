@@ -921,6 +921,16 @@ static void t_ebb(void) {
           "large_pages restore");
     ok("ebb: ebb_option_get/ebb_option_set round-trip large_pages");
 
+    int64_t dense = ebb.option_get("dense_huge_pages");
+    CHECK(dense == 0 || dense == 1, "ebb_option_get(dense_huge_pages) = %lld", (long long)dense);
+    CHECK(ebb.option_set("EBB_DENSE_HUGE_PAGES", !dense) == 0 &&
+              ebb.option_get("dense_huge_pages") == !dense,
+          "dense_huge_pages flip");
+    CHECK(ebb.option_set("dense_huge_pages", dense) == 0 &&
+              ebb.option_get("dense_huge_pages") == dense,
+          "dense_huge_pages restore");
+    ok("ebb: ebb_option_get/ebb_option_set round-trip dense_huge_pages");
+
     CHECK(ebb.stats(NULL) == -1, "ebb_stats(NULL)");
     /* Reading stats changes nothing, so blocks other threads freed into abandoned pages
      * still count as allocated until they are taken in: take them in first, or a

@@ -116,12 +116,18 @@ fn search_or_reserve(
     let mut reuse = SPAN_LOCK.lock();
     // Committed runs first, so the free committed slices retention keeps are the ones
     // reused (`retain.rs`); then any free run, first fit in segment order.
+    // A span that may leave part of its memory unwritten keeps out of the units dense
+    // growth faulted in whole while it finds room elsewhere (`large_pages`).
+    let dense_ok = crate::span::large_pages::fills_densely(small, count);
     let mut found = None;
     if reuse.committed_free() >= count {
-        found = find_free_run(count, align, true);
+        found = find_free_run(count, align, true, dense_ok);
     }
     if found.is_none() {
-        found = find_free_run(count, align, false);
+        found = find_free_run(count, align, false, dense_ok);
+    }
+    if found.is_none() && !dense_ok {
+        found = find_free_run(count, align, false, true);
     }
     let (seg, index) = match found {
         Some(f) => f,
@@ -159,6 +165,7 @@ fn search_or_reserve(
         let seg_ref = &mut *seg;
         // Uncommitted slices were never touched or were decommitted, which zeroes.
         let is_zero = DECOMMIT_ZEROES && seg_ref.committed_slices.all(index, count, false);
+        crate::span::large_pages::before_span_taken(seg_ref, index, count);
         let newly = count
             - (index..index + count)
                 .filter(|&i| seg_ref.committed_slices.get(i))
@@ -181,7 +188,7 @@ fn search_or_reserve(
         (*page).is_zero = is_zero;
         (*page).listed = false;
         debug_assert_eq!((*page).owner.load(Ordering::Relaxed), FREE);
-        if small {
+        if dense_ok {
             if let Some(unit) =
                 crate::span::large_pages::after_small_span(seg_ref, index + count - 1)
             {
@@ -210,9 +217,15 @@ fn faulted_in_unit_locked(reuse: &mut Reuse, seg_ref: &mut Segment, unit: usize)
     deadline::schedule_retention_scan(now);
 }
 
-/// The first run of `count` free slices (committed ones only if `committed`) starting at
-/// a multiple of `align` slices, in segment order.
-fn find_free_run(count: usize, align: usize, committed: bool) -> Option<(*mut Segment, usize)> {
+/// The first run of `count` free slices (committed ones only if `committed`; none of a
+/// unit dense growth faulted in unless `dense_ok`) starting at a multiple of `align`
+/// slices, in segment order.
+fn find_free_run(
+    count: usize,
+    align: usize,
+    committed: bool,
+    dense_ok: bool,
+) -> Option<(*mut Segment, usize)> {
     for seg in segments() {
         // SAFETY: segments are valid; the bitmaps are guarded by the span lock the
         // caller holds.
@@ -220,10 +233,15 @@ fn find_free_run(count: usize, align: usize, committed: bool) -> Option<(*mut Se
         if (seg_ref.free_count as usize) < count {
             continue;
         }
-        let index = if committed {
-            let mut both = seg_ref.free_slices;
-            both.and_assign(&seg_ref.committed_slices);
-            both.find_run(count, align.max(1), 1)
+        let index = if committed || (!dense_ok && seg_ref.dense_units != 0) {
+            let mut runs = seg_ref.free_slices;
+            if committed {
+                runs.and_assign(&seg_ref.committed_slices);
+            }
+            if !dense_ok {
+                crate::span::large_pages::exclude_dense_units(&mut runs, seg_ref);
+            }
+            runs.find_run(count, align.max(1), 1)
         } else {
             seg_ref.free_slices.find_run(count, align.max(1), 1)
         };

@@ -76,6 +76,9 @@ pub struct Segment {
     pub free_slices: Bitmap512,
     /// Slices whose memory may be resident (span lock).
     pub committed_slices: Bitmap512,
+    /// Bit `u`: 2 MiB unit `u` was faulted in whole as one huge page by dense growth
+    /// (`large_pages`), and none of it was recommitted since (span lock).
+    pub dense_units: u16,
     /// Pages of abandoned spans with pending remote frees (`handoff::drain`).
     pub drain_mask: [AtomicU64; DRAIN_MASK_WORDS],
     /// Check mode only (`front::check`): one bit per 8-byte granule of the segment, set
