@@ -72,3 +72,42 @@ fn realloc_keeps_contents() {
         dealloc(p, Layout::from_size_align(size, 8).unwrap());
     }
 }
+
+/// Shrinking a block of a page: small blocks stay in place down to half their size;
+/// blocks above 8 KiB move to a smaller block when over a quarter would go unused (a
+/// `shrink_to_fit` vector keeps no tail its block's next user makes resident).
+#[test]
+fn realloc_shrink_moves_big_blocks_only_when_worth_it() {
+    let realloc_to = |p: *mut u8, old: usize, new: usize| {
+        // SAFETY: `p` is a live block of `old` bytes, alignment 8.
+        let q = unsafe { realloc(p, Layout::from_size_align(old, 8).unwrap(), new) };
+        assert!(!q.is_null());
+        q
+    };
+    // SAFETY: every block is live, written within its size and freed once with its layout.
+    unsafe {
+        let small = alloc(Layout::from_size_align(4096, 8).unwrap());
+        assert_eq!(realloc_to(small, 4096, 2100), small, "a small block moved");
+        dealloc(small, Layout::from_size_align(2100, 8).unwrap());
+
+        let big = alloc(Layout::from_size_align(384 << 10, 8).unwrap());
+        let usable = ebb::usable_size(big);
+        let slight = usable - usable / 8;
+        assert_eq!(
+            realloc_to(big, 384 << 10, slight),
+            big,
+            "a slight shrink moved"
+        );
+
+        for i in 0..1000 {
+            *big.add(i * 240) = i as u8;
+        }
+        let shrunk = realloc_to(big, slight, 240_000);
+        assert_ne!(shrunk, big, "a shrink to 5/8 stayed in place");
+        assert!(ebb::usable_size(shrunk) < usable * 3 / 4);
+        for i in 0..1000 {
+            assert_eq!(*shrunk.add(i * 240), i as u8);
+        }
+        dealloc(shrunk, Layout::from_size_align(240_000, 8).unwrap());
+    }
+}
