@@ -637,11 +637,6 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
     }
 }
 
-/// Blocks in pages up to this size stay in place when shrunk to at least half (their
-/// unused tail shares OS pages with the used part); bigger ones when shrunk by at most a
-/// quarter.
-const SHRINK_MOVES_ABOVE: usize = 8 * 1024;
-
 /// Resize a block to `new_size` keeping alignment `align`: in place when its usable
 /// size allows (and, for large and huge blocks, by growing or shrinking the span or
 /// mapping), else by allocating, copying and freeing. Null on failure (the old block
@@ -709,16 +704,7 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
             {
                 return ptr;
             }
-            // A block above SHRINK_MOVES_ABOVE that a shrink would leave over a quarter
-            // unused moves to a block of its size: a shrunk vector (`shrink_to_fit`)
-            // keeps no tail for the block's next user to make resident (issue 14,
-            // sleeping-owner-strings).
-            _ if holds_blocks
-                && fits
-                && (usable <= SHRINK_MOVES_ABOVE || new_size >= usable - usable / 4) =>
-            {
-                return ptr
-            }
+            _ if holds_blocks && fits => return ptr,
             _ => {}
         }
         let new = alloc(new_size, align);
