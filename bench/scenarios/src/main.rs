@@ -174,6 +174,8 @@ pub fn print_alloc_stats(phase: &str, idx: u64) {
     {
         eprintln!("--- ebb statistics after {phase} {idx}");
         ebb::print_stats();
+        // Where RSS above the live blocks is: rounding, free blocks, free spans.
+        ebb::print_retention();
     }
     #[cfg(not(feature = "alloc-ebb"))]
     let _ = (phase, idx);

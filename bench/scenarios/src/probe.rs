@@ -126,8 +126,9 @@ pub struct Recorder {
     pub alloc: &'static str,
     pub start: Instant,
     samples: AtomicU64,
-    /// `SCENARIO_ALLOC_STATS=1`: print the allocator's own statistics to stderr after
-    /// each sample taken with [`Recorder::sample`] (ebb only; for diagnosis).
+    /// `SCENARIO_ALLOC_STATS=1`: print the allocator's own statistics and its retention
+    /// report to stderr after each sample taken with [`Recorder::sample`] (ebb only; for
+    /// diagnosis).
     debug_stats: bool,
 }
 
