@@ -242,6 +242,9 @@ fn dense_growth_keeps_sparse_spans_out_of_the_unit_it_faulted_in() {
     }
     let mut options = ebb::options();
     options.dense_huge_pages = true;
+    // The faulted-in unit is free committed memory: with `turn`'s delay of 0 a purge
+    // pass on a slow path may decommit it before it is looked at (seen under load).
+    options.purge_delay_ms = 60_000;
     ebb::set_options(options);
     // Past the 32 MiB floor: 40 MiB of 8 KiB blocks (one-slice pages), each written.
     let alloc_small = |blocks: &mut Vec<*mut u8>| {
