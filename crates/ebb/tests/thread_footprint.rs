@@ -55,7 +55,11 @@ fn threads_with_few_blocks_share_pages() {
     let own_pages_floor = (SIZES.len() * 4096) as u64;
     assert!(bound < own_pages_floor);
 
-    let shared = resident_per_thread();
+    // The least of three rounds: about 1 run in 5-10 measured ~4 KiB per thread more
+    // in its one round (also before this test took three; the cause is not pinned
+    // down: memory faulted in once, not per thread), while a thread with pages of its
+    // own pays 21 OS pages in every round, so the least still tells the two apart.
+    let shared = (0..3).map(|_| resident_per_thread()).min().unwrap();
     let stats = ebb::stats();
     assert!(
         stats.shared_start_blocks >= (THREADS * SIZES.len()) as u64,
