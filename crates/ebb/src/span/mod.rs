@@ -6,6 +6,8 @@
 
 pub mod arena;
 pub mod bitmap;
+#[cfg(feature = "secure")]
+pub mod canary;
 pub mod deadline;
 pub mod decommit;
 pub mod decommit_batch;

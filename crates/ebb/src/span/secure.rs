@@ -31,7 +31,9 @@ use crate::os;
 use crate::span::page::{Block, Page};
 use core::fmt::Write;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+
+pub use super::canary::*;
 
 /// Encoded links and double/invalid free detection only.
 pub const LIGHT: u8 = 1;
@@ -59,8 +61,7 @@ pub fn init() {
         Some(b"1" | b"on" | b"yes" | b"true") => true,
         _ => level == FULL,
     };
-    SMALL_CANARIES.store(canaries, Ordering::Relaxed);
-    CANARY_PAD.store(if canaries { SMALL_CANARY } else { 0 }, Ordering::Relaxed);
+    super::canary::set_small_canaries(canaries);
     LEVEL.store(level, Ordering::Release);
 }
 
@@ -250,206 +251,6 @@ pub const fn start_limit(divisor: usize, blocks: usize) -> u64 {
 #[inline(always)]
 pub fn is_block_start(offset: usize, magic: u64, limit: u64) -> bool {
     (offset as u64).wrapping_mul(magic) < limit
-}
-
-// ---------------------------------------------------------------------------------
-// Canaries at the end of small blocks
-
-/// Bytes of a block's canary. While canaries are on, the entry points pick the class
-/// for the request plus these bytes (`front::alloc::pad`), so the last word of every
-/// block is not the program's; in pages of blocks of up to [`SMALL_CANARY_MAX`] it
-/// holds the canary, and their usable size (what `malloc_usable_size` reports) is the
-/// class size less 8 ([`canary_bytes`]).
-pub const SMALL_CANARY: usize = 8;
-
-/// The largest blocks whose canary is written and checked: the canary of a bigger
-/// block lies far from where the program works (another cache line, often another OS
-/// page, which writing it would commit even if the program never touches it). Their
-/// 8 bytes of padding stay, unused.
-pub const SMALL_CANARY_MAX: usize = 1024;
-
-/// `EBB_CANARY` (on by default at level full, off at light): pages set up write and
-/// check small-block canaries. Read by `init`, which runs before the first page is
-/// set up (`Page::secure_init` calls [`level`]), so every page's flag
-/// (`Page::small_canary`) is the option's.
-static SMALL_CANARIES: AtomicBool = AtomicBool::new(false);
-
-/// [`SMALL_CANARY`] while canaries are on, else 0: the padding of every request
-/// ([`canary_pad`]). 8 until `init` reads the option: a request served before that
-/// (the first one, which sets the process up) is padded, and its block, from a page
-/// set up after `init`, has room to spare. Padding a request whose page then has a
-/// canary is what must never be missed, and the padding only goes from 8 to 0.
-static CANARY_PAD: AtomicUsize = AtomicUsize::new(SMALL_CANARY);
-
-/// Bytes every request is padded with (`front::alloc::pad`): one load.
-#[inline(always)]
-pub fn canary_pad() -> usize {
-    CANARY_PAD.load(Ordering::Relaxed)
-}
-
-/// Bytes at the end of each block of `page` that are not the program's: its canary.
-#[inline(always)]
-pub fn canary_bytes(page: &Page) -> usize {
-    if page.small_canary {
-        SMALL_CANARY
-    } else {
-        0
-    }
-}
-
-/// True if a page of `block_size` blocks set up now gets canaries
-/// (`Page::secure_init`; reads the options first if nobody has). Not 8-byte blocks
-/// (which the padded requests never take): their canary would be their link word.
-pub fn small_canaries(block_size: usize) -> bool {
-    level();
-    (2 * SMALL_CANARY..=SMALL_CANARY_MAX).contains(&block_size)
-        && SMALL_CANARIES.load(Ordering::Relaxed)
-}
-
-/// The canary of the block at `block` of a page with link key `key`: unpredictable
-/// without the key, different for every block, and with its first byte (the one a
-/// 1-byte overflow writes) never 0, so an overflowing string terminator is caught too.
-#[inline(always)]
-pub fn small_canary(key: usize, block: usize) -> usize {
-    (key.rotate_left(32) ^ block) | 0x80
-}
-
-/// Write the canaries of `count` blocks of `page` from `first`, just carved (or
-/// refilled after a hole, `span::holes`), if the page has canaries. A block's canary
-/// is written once, here, not when the block is handed out: no part of ebb writes the
-/// last word of a block of such a page afterwards (a free block holds its link in its
-/// first word; zeroing covers the usable bytes, and `EBB_ZERO_ON_FREE` puts the
-/// canary back, `front::secure`), so the canary is intact until the program
-/// overflows the block, and the malloc fast path neither writes it nor tests whether
-/// the page has one (it did: 2 instructions per malloc at level light, 8 at full).
-///
-/// # Safety
-/// The blocks are the caller's (the page's owner), on no list the program can reach.
-pub unsafe fn write_canaries(page: &Page, first: *mut u8, count: usize) {
-    if !page.small_canary {
-        return;
-    }
-    let size = page.block_size();
-    for i in 0..count {
-        // SAFETY: per the contract.
-        unsafe { write_small_canary(page, first.add(i * size)) };
-    }
-}
-
-/// Write the canary of `block`, a block of `page`, in its last word.
-///
-/// # Safety
-/// `block` is a block of `page` (with small blocks) that the caller owns.
-#[inline(always)]
-pub unsafe fn write_small_canary(page: &Page, block: *mut u8) {
-    // SAFETY: per the contract the block's last word is inside it.
-    unsafe {
-        let at = block.add(page.block_size() - SMALL_CANARY) as *mut usize;
-        at.write(small_canary(page.key, block as usize));
-    }
-}
-
-/// True if `block` of `page` still has its canary (or the page has none).
-///
-/// # Safety
-/// `block` is a carved block of `page`, a page of small blocks.
-#[inline(always)]
-pub unsafe fn small_canary_intact(page: &Page, block: *mut u8) -> bool {
-    // SAFETY: per the contract the block's last word is inside it.
-    unsafe {
-        !page.small_canary
-            || (block.add(page.block_size() - SMALL_CANARY) as *const usize).read()
-                == small_canary(page.key, block as usize)
-    }
-}
-
-/// Abort if `block` of `page` lost its canary: `ebb: free(0x…): overflow past the end
-/// of the block (its canary was overwritten) [32-byte blocks, 24 usable]`.
-///
-/// # Safety
-/// As [`small_canary_intact`].
-pub unsafe fn check_small_canary(function: &str, page: &Page, block: *mut u8) {
-    // SAFETY: per the contract.
-    if unsafe { !small_canary_intact(page, block) } {
-        let size = page.block_size();
-        let mut w = StderrWriter::new();
-        let _ = writeln!(
-            w,
-            "ebb: {}({:p}): overflow past the end of the block (its canary was \
-             overwritten) [{}-byte blocks, {} usable]; aborting (secure build)",
-            function,
-            block,
-            size,
-            size - SMALL_CANARY
-        );
-        w.flush();
-        os::abort()
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Canaries after large blocks
-
-/// Bytes of the canary after a large block.
-pub const LARGE_CANARY: usize = 16;
-
-/// `arena::alloc_large` with a canary after the block: the span has room for
-/// `LARGE_CANARY` more bytes, the block's usable size is `size` rounded up to 16 (so a
-/// linear overflow of even one byte past what `malloc_usable_size` reports lands on
-/// the canary), checked when the block is freed ([`check_large_canary`]).
-pub fn alloc_large(size: usize, align: usize) -> Option<*mut Page> {
-    let page = crate::span::arena::alloc_large(size.max(1) + LARGE_CANARY, align)?;
-    // SAFETY: a fresh large span of ours, `LARGE_CANARY` bytes longer than the block.
-    unsafe { set_large_canary(page, size) };
-    Some(page)
-}
-
-/// The canary's first word for `page` (the second is its complement): unpredictable
-/// without the page's key.
-fn large_canary_word(page: &Page) -> usize {
-    page.key.rotate_left(17) ^ page.start as usize
-}
-
-/// Make the block of large span `page` `size` bytes (rounded up to 16) and put the
-/// canary after it.
-///
-/// # Safety
-/// `page` is a live large span of the caller's with room for the block and the canary.
-pub unsafe fn set_large_canary(page: *mut Page, size: usize) {
-    let usable = size.max(1).next_multiple_of(16);
-    // SAFETY: per the contract.
-    unsafe {
-        debug_assert!(usable + LARGE_CANARY <= (*page).span_bytes());
-        (*page).block_size.store(usable, Ordering::Relaxed);
-        (*page).large_canary = true;
-        (*page).small_canary = false;
-        let word = large_canary_word(&*page);
-        let at = (*page).start.add(usable) as *mut usize;
-        at.write(word);
-        at.add(1).write(!word);
-    }
-}
-
-/// Abort if the canary after large block `block` (of span `page`) was overwritten.
-///
-/// # Safety
-/// `page` is the live large span of `block`, about to be freed.
-pub unsafe fn check_large_canary(page: *mut Page, block: *mut u8) {
-    // SAFETY: per the contract; the canary lies inside the span.
-    unsafe {
-        if !(*page).large_canary {
-            return; // a span made without one (a heap-profile sample)
-        }
-        let word = large_canary_word(&*page);
-        let at = (*page).start.add((*page).block_size()) as *const usize;
-        if at.read() != word || at.add(1).read() != !word {
-            fatal(
-                "free",
-                block,
-                "overflow past the end of the block (its canary was overwritten)",
-            );
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------
