@@ -219,7 +219,9 @@ fn faulted_in_unit_locked(reuse: &mut Reuse, seg_ref: &mut Segment, unit: usize)
 
 /// The first run of `count` free slices (committed ones only if `committed`; none of a
 /// unit dense growth faulted in unless `dense_ok`) starting at a multiple of `align`
-/// slices, in segment order.
+/// slices, in segment order. Inlined: out of line it cost a 1 MiB malloc+free pair
+/// 46 more instructions (callgrind, 975 -> 1021).
+#[inline(always)]
 fn find_free_run(
     count: usize,
     align: usize,
