@@ -224,7 +224,10 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 /// True if `ptr` lies in memory ebb manages (a segment, a huge mapping, or the pool of
 /// guarded sampling).
 pub fn owns(ptr: *const u8) -> bool {
-    !span::segment::segment_of(ptr).is_null() || front::guarded::contains(ptr)
+    let seg = span::segment::segment_of(ptr);
+    // SAFETY: `seg` is `segment_of(ptr)`, checked non-null.
+    (!seg.is_null() && unsafe { span::segment::mapping_holds(seg, ptr) })
+        || front::guarded::contains(ptr)
 }
 
 /// The pool of guarded sampling (`EBB_GUARDED_RATE`): its slots, live blocks, and the

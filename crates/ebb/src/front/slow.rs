@@ -12,11 +12,11 @@ use crate::process::purger::after_slow_path;
 use crate::profile;
 use crate::protocol;
 use crate::size_class::{class_size, page_slices, CLASS_COUNT};
-use crate::span::deadline;
 use crate::span::page::{
     Block, Page, ABANDONED, CHECK_TAG, DRAINING, FREE, HUGE, LARGE, MARKER_LIMIT, STOLEN,
 };
 use crate::span::{arena, huge};
+use crate::span::{deadline, segment};
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
@@ -441,6 +441,18 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
             return;
         }
         if crate::options::get().check && !check::remote_free_is_valid(page, owner, block) {
+            return;
+        }
+        // Past a huge mapping's end, in the rest of its last window, lies no memory of
+        // ebb's: another mapping's pointer keeps the foreign-pointer policy.
+        if !segment::mapping_holds(segment::segment_of_page(page), block) {
+            crate::diag::report_unknown("free", block, true);
+            return;
+        }
+        if (owner == LARGE || owner == HUGE) && block != (*page).start {
+            // One block per span: a pointer that is not its start is not a block (the
+            // span must not be freed under its live block).
+            crate::diag::report_invalid_free(block, "invalid pointer (not the start of its block)");
             return;
         }
         match owner {
