@@ -452,7 +452,7 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         if (owner == LARGE || owner == HUGE) && block != (*page).start {
             // One block per span: a pointer that is not its start is not a block (the
             // span must not be freed under its live block).
-            crate::diag::report_invalid_free(block, "invalid pointer (not the start of its block)");
+            crate::diag::report_invalid_free(block, "invalid pointer (not the start of a block)");
             return;
         }
         match owner {
