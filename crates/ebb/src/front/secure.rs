@@ -27,7 +27,7 @@ use crate::front::heap::Heap;
 use crate::front::slow;
 use crate::size_class::{class_of, small_classes, MEDIUM_MAX, MID_COUNT, SMALL_COUNT, SMALL_MAX};
 use crate::span::page::{Page, FREE, HUGE, LARGE};
-use crate::span::secure;
+use crate::span::{secure, segment};
 use core::sync::atomic::Ordering;
 
 /// True if freeing `ptr` into `page` passes the secure checks; false if the free
@@ -104,6 +104,12 @@ pub unsafe fn free_rejected_and_leave(ptr: *mut u8, page: *mut Page, heap: *mut 
 pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
     // SAFETY: per the contract; the descriptor's fields are readable at any time.
     unsafe {
+        // Past a huge mapping's end, in the rest of its last window: not ebb's memory
+        // (`segment::mapping_holds`), so the foreign-pointer policy, not an abort.
+        if !segment::mapping_holds(segment::segment_of_page(page), ptr) {
+            crate::diag::report_unknown("free", ptr, true);
+            return;
+        }
         let start = (*page).start;
         match (*page).owner.load(Ordering::Acquire) {
             FREE => secure::fatal(
