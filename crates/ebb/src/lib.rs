@@ -226,7 +226,7 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 pub fn owns(ptr: *const u8) -> bool {
     let seg = span::segment::segment_of(ptr);
     // SAFETY: `seg` is `segment_of(ptr)`, checked non-null.
-    (!seg.is_null() && unsafe { span::segment::mapping_holds(seg, ptr) })
+    (!seg.is_null() && unsafe { span::segment::mapping_holds(seg, ptr as usize) })
         || front::guarded::contains(ptr)
 }
 

@@ -106,7 +106,7 @@ pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
     unsafe {
         // Past a huge mapping's end, in the rest of its last window: not ebb's memory
         // (`segment::mapping_holds`), so the foreign-pointer policy, not an abort.
-        if !segment::mapping_holds(segment::segment_of_page(page), ptr) {
+        if !segment::mapping_holds(segment::segment_of_page(page), ptr as usize) {
             crate::diag::report_unknown("free", ptr, true);
             return;
         }

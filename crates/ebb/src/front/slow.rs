@@ -445,7 +445,7 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         }
         // Past a huge mapping's end, in the rest of its last window, lies no memory of
         // ebb's: another mapping's pointer keeps the foreign-pointer policy.
-        if !segment::mapping_holds(segment::segment_of_page(page), block) {
+        if !segment::mapping_holds(segment::segment_of_page(page), block as usize) {
             crate::diag::report_unknown("free", block, true);
             return;
         }

@@ -125,22 +125,19 @@ pub fn segment_of(ptr: *const u8) -> *mut Segment {
     ((window as usize) << SEGMENT_SHIFT) as *mut Segment
 }
 
-/// True if `ptr`, whose window leads to `segment` (`segment_of`), lies inside the
+/// True if address `addr`, whose window leads to `segment` (`segment_of`), lies inside the
 /// segment's mapping. A normal segment fills its window; a huge mapping ends on a
 /// slice, so the rest of its last window is address space the OS may give anyone (a
 /// thread's stack, another allocator's mapping: seen as `owns` answering yes for a
 /// stack address in the secure build's model test).
 ///
 /// # Safety
-/// `segment` must be `segment_of(ptr)` and non-null.
+/// `segment` must be `segment_of(addr)` and non-null.
 #[inline]
-pub unsafe fn mapping_holds(segment: *mut Segment, ptr: *const u8) -> bool {
+pub unsafe fn mapping_holds(segment: *mut Segment, addr: usize) -> bool {
     // SAFETY: per the contract a live segment header (a huge one's `mapped` is set
     // before its windows are mapped).
-    unsafe {
-        (*segment).kind != SegmentKind::Huge
-            || (ptr as usize) < segment as usize + (*segment).mapped
-    }
+    unsafe { (*segment).kind != SegmentKind::Huge || addr < segment as usize + (*segment).mapped }
 }
 
 /// True if `ptr` is inside the range the segment map covers (`ADDRESS_BITS`).
