@@ -227,7 +227,7 @@ pub unsafe fn free_sized(ptr: *mut c_void, size: usize) {
 /// `ptr` is any address (the segment map decides whether it is ebb's) and, if ebb's,
 /// a pointer the caller got from it.
 unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
-    let seg = segment::segment_of(ptr);
+    let seg = segment::segment_holding(ptr);
     if seg.is_null() {
         if let Some(live) = crate::front::guarded::live_size(ptr, what) {
             return live.is_some();

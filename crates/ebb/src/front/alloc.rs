@@ -696,7 +696,7 @@ fn free_unknown(ptr: *mut u8) {
 /// # Safety
 /// `ptr` must be null or a live block from this allocator.
 pub unsafe fn usable_size(ptr: *const u8) -> usize {
-    let seg = segment::segment_of(ptr);
+    let seg = segment::segment_holding(ptr);
     if seg.is_null() {
         return guarded::live_size(ptr, "malloc_usable_size")
             .flatten()
@@ -730,7 +730,7 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usize) -> *mut u8 {
     // SAFETY: per the contract.
     unsafe {
-        let seg = segment::segment_of(ptr);
+        let seg = segment::segment_holding(ptr);
         if seg.is_null() {
             return match guarded::live_size(ptr, "realloc") {
                 // A guarded block moves (into another guarded slot or not, as sampled).

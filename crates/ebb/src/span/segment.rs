@@ -140,6 +140,20 @@ pub unsafe fn mapping_holds(segment: *mut Segment, addr: usize) -> bool {
     unsafe { (*segment).kind != SegmentKind::Huge || addr < segment as usize + (*segment).mapped }
 }
 
+/// `segment_of(ptr)`, or null if `ptr` lies past the end of a huge mapping in the rest
+/// of its last window ([`mapping_holds`]): for the entry points that take any pointer
+/// (`realloc`, `malloc_usable_size`), off the free fast path.
+#[inline]
+pub fn segment_holding(ptr: *const u8) -> *mut Segment {
+    let seg = segment_of(ptr);
+    // SAFETY: `seg` is `segment_of(ptr)`, checked non-null.
+    if seg.is_null() || unsafe { mapping_holds(seg, ptr as usize) } {
+        seg
+    } else {
+        core::ptr::null_mut()
+    }
+}
+
 /// True if `ptr` is inside the range the segment map covers (`ADDRESS_BITS`).
 #[inline]
 pub fn in_map_range(ptr: *const u8) -> bool {
