@@ -111,17 +111,24 @@ pub unsafe fn write_small_canary(page: &Page, block: *mut u8) {
     }
 }
 
-/// True if `block` of `page` still has its canary (or the page has none).
+/// True if `block` of `page` still has its canary (or the page has none). Whether it
+/// has one is read from the key's [`KEY_SMALL_CANARY`](crate::span::secure::KEY_SMALL_CANARY)
+/// bit, not from `Page::small_canary` (the descriptor's owner-written line).
 ///
 /// # Safety
 /// `block` is a carved block of `page`, a page of small blocks.
 #[inline(always)]
 pub unsafe fn small_canary_intact(page: &Page, block: *mut u8) -> bool {
+    let key = page.key;
+    debug_assert_eq!(
+        key & crate::span::secure::KEY_SMALL_CANARY != 0,
+        page.small_canary
+    );
     // SAFETY: per the contract the block's last word is inside it.
     unsafe {
-        !page.small_canary
+        key & crate::span::secure::KEY_SMALL_CANARY == 0
             || (block.add(page.block_size() - SMALL_CANARY) as *const usize).read()
-                == small_canary(page.key, block as usize)
+                == small_canary(key, block as usize)
     }
 }
 
@@ -185,6 +192,7 @@ pub unsafe fn set_large_canary(page: *mut Page, size: usize) {
         (*page).block_size.store(usable, Ordering::Relaxed);
         (*page).large_canary = true;
         (*page).small_canary = false;
+        (*page).key &= !crate::span::secure::KEY_SMALL_CANARY;
         let word = large_canary_word(&*page);
         let at = (*page).start.add(usable) as *mut usize;
         at.write(word);

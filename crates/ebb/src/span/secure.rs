@@ -124,10 +124,18 @@ pub fn random() -> u64 {
 }
 
 /// A page's link key: random, with its top bit set, so that a word a program leaves
-/// at zero (or any small value) never decodes to an address (`may_be_link`).
+/// at zero (or any small value) never decodes to an address (`may_be_link`), and its
+/// low bit clear: `Page::secure_init` sets it for a page with small-block canaries
+/// ([`KEY_SMALL_CANARY`]).
 pub fn new_key() -> usize {
-    (random() | 1 << 63) as usize
+    (random() | 1 << 63) as usize & !KEY_SMALL_CANARY
 }
+
+/// The bit of `Page::key` that repeats `Page::small_canary`, so the free fast path
+/// tests the key it loads anyway instead of a flag in the descriptor's line 0, which
+/// the page's owner writes on every malloc and free: a cross-thread free reading it
+/// made the owner's next write a cache miss. (A key has 62 random bits left.)
+pub const KEY_SMALL_CANARY: usize = 1;
 
 // ---------------------------------------------------------------------------------
 // Encoded links
