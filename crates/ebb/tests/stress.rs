@@ -548,6 +548,8 @@ mod sys {
         pub fn waitpid(pid: c_int, status: *mut c_int, options: c_int) -> c_int;
         pub fn kill(pid: c_int, sig: c_int) -> c_int;
         pub fn _exit(code: c_int) -> !;
+        pub fn dup2(old: c_int, new: c_int) -> c_int;
+        pub fn write(fd: c_int, buf: *const u8, len: usize) -> isize;
     }
     pub const WNOHANG: c_int = 1;
     pub const SIGKILL: c_int = 9;
@@ -556,7 +558,11 @@ mod sys {
 /// The child of a fork taken while other threads allocate and free can use the
 /// allocator: allocate and free all kinds of blocks, and free blocks allocated before
 /// the fork by threads that do not exist in the child. The child only calls the
-/// allocator and `_exit` (no printing: locks of other threads may be held).
+/// allocator and `_exit` (no printing through `std`: locks of other threads may be
+/// held). Its standard error goes to a file (ebb's own reports, the secure build's
+/// abort message, and a panic's message, written with `write`), which a failed
+/// round's assertion shows: the test harness captures neither a child's direct writes
+/// nor its panic output.
 #[cfg(target_os = "linux")]
 #[test]
 fn fork_while_allocating() {
@@ -600,10 +606,18 @@ fn fork_while_allocating() {
     for round in 0..12 {
         // Blocks allocated by the workers, owned here now.
         let handed: Vec<Blk> = rx.recv().unwrap();
+        let stderr_path = std::env::temp_dir().join(format!(
+            "ebb-fork-child-{}-{round}.stderr",
+            std::process::id()
+        ));
+        let stderr_file = std::fs::File::create(&stderr_path).unwrap();
         // SAFETY: the child only allocates, frees and exits.
         let pid = unsafe { sys::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
+            use std::os::fd::AsRawFd;
+            // SAFETY: both descriptors are open; fd 2 becomes the file.
+            unsafe { sys::dup2(stderr_file.as_raw_fd(), 2) };
             let ok = std::panic::catch_unwind(move || {
                 let mut rng = Rng::new(round);
                 for b in handed {
@@ -629,11 +643,22 @@ fn fork_while_allocating() {
                 t.join().unwrap();
                 ebb::collect(true);
                 check_stats_consistent(&ebb::stats());
-            })
-            .is_ok();
+            });
+            if let Err(payload) = &ok {
+                let message = payload
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| payload.downcast_ref::<&str>().copied())
+                    .unwrap_or("(a panic without a message)");
+                for part in ["fork child panicked: ", message, "\n"] {
+                    // SAFETY: a valid buffer of that length; fd 2 is the file.
+                    unsafe { sys::write(2, part.as_ptr(), part.len()) };
+                }
+            }
             // SAFETY: leave the child at once, without running the parent's exit code.
-            unsafe { sys::_exit(if ok { 0 } else { 1 }) };
+            unsafe { sys::_exit(if ok.is_ok() { 0 } else { 1 }) };
         }
+        drop(stderr_file);
         // Parent: its copy of the handed blocks is still live here.
         for b in handed {
             b.free("fork parent");
@@ -651,15 +676,21 @@ fn fork_while_allocating() {
                 // SAFETY: pid is our child.
                 unsafe { sys::kill(pid, sys::SIGKILL) };
                 stop.store(true, Ordering::Relaxed);
-                panic!("fork child {round} hung (deadlock in the allocator after fork?)");
+                let child_stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                panic!(
+                    "fork child {round} hung (deadlock in the allocator after fork?); its \
+                     standard error:\n{child_stderr}"
+                );
             }
             thread::sleep(std::time::Duration::from_millis(10));
         }
+        let child_stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&stderr_path);
         assert_eq!(
             status,
             0,
             "fork child {round} failed: raw wait status {status:#x} \
-             (exit code {}, signal {})",
+             (exit code {}, signal {}); its standard error:\n{child_stderr}",
             (status >> 8) & 0xff,
             status & 0x7f
         );
