@@ -587,11 +587,11 @@ impl Page {
         let count = (carve / size).clamp(1, (self.reserved - self.capacity) as usize);
         // SAFETY: blocks capacity..capacity+count lie inside the page's span, which the
         // owner has exclusive use of; nobody else has seen them yet.
-        unsafe {
+        let head = unsafe {
             let first = self.start.add(self.capacity as usize * size);
             crate::memcheck::carving(first, count * size);
             #[cfg(not(feature = "secure"))]
-            {
+            let head = {
                 let mut block = first;
                 for _ in 1..count {
                     let next = block.add(size);
@@ -599,11 +599,12 @@ impl Page {
                     block = next;
                 }
                 (*(block as *mut Block)).next = null_mut();
-                self.free = first as *mut Block;
-            }
+                first as *mut Block
+            };
             #[cfg(feature = "secure")]
-            crate::span::secure::link_carved(self, first, count, size);
-        }
+            let head = crate::span::secure::link_carved(self, first, count, size);
+            head
+        };
         self.capacity += count as u32;
         #[cfg(feature = "secure")]
         {
@@ -613,6 +614,15 @@ impl Page {
                 crate::span::secure::start_limit(size, self.capacity as usize)
             };
         }
+        // The list goes on `free` last, after the blocks are linked and counted as
+        // carved: a `fork` taken by another thread meanwhile leaves the child (which
+        // adopts this heap's pages, `abandon_foreign_heaps_after_fork`) either no new
+        // blocks (carved ones on no list, given back with the page) or all of them,
+        // never a half-linked list or blocks that `capacity` and `block_limit` do not
+        // cover (the next carve would hand them out twice; the secure build's free
+        // would call them invalid pointers: `stress::fork_while_allocating`).
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+        self.free = head;
         self.free_is_zero = self.is_zero;
         self.frees_to_local = self.is_zero;
         true

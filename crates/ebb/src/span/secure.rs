@@ -395,14 +395,15 @@ pub fn segment_hint(size: usize, align: usize) -> Option<*mut u8> {
 ///
 /// # Safety
 /// The blocks lie in `page`'s span, carved now by its owner, the caller.
-pub unsafe fn link_carved(page: &mut Page, first: *mut u8, count: usize, size: usize) {
+pub unsafe fn link_carved(page: &Page, first: *mut u8, count: usize, size: usize) -> *mut Block {
     debug_assert!(count >= 1 && page.free.is_null());
     // SAFETY: per the contract every block is the caller's to write.
     unsafe {
+        let head;
         if count >= 2 && full() {
             let mut order = Shuffle::new(count).map(|i| first.add(i * size) as *mut Block);
             let mut block = order.next().unwrap_or(first as *mut Block);
-            page.free = block;
+            head = block;
             for next in order {
                 page.set_link(block, next);
                 block = next;
@@ -410,7 +411,7 @@ pub unsafe fn link_carved(page: &mut Page, first: *mut u8, count: usize, size: u
             page.set_link(block, null_mut());
         } else {
             let mut block = first as *mut Block;
-            page.free = block;
+            head = block;
             for _ in 1..count {
                 let next = (block as *mut u8).add(size) as *mut Block;
                 page.set_link(block, next);
@@ -419,6 +420,7 @@ pub unsafe fn link_carved(page: &mut Page, first: *mut u8, count: usize, size: u
             page.set_link(block, null_mut());
         }
         write_canaries(page, first, count);
+        head
     }
 }
 
