@@ -747,6 +747,9 @@ fn free_unknown(ptr: *mut u8) {
 ///
 /// # Safety
 /// `ptr` must be null or a live block from this allocator.
+// (The secure build's one more case made it a call from C `realloc`, which the default
+// build inlines: 3.7 million of prodcons's 83 million instructions at level light.)
+#[cfg_attr(feature = "secure", inline)]
 pub unsafe fn usable_size(ptr: *const u8) -> usize {
     let seg = segment::segment_holding(ptr);
     if seg.is_null() {
