@@ -397,7 +397,7 @@ impl Page {
     fn secure_init(&mut self, block_size: usize, bytes: usize) -> usize {
         self.small_canary = crate::span::secure::small_canaries(block_size);
         self.key = crate::span::secure::new_key()
-            | self.small_canary as usize * crate::span::secure::KEY_SMALL_CANARY;
+            | (self.small_canary as usize * crate::span::secure::KEY_SMALL_CANARY);
         self.block_magic = crate::span::secure::start_magic(block_size);
         self.block_limit = 0;
         debug_assert!(!self.guarded, "a span keeps its guard page");
