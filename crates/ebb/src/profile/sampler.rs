@@ -198,10 +198,13 @@ pub fn serve_sampled(size: usize, block_size: usize, entry: stack::Entry) -> *mu
             page
         }
     };
-    // SAFETY: a live span head (from the arena or the cache) whose block starts at `start`.
-    let block = unsafe { (*page).start };
-    record_stack(&pcs[..depth], block, size, block_size);
-    block
+    // SAFETY: a live span head (from the arena or the cache) whose block starts at
+    // `start`, ours until the block is handed out.
+    unsafe {
+        let block = (*page).start;
+        record_stack(&pcs[..depth], page, block, size, block_size);
+        block
+    }
 }
 
 /// Record a sampled block at `block`, served by the caller in a span of one block whose
@@ -211,14 +214,37 @@ pub fn serve_sampled(size: usize, block_size: usize, entry: stack::Entry) -> *mu
 pub fn record_sampled(block: *mut u8, size: usize, block_size: usize, entry: stack::Entry) {
     let mut pcs = [0usize; table::MAX_DEPTH];
     let depth = stack::capture(entry, &mut pcs);
-    record_stack(&pcs[..depth], block, size, block_size);
+    // SAFETY: the block is the start of a live span of one block, not handed out yet.
+    unsafe { record_stack(&pcs[..depth], span_of(block), block, size, block_size) };
 }
 
-fn record_stack(pcs: &[usize], block: *mut u8, size: usize, block_size: usize) {
-    if !super::is_writer() {
+/// The span descriptor of `block`, the start of a live span of one block (large or
+/// huge): the descriptor its free finds.
+fn span_of(block: *mut u8) -> *mut Page {
+    let segment = crate::span::segment::segment_of(block);
+    // SAFETY: a live block's window leads to its segment.
+    unsafe { crate::span::segment::page_of(segment, block) }
+}
+
+/// Record a sample and note its live slot in its span (`Page::sample`) for the free.
+///
+/// # Safety
+/// `page` is the span of one block holding `block`, not handed out yet.
+unsafe fn record_stack(
+    pcs: &[usize],
+    page: *mut Page,
+    block: *mut u8,
+    size: usize,
+    block_size: usize,
+) {
+    let slot = if super::is_writer() {
+        None
+    } else {
         let weight = math::sample_weight(block_size, RATE.load(Ordering::Relaxed));
-        table::record(pcs, block as usize, size, weight);
-    }
+        table::record(pcs, block as usize, size, weight)
+    };
+    // SAFETY: per the contract, the span is ours.
+    unsafe { (*page).sample = slot.map_or(0, |slot| slot + 1) };
 }
 
 /// A span of one block goes back to the arena other than through `free` (a first-class
@@ -231,8 +257,8 @@ fn record_stack(pcs: &[usize], block: *mut u8, size: usize, block_size: usize) {
 pub unsafe fn span_released(page: *mut Page) {
     // SAFETY: per the contract.
     unsafe {
-        if table::LIVE_COUNT.load(Ordering::Relaxed) != 0 && (*page).reserved == 1 {
-            table::freed((*page).start as usize);
+        if (*page).reserved == 1 {
+            freed(page, (*page).start);
         }
     }
 }
@@ -427,13 +453,8 @@ pub fn big_allocated(block: *mut u8, size: usize, entry: stack::Entry) {
     }
     let mut pcs = [0usize; table::MAX_DEPTH];
     let depth = stack::capture(entry, &mut pcs);
-    let rate = RATE.load(Ordering::Relaxed);
-    table::record(
-        &pcs[..depth],
-        block as usize,
-        size,
-        math::sample_weight(size, rate),
-    );
+    // SAFETY: a large or huge block just allocated, not handed out yet.
+    unsafe { record_stack(&pcs[..depth], span_of(block), block, size, size) };
 }
 
 /// Reset the big-block countdown (profiling starts).
@@ -441,21 +462,34 @@ pub fn reset_big() {
     BIG_LEFT.store(0, Ordering::Relaxed);
 }
 
-/// A span-backed block (large, huge, or a sampled one) is being freed: the sample's
-/// requested size if it was a tracked sample.
+/// The block of a span of one block (large, huge, or a sampled one) is being freed:
+/// the sample's requested size if it was a tracked sample. One load of the span's
+/// descriptor (`Page::sample`) when it was not.
+///
+/// # Safety
+/// `page` is the span of `block`, held by the caller (the block's last user).
 #[inline]
-pub fn freed(block: *mut u8) -> Option<usize> {
-    if table::LIVE_COUNT.load(Ordering::Relaxed) != 0 {
-        table::freed(block as usize)
-    } else {
-        None
+pub unsafe fn freed(page: *mut Page, block: *mut u8) -> Option<usize> {
+    // SAFETY: per the contract.
+    let slot = unsafe { (*page).sample };
+    if slot == 0 {
+        return None;
     }
+    // SAFETY: as above.
+    unsafe { (*page).sample = 0 };
+    table::freed(slot - 1, block as usize)
 }
 
-/// A huge block moved in `realloc` (remapped without a free).
+/// A huge block moved in `realloc` (remapped without a free; its span's descriptor
+/// moved with its pages, `Page::sample` included).
 #[inline]
 pub fn moved(from: *mut u8, to: *mut u8) {
-    if from != to && table::LIVE_COUNT.load(Ordering::Relaxed) != 0 {
-        table::moved(from as usize, to as usize);
+    if from != to {
+        let page = span_of(to);
+        // SAFETY: `to` is a live huge block, its descriptor is the caller's.
+        let slot = unsafe { (*page).sample };
+        if slot != 0 {
+            table::moved(slot - 1, from as usize, to as usize);
+        }
     }
 }
