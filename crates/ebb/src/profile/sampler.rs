@@ -334,25 +334,46 @@ mod span_cache {
             return None;
         }
         let n = COUNT.load(Ordering::Relaxed);
-        let mut taken = None;
+        // The best fit among the spans of this size: one whose resident pages the block
+        // covers within the slack (nothing to give back), the most resident of those
+        // (the fewest pages to fault in); else the least resident (the least to give
+        // back). Taking any span of the size gave back the tail of a bigger block's
+        // span at most samples of a workload of mixed sizes (mstress: one `madvise`
+        // per sample, each a TLB shootdown across its threads).
+        let limit = used + SLACK_PAGES * crate::os::page_size();
+        let mut best: Option<(usize, usize)> = None;
         for i in (0..n).rev() {
             let page = SPANS[i].load(Ordering::Relaxed);
             // SAFETY: kept spans are live descriptors, ours while kept.
-            if unsafe { (*page).slice_count } as usize == slices {
-                let resident = RESIDENT[i].load(Ordering::Relaxed);
-                RESIDENT_TOTAL.fetch_sub(resident, Ordering::Relaxed);
-                taken = Some((page, resident));
-                SPANS[i].store(SPANS[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
-                RESIDENT[i].store(RESIDENT[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
-                COUNT.store(n - 1, Ordering::Relaxed);
-                break;
+            if unsafe { (*page).slice_count } as usize != slices {
+                continue;
+            }
+            let resident = RESIDENT[i].load(Ordering::Relaxed);
+            let better = match best {
+                None => true,
+                Some((_, have)) if have > limit => resident < have,
+                Some((_, have)) => resident <= limit && resident > have,
+            };
+            if better {
+                best = Some((i, resident));
+                if resident <= limit && resident >= used {
+                    break; // the block covers it exactly: nothing better
+                }
             }
         }
+        let taken = best.map(|(i, resident)| {
+            let page = SPANS[i].load(Ordering::Relaxed);
+            RESIDENT_TOTAL.fetch_sub(resident, Ordering::Relaxed);
+            SPANS[i].store(SPANS[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
+            RESIDENT[i].store(RESIDENT[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
+            COUNT.store(n - 1, Ordering::Relaxed);
+            (page, resident)
+        });
         unlock();
         let (page, resident) = taken?;
         // SAFETY: a kept span is ours alone (off every list, its slices taken).
         unsafe {
-            if resident > used + SLACK_PAGES * crate::os::page_size() {
+            if resident > limit {
                 crate::os::decommit((*page).start.add(used), resident - used);
             }
             (*page).is_zero = false;
