@@ -65,7 +65,8 @@ pub fn start(rate: u64) -> bool {
     } else {
         env_rate().unwrap_or(DEFAULT_RATE)
     };
-    RATE.store(rate, Ordering::Relaxed);
+    RATE.store(rate, Ordering::SeqCst);
+    sampler::reset_weights();
     sampler::reset_big();
     ACTIVE.store(true, Ordering::Relaxed);
     EPOCH.fetch_add(1, Ordering::Release);

@@ -226,6 +226,43 @@ fn span_of(block: *mut u8) -> *mut Page {
     unsafe { crate::span::segment::page_of(segment, block) }
 }
 
+/// Weights already computed at the current rate, by block size: the size in the high
+/// half, the weight's `f32` bits in the low half (0: empty). A sample of a sized class,
+/// or a big block of a size sampled before, then costs one load instead of an `exp` and
+/// a division (the weight's precision, 1e-7, is far below the sampling noise).
+static WEIGHTS: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
+/// `math::sample_weight(size, RATE)`, through `WEIGHTS`.
+fn weight(size: usize) -> f64 {
+    let Ok(key) = u32::try_from(size) else {
+        return math::sample_weight(size, RATE.load(Ordering::Relaxed));
+    };
+    let entry = &WEIGHTS[(key.wrapping_mul(0x9E37_79B9) >> 26) as usize];
+    let seen = entry.load(Ordering::Relaxed);
+    if seen >> 32 == u64::from(key) && seen as u32 != 0 {
+        return f64::from(f32::from_bits(seen as u32));
+    }
+    let rate = RATE.load(Ordering::SeqCst);
+    let weight = math::sample_weight(size, rate) as f32;
+    entry.store(
+        u64::from(key) << 32 | u64::from(weight.to_bits()),
+        Ordering::SeqCst,
+    );
+    if RATE.load(Ordering::SeqCst) != rate {
+        // `start` changed the rate meanwhile; its `reset_weights` may have run before
+        // the store above.
+        entry.store(0, Ordering::SeqCst);
+    }
+    f64::from(weight)
+}
+
+/// Forget the weights (the rate may change: profiling starts).
+pub fn reset_weights() {
+    for entry in &WEIGHTS {
+        entry.store(0, Ordering::SeqCst);
+    }
+}
+
 /// Record a sample and note its live slot in its span (`Page::sample`) for the free.
 ///
 /// # Safety
@@ -240,8 +277,7 @@ unsafe fn record_stack(
     let slot = if super::is_writer() {
         None
     } else {
-        let weight = math::sample_weight(block_size, RATE.load(Ordering::Relaxed));
-        table::record(pcs, block as usize, size, weight)
+        table::record(pcs, block as usize, size, weight(block_size))
     };
     // SAFETY: per the contract, the span is ours.
     unsafe { (*page).sample = slot.map_or(0, |slot| slot + 1) };
