@@ -129,3 +129,73 @@ fn check_mode_child() {
     ebb::profile::stop();
     println!("check-mode child done");
 }
+
+/// Runs the big-block child below in a process of its own (the sites' totals must be
+/// its blocks' alone, and the other tests sample at the same time).
+#[test]
+fn big_blocks_credited() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "big_blocks_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("EBB_PROFILE_BIG_CHILD", "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("big-block child done"), "{text}");
+}
+
+/// Large blocks (their span's descriptor keeps the sample's slot) and huge ones moved
+/// by `realloc` (the descriptor moves with the mapping): every free credited.
+#[test]
+fn big_blocks_child() {
+    if std::env::var_os("EBB_PROFILE_BIG_CHILD").is_none() {
+        return;
+    }
+    assert!(ebb::profile::start(RATE));
+    let alloc = |n| ebb::alloc(n, 8);
+    // SAFETY: blocks from `ebb::alloc`, freed once.
+    let free = |p| unsafe { ebb::free(p) };
+    let large = churn(2_000, 600 << 10, alloc, free);
+    let (allocated, inuse) = totals();
+    let truth = (600u64 << 10) as f64 * 2e3;
+    assert_within("large blocks, allocated", allocated, truth);
+    assert_within("large blocks, in use", inuse, truth / 2.0);
+    for p in large {
+        free(p as *mut u8);
+    }
+    let (_, inuse) = totals();
+    assert_eq!(inuse, 0.0, "freed large samples still in use");
+    // Huge blocks (sampled every one at this rate), each grown by `realloc`: the
+    // mapping after a block is usually taken (a later block), so most move.
+    let huge: Vec<usize> = (0..8).map(|_| alloc(20 << 20) as usize).collect();
+    let mut moved = 0;
+    let grown: Vec<usize> = huge
+        .iter()
+        .map(|&p| {
+            // SAFETY: a live block from `ebb::alloc` with this alignment.
+            let q = unsafe { ebb::realloc(p as *mut u8, 48 << 20, 8) };
+            assert!(!q.is_null());
+            moved += (q as usize != p) as usize;
+            q as usize
+        })
+        .collect();
+    assert!(moved > 0, "no huge block moved: the test checks nothing");
+    let (_, inuse) = totals();
+    assert!(inuse > 0.0, "grown huge blocks not in use");
+    for p in grown {
+        free(p as *mut u8);
+    }
+    let (_, inuse) = totals();
+    assert_eq!(
+        inuse, 0.0,
+        "freed huge samples still in use ({moved} moved)"
+    );
+    ebb::profile::stop();
+    println!("big-block child done");
+}

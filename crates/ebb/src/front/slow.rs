@@ -460,7 +460,7 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
                 #[cfg(feature = "secure")]
                 crate::span::secure::check_large_canary(page, block);
                 crate::process::purger::before_span_free();
-                let sample = profile::freed(block);
+                let sample = profile::freed(page, block);
                 (*page).set_used(0);
                 COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
                 if !sample.is_some_and(|size| profile::keep_sampled_span(page, size)) {
@@ -469,7 +469,7 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
                 after_slow_path();
             }
             HUGE => {
-                profile::freed(block);
+                profile::freed(page, block);
                 huge::free(page);
                 // Without a background purger, this is where an expired kept mapping goes.
                 after_slow_path();

@@ -65,7 +65,8 @@ pub fn start(rate: u64) -> bool {
     } else {
         env_rate().unwrap_or(DEFAULT_RATE)
     };
-    RATE.store(rate, Ordering::Relaxed);
+    RATE.store(rate, Ordering::SeqCst);
+    sampler::reset_weights();
     sampler::reset_big();
     ACTIVE.store(true, Ordering::Relaxed);
     EPOCH.fetch_add(1, Ordering::Release);
@@ -126,14 +127,23 @@ pub struct Site<'a> {
 pub fn for_each_site(mut f: impl FnMut(&Site)) {
     table::for_each_bucket(|b| {
         let scale = table::OBJECT_SCALE;
+        // The frees first, each counted after its allocation; saturating, as the
+        // counters are separate atomics a sample may be between.
+        let freed_samples = b.freed_samples.load(Ordering::Acquire);
+        let freed_objects = b.freed_objects.load(Ordering::Acquire);
+        let freed_bytes = b.freed_bytes.load(Ordering::Acquire);
+        let samples = b.samples.load(Ordering::Acquire);
+        let alloc_objects = b.alloc_objects.load(Ordering::Acquire);
+        let alloc_bytes = b.alloc_bytes.load(Ordering::Acquire);
+        let inuse_objects = alloc_objects.saturating_sub(freed_objects);
         f(&Site {
             stack: b.stack(),
-            alloc_objects: (b.alloc_objects.load(Ordering::Relaxed) + scale / 2) / scale,
-            alloc_bytes: b.alloc_bytes.load(Ordering::Relaxed),
-            inuse_objects: (b.inuse_objects.load(Ordering::Relaxed) + scale / 2) / scale,
-            inuse_bytes: b.inuse_bytes.load(Ordering::Relaxed),
-            samples: b.samples.load(Ordering::Relaxed),
-            live_samples: b.live_samples.load(Ordering::Relaxed),
+            alloc_objects: (alloc_objects + scale / 2) / scale,
+            alloc_bytes,
+            inuse_objects: (inuse_objects + scale / 2) / scale,
+            inuse_bytes: alloc_bytes.saturating_sub(freed_bytes),
+            samples,
+            live_samples: samples.saturating_sub(freed_samples),
         })
     });
 }

@@ -198,10 +198,13 @@ pub fn serve_sampled(size: usize, block_size: usize, entry: stack::Entry) -> *mu
             page
         }
     };
-    // SAFETY: a live span head (from the arena or the cache) whose block starts at `start`.
-    let block = unsafe { (*page).start };
-    record_stack(&pcs[..depth], block, size, block_size);
-    block
+    // SAFETY: a live span head (from the arena or the cache) whose block starts at
+    // `start`, ours until the block is handed out.
+    unsafe {
+        let block = (*page).start;
+        record_stack(&pcs[..depth], page, block, size, block_size);
+        block
+    }
 }
 
 /// Record a sampled block at `block`, served by the caller in a span of one block whose
@@ -211,14 +214,73 @@ pub fn serve_sampled(size: usize, block_size: usize, entry: stack::Entry) -> *mu
 pub fn record_sampled(block: *mut u8, size: usize, block_size: usize, entry: stack::Entry) {
     let mut pcs = [0usize; table::MAX_DEPTH];
     let depth = stack::capture(entry, &mut pcs);
-    record_stack(&pcs[..depth], block, size, block_size);
+    // SAFETY: the block is the start of a live span of one block, not handed out yet.
+    unsafe { record_stack(&pcs[..depth], span_of(block), block, size, block_size) };
 }
 
-fn record_stack(pcs: &[usize], block: *mut u8, size: usize, block_size: usize) {
-    if !super::is_writer() {
-        let weight = math::sample_weight(block_size, RATE.load(Ordering::Relaxed));
-        table::record(pcs, block as usize, size, weight);
+/// The span descriptor of `block`, the start of a live span of one block (large or
+/// huge): the descriptor its free finds.
+fn span_of(block: *mut u8) -> *mut Page {
+    let segment = crate::span::segment::segment_of(block);
+    // SAFETY: a live block's window leads to its segment.
+    unsafe { crate::span::segment::page_of(segment, block) }
+}
+
+/// Weights already computed at the current rate, by block size: the size in the high
+/// half, the weight's `f32` bits in the low half (0: empty). A sample of a sized class,
+/// or a big block of a size sampled before, then costs one load instead of an `exp` and
+/// a division (the weight's precision, 1e-7, is far below the sampling noise).
+static WEIGHTS: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
+/// `math::sample_weight(size, RATE)`, through `WEIGHTS`.
+fn weight(size: usize) -> f64 {
+    let Ok(key) = u32::try_from(size) else {
+        return math::sample_weight(size, RATE.load(Ordering::Relaxed));
+    };
+    let entry = &WEIGHTS[(key.wrapping_mul(0x9E37_79B9) >> 26) as usize];
+    let seen = entry.load(Ordering::Relaxed);
+    if seen >> 32 == u64::from(key) && seen as u32 != 0 {
+        return f64::from(f32::from_bits(seen as u32));
     }
+    let rate = RATE.load(Ordering::SeqCst);
+    let weight = math::sample_weight(size, rate) as f32;
+    entry.store(
+        u64::from(key) << 32 | u64::from(weight.to_bits()),
+        Ordering::SeqCst,
+    );
+    if RATE.load(Ordering::SeqCst) != rate {
+        // `start` changed the rate meanwhile; its `reset_weights` may have run before
+        // the store above.
+        entry.store(0, Ordering::SeqCst);
+    }
+    f64::from(weight)
+}
+
+/// Forget the weights (the rate may change: profiling starts).
+pub fn reset_weights() {
+    for entry in &WEIGHTS {
+        entry.store(0, Ordering::SeqCst);
+    }
+}
+
+/// Record a sample and note its live slot in its span (`Page::sample`) for the free.
+///
+/// # Safety
+/// `page` is the span of one block holding `block`, not handed out yet.
+unsafe fn record_stack(
+    pcs: &[usize],
+    page: *mut Page,
+    block: *mut u8,
+    size: usize,
+    block_size: usize,
+) {
+    let slot = if super::is_writer() {
+        None
+    } else {
+        table::record(pcs, block as usize, size, weight(block_size))
+    };
+    // SAFETY: per the contract, the span is ours.
+    unsafe { (*page).sample = slot.map_or(0, |slot| slot + 1) };
 }
 
 /// A span of one block goes back to the arena other than through `free` (a first-class
@@ -231,8 +293,8 @@ fn record_stack(pcs: &[usize], block: *mut u8, size: usize, block_size: usize) {
 pub unsafe fn span_released(page: *mut Page) {
     // SAFETY: per the contract.
     unsafe {
-        if table::LIVE_COUNT.load(Ordering::Relaxed) != 0 && (*page).reserved == 1 {
-            table::freed((*page).start as usize);
+        if (*page).reserved == 1 {
+            freed(page, (*page).start);
         }
     }
 }
@@ -308,25 +370,46 @@ mod span_cache {
             return None;
         }
         let n = COUNT.load(Ordering::Relaxed);
-        let mut taken = None;
+        // The best fit among the spans of this size: one whose resident pages the block
+        // covers within the slack (nothing to give back), the most resident of those
+        // (the fewest pages to fault in); else the least resident (the least to give
+        // back). Taking any span of the size gave back the tail of a bigger block's
+        // span at most samples of a workload of mixed sizes (mstress: one `madvise`
+        // per sample, each a TLB shootdown across its threads).
+        let limit = used + SLACK_PAGES * crate::os::page_size();
+        let mut best: Option<(usize, usize)> = None;
         for i in (0..n).rev() {
             let page = SPANS[i].load(Ordering::Relaxed);
             // SAFETY: kept spans are live descriptors, ours while kept.
-            if unsafe { (*page).slice_count } as usize == slices {
-                let resident = RESIDENT[i].load(Ordering::Relaxed);
-                RESIDENT_TOTAL.fetch_sub(resident, Ordering::Relaxed);
-                taken = Some((page, resident));
-                SPANS[i].store(SPANS[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
-                RESIDENT[i].store(RESIDENT[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
-                COUNT.store(n - 1, Ordering::Relaxed);
-                break;
+            if unsafe { (*page).slice_count } as usize != slices {
+                continue;
+            }
+            let resident = RESIDENT[i].load(Ordering::Relaxed);
+            let better = match best {
+                None => true,
+                Some((_, have)) if have > limit => resident < have,
+                Some((_, have)) => resident <= limit && resident > have,
+            };
+            if better {
+                best = Some((i, resident));
+                if resident <= limit && resident >= used {
+                    break; // the block covers it exactly: nothing better
+                }
             }
         }
+        let taken = best.map(|(i, resident)| {
+            let page = SPANS[i].load(Ordering::Relaxed);
+            RESIDENT_TOTAL.fetch_sub(resident, Ordering::Relaxed);
+            SPANS[i].store(SPANS[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
+            RESIDENT[i].store(RESIDENT[n - 1].load(Ordering::Relaxed), Ordering::Relaxed);
+            COUNT.store(n - 1, Ordering::Relaxed);
+            (page, resident)
+        });
         unlock();
         let (page, resident) = taken?;
         // SAFETY: a kept span is ours alone (off every list, its slices taken).
         unsafe {
-            if resident > used + SLACK_PAGES * crate::os::page_size() {
+            if resident > limit {
                 crate::os::decommit((*page).start.add(used), resident - used);
             }
             (*page).is_zero = false;
@@ -427,13 +510,8 @@ pub fn big_allocated(block: *mut u8, size: usize, entry: stack::Entry) {
     }
     let mut pcs = [0usize; table::MAX_DEPTH];
     let depth = stack::capture(entry, &mut pcs);
-    let rate = RATE.load(Ordering::Relaxed);
-    table::record(
-        &pcs[..depth],
-        block as usize,
-        size,
-        math::sample_weight(size, rate),
-    );
+    // SAFETY: a large or huge block just allocated, not handed out yet.
+    unsafe { record_stack(&pcs[..depth], span_of(block), block, size, size) };
 }
 
 /// Reset the big-block countdown (profiling starts).
@@ -441,21 +519,34 @@ pub fn reset_big() {
     BIG_LEFT.store(0, Ordering::Relaxed);
 }
 
-/// A span-backed block (large, huge, or a sampled one) is being freed: the sample's
-/// requested size if it was a tracked sample.
+/// The block of a span of one block (large, huge, or a sampled one) is being freed:
+/// the sample's requested size if it was a tracked sample. One load of the span's
+/// descriptor (`Page::sample`) when it was not.
+///
+/// # Safety
+/// `page` is the span of `block`, held by the caller (the block's last user).
 #[inline]
-pub fn freed(block: *mut u8) -> Option<usize> {
-    if table::LIVE_COUNT.load(Ordering::Relaxed) != 0 {
-        table::freed(block as usize)
-    } else {
-        None
+pub unsafe fn freed(page: *mut Page, block: *mut u8) -> Option<usize> {
+    // SAFETY: per the contract.
+    let slot = unsafe { (*page).sample };
+    if slot == 0 {
+        return None;
     }
+    // SAFETY: as above.
+    unsafe { (*page).sample = 0 };
+    table::freed(slot - 1, block as usize)
 }
 
-/// A huge block moved in `realloc` (remapped without a free).
+/// A huge block moved in `realloc` (remapped without a free; its span's descriptor
+/// moved with its pages, `Page::sample` included).
 #[inline]
 pub fn moved(from: *mut u8, to: *mut u8) {
-    if from != to && table::LIVE_COUNT.load(Ordering::Relaxed) != 0 {
-        table::moved(from as usize, to as usize);
+    if from != to {
+        let page = span_of(to);
+        // SAFETY: `to` is a live huge block, its descriptor is the caller's.
+        let slot = unsafe { (*page).sample };
+        if slot != 0 {
+            table::moved(slot - 1, from as usize, to as usize);
+        }
     }
 }

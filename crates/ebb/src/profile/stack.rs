@@ -92,6 +92,7 @@ struct Code {
     first: usize,
     end: usize,
     last: Cell<usize>,
+    before_last: Cell<usize>,
     gap: Cell<(usize, usize)>,
 }
 
@@ -111,6 +112,7 @@ impl Code {
             first,
             end,
             last: Cell::new(0),
+            before_last: Cell::new(0),
             gap: Cell::new((0, 0)),
         }
     }
@@ -132,6 +134,14 @@ impl Code {
         if CODE_GRANULES[word].load(Ordering::Relaxed) & bit == 0 {
             return false;
         }
+        let before_last = self.before_last.get();
+        if RANGES[before_last][0].load(Ordering::Relaxed) <= addr
+            && addr < RANGES[before_last][1].load(Ordering::Relaxed)
+        {
+            self.before_last.set(last);
+            self.last.set(before_last);
+            return true;
+        }
         let (gap_start, gap_end) = self.gap.get();
         if gap_start <= addr && addr < gap_end {
             return false;
@@ -149,6 +159,7 @@ impl Code {
         // lo > 0: addr >= the first range's start (checked above).
         let end_before = RANGES[lo - 1][1].load(Ordering::Relaxed);
         if addr < end_before {
+            self.before_last.set(last);
             self.last.set(lo - 1);
             return true;
         }

@@ -1,7 +1,9 @@
 //! The sampler's records, lock-free and fixed in size: a table of call stacks
-//! (buckets) with the estimated allocations and live blocks of each, and a table of
-//! the sampled blocks still live (address -> bucket and the amounts to take back when
-//! the block is freed).
+//! (buckets) with the estimated allocations and frees of each, and a table of the
+//! sampled blocks still live (slot -> address, bucket and the amounts to credit when
+//! the block is freed). A sampled block's span keeps its slot (`Page::sample`), so a
+//! free goes straight to it: no probing, and nothing shared is written per sample
+//! beyond the bucket's three counters and the slot.
 //!
 //! Both live in one mapping made when profiling first starts (untouched entries cost
 //! address space only). Inserts claim an entry with one CAS; a bucket is published
@@ -36,19 +38,27 @@ pub struct Bucket {
     depth: u32,
     hash: u64,
     pcs: [usize; MAX_DEPTH],
-    /// Samples taken here, and of those, still live.
+    /// Samples taken here, and of those, freed (or never tracked as live).
     pub samples: AtomicU64,
-    pub live_samples: AtomicU64,
-    /// Estimates of the true totals (objects in `1/OBJECT_SCALE` units).
+    pub freed_samples: AtomicU64,
+    /// Estimates of the true totals (objects in `1/OBJECT_SCALE` units): allocated,
+    /// and of those freed. In use is the difference; kept as two sums, not as in-use
+    /// counters, so a sample writes three counters instead of six.
     pub alloc_objects: AtomicU64,
     pub alloc_bytes: AtomicU64,
-    pub inuse_objects: AtomicU64,
-    pub inuse_bytes: AtomicU64,
+    pub freed_objects: AtomicU64,
+    pub freed_bytes: AtomicU64,
 }
 
 impl Bucket {
     pub fn stack(&self) -> &[usize] {
         &self.pcs[..self.depth as usize]
+    }
+
+    fn add_freed(&self, objects: u64, bytes: u64) {
+        self.freed_samples.fetch_add(1, Ordering::Relaxed);
+        self.freed_objects.fetch_add(objects, Ordering::Relaxed);
+        self.freed_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 }
 
@@ -75,8 +85,6 @@ static TABLES: AtomicPtr<Tables> = AtomicPtr::new(core::ptr::null_mut());
 static MAKING: AtomicU32 = AtomicU32::new(0);
 /// Samples that found no room (a full bucket table or live table).
 pub static DROPPED: AtomicU64 = AtomicU64::new(0);
-/// Sampled blocks in the live table: frees of large spans look there only if some.
-pub static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 /// The tables, mapped on first use (zeroed memory is the empty state). Null if the
 /// OS refused the mapping.
@@ -164,14 +172,13 @@ fn bucket_for(t: &Tables, pcs: &[usize]) -> Option<u32> {
 }
 
 /// Record a sampled block at `addr` (0: not tracked as live) with its stack and the
-/// allocations it stands for (`weight`) of `size` bytes each.
-pub fn record(pcs: &[usize], addr: usize, size: usize, weight: f64) {
-    let Some(t) = tables() else {
-        return;
-    };
+/// allocations it stands for (`weight`) of `size` bytes each. Returns its live slot
+/// (for [`freed`]) if tracked; a block not tracked counts as allocated and freed.
+pub fn record(pcs: &[usize], addr: usize, size: usize, weight: f64) -> Option<u32> {
+    let t = tables()?;
     let Some(index) = bucket_for(t, pcs) else {
         DROPPED.fetch_add(1, Ordering::Relaxed);
-        return;
+        return None;
     };
     let b = &t.buckets[index as usize];
     let objects = (weight * OBJECT_SCALE as f64 + 0.5) as u64;
@@ -179,15 +186,25 @@ pub fn record(pcs: &[usize], addr: usize, size: usize, weight: f64) {
     b.samples.fetch_add(1, Ordering::Relaxed);
     b.alloc_objects.fetch_add(objects, Ordering::Relaxed);
     b.alloc_bytes.fetch_add(bytes, Ordering::Relaxed);
-    if addr == 0 || !track_live(t, addr, index, objects, bytes, size) {
-        return;
+    let slot = if addr == 0 {
+        None
+    } else {
+        track_live(t, addr, index, objects, bytes, size)
+    };
+    if slot.is_none() {
+        b.add_freed(objects, bytes);
     }
-    b.live_samples.fetch_add(1, Ordering::Relaxed);
-    b.inuse_objects.fetch_add(objects, Ordering::Relaxed);
-    b.inuse_bytes.fetch_add(bytes, Ordering::Relaxed);
+    slot
 }
 
-fn track_live(t: &Tables, addr: usize, bucket: u32, objects: u64, bytes: u64, size: usize) -> bool {
+fn track_live(
+    t: &Tables,
+    addr: usize,
+    bucket: u32,
+    objects: u64,
+    bytes: u64,
+    size: usize,
+) -> Option<u32> {
     let mut i = mix(addr);
     for _ in 0..PROBES {
         i &= LIVE_SLOTS - 1;
@@ -206,86 +223,41 @@ fn track_live(t: &Tables, addr: usize, bucket: u32, objects: u64, bytes: u64, si
             slot.objects.store(objects, Ordering::Relaxed);
             slot.bytes.store(bytes, Ordering::Relaxed);
             slot.size.store(size, Ordering::Relaxed);
-            LIVE_COUNT.fetch_add(1, Ordering::Relaxed);
-            return true;
+            return Some(i as u32);
         }
         i += 1;
     }
     DROPPED.fetch_add(1, Ordering::Relaxed);
-    false
-}
-
-/// The block at `addr` is being freed: if it is a tracked sample, take it off its
-/// bucket's live amounts and return its requested size.
-pub fn freed(addr: usize) -> Option<usize> {
-    let t = tables()?;
-    let mut i = mix(addr);
-    for _ in 0..PROBES {
-        i &= LIVE_SLOTS - 1;
-        let slot = &t.live[i];
-        let seen = slot.addr.load(Ordering::Acquire);
-        if seen == addr {
-            let bucket = slot.bucket.load(Ordering::Relaxed) as usize;
-            let objects = slot.objects.load(Ordering::Relaxed);
-            let bytes = slot.bytes.load(Ordering::Relaxed);
-            let size = slot.size.load(Ordering::Relaxed);
-            if slot
-                .addr
-                .compare_exchange(addr, TOMBSTONE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                let b = &t.buckets[bucket];
-                b.live_samples.fetch_sub(1, Ordering::Relaxed);
-                b.inuse_objects.fetch_sub(objects, Ordering::Relaxed);
-                b.inuse_bytes.fetch_sub(bytes, Ordering::Relaxed);
-                LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
-                return Some(size);
-            }
-            return None;
-        }
-        if seen == 0 {
-            return None;
-        }
-        i += 1;
-    }
     None
 }
 
-/// A sampled block moved (a huge block remapped by `realloc`): keep tracking it.
-pub fn moved(from: usize, to: usize) {
-    let Some(t) = tables() else {
-        return;
-    };
-    let mut i = mix(from);
-    for _ in 0..PROBES {
-        i &= LIVE_SLOTS - 1;
-        let slot = &t.live[i];
-        let seen = slot.addr.load(Ordering::Acquire);
-        if seen == from {
-            let bucket = slot.bucket.load(Ordering::Relaxed);
-            let objects = slot.objects.load(Ordering::Relaxed);
-            let bytes = slot.bytes.load(Ordering::Relaxed);
-            let size = slot.size.load(Ordering::Relaxed);
-            if slot
-                .addr
-                .compare_exchange(from, TOMBSTONE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
-                if !track_live(t, to, bucket, objects, bytes, size) {
-                    // Lost track: it no longer counts as live.
-                    let b = &t.buckets[bucket as usize];
-                    b.live_samples.fetch_sub(1, Ordering::Relaxed);
-                    b.inuse_objects.fetch_sub(objects, Ordering::Relaxed);
-                    b.inuse_bytes.fetch_sub(bytes, Ordering::Relaxed);
-                }
-            }
-            return;
-        }
-        if seen == 0 {
-            return;
-        }
-        i += 1;
+/// The block at `addr`, tracked in live slot `slot` (as [`record`] said), is being
+/// freed: credit its bucket and return its requested size. None if the slot holds
+/// another block (a stale slot number).
+pub fn freed(slot: u32, addr: usize) -> Option<usize> {
+    let t = tables()?;
+    let slot = t.live.get(slot as usize)?;
+    if slot.addr.load(Ordering::Acquire) != addr {
+        return None;
+    }
+    let bucket = slot.bucket.load(Ordering::Relaxed) as usize;
+    let objects = slot.objects.load(Ordering::Relaxed);
+    let bytes = slot.bytes.load(Ordering::Relaxed);
+    let size = slot.size.load(Ordering::Relaxed);
+    slot.addr
+        .compare_exchange(addr, TOMBSTONE, Ordering::AcqRel, Ordering::Relaxed)
+        .ok()?;
+    t.buckets[bucket].add_freed(objects, bytes);
+    Some(size)
+}
+
+/// A sampled block in live slot `slot` moved from `from` to `to` (a huge block
+/// remapped by `realloc`, its span's descriptor with it): keep tracking it.
+pub fn moved(slot: u32, from: usize, to: usize) {
+    if let Some(slot) = tables().and_then(|t| t.live.get(slot as usize)) {
+        let _ = slot
+            .addr
+            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed);
     }
 }
 

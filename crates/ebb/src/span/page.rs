@@ -147,6 +147,11 @@ pub struct Page {
     /// out, checked on free (`secure::write_small_canary`; `EBB_CANARY`).
     #[cfg(feature = "secure")]
     pub small_canary: bool,
+    /// A span of one block (large, huge, a sampled block's): 1 + the heap profiler's
+    /// live slot of its block if the block is a tracked sample, else 0 (or a stale
+    /// slot, which the profiler tells by the slot's address). Set when the block is
+    /// sampled, read and cleared by its free (`profile::freed`).
+    pub sample: u32,
     // -- line 1: read by every free
     _line1: [CacheLine; 0],
     /// Heap address, or a marker (`FREE`, `ABANDONED`, ...).
@@ -222,6 +227,7 @@ impl Page {
             large_canary: false,
             #[cfg(feature = "secure")]
             small_canary: false,
+            sample: 0,
             _line1: [],
             owner: AtomicUsize::new(FREE),
             last_owner: AtomicUsize::new(0),
