@@ -787,7 +787,11 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
             {
                 return ptr;
             }
-            _ if holds_blocks && fits => return ptr,
+            _ if holds_blocks && fits => {
+                // SAFETY: the caller's live block, shrunk (or kept) within `usable`.
+                crate::span::shrink::give_back_tail(ptr, old_size, new_size, usable);
+                return ptr;
+            }
             _ => {}
         }
         let new = alloc(new_size, align);
