@@ -113,6 +113,7 @@ pub fn run(quick: bool) {
             thread::sleep(Duration::from_micros(((due - now) * 1000.0) as u64));
         }
         readings[n] = (rec.elapsed_ms(), probe::mem());
+        rec.debug_stats("idle", ms);
     }
     let touched = pages.lock().unwrap().bytes();
     for (n, &ms) in sample_ms.iter().enumerate() {
