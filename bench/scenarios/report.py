@@ -41,7 +41,7 @@ TITLES = {
     "mixed-c": "mixed-c: the same in plain C (c/mixed.c) under LD_PRELOAD",
     "sparse-survivors": "sparse-survivors: 3 threads build 300 MB of object graphs, texts and buffers, each frees its neighbour's but a random 5% of whole objects, then idle; s after the last free",
     "store": "store: 3 indexers, 1 writer with a forever 4 KiB page cache and multi-page runs freed at commit, 2 readers; after each batch",
-    "many-threads": "many-threads: 1,000 threads each hold 50 blocks of 16 B..2 KiB, then idle; s after all hold their blocks",
+    "many-threads": "many-threads: 1,000 threads each hold 50 blocks of 16 B..2 KiB (log-uniform), then idle; s after all hold their blocks",
 }
 # Scenarios whose samples carry the touched-page bound (`touched_bytes`): their tables
 # show RSS (bound) per allocator, the bound being computed from each allocator's own

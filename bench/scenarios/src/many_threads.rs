@@ -1,7 +1,7 @@
 //! The many-threads scenario: a thousand threads that each hold a few small blocks, then
 //! idle (issue 14's fourth shape: what a thread that allocates a little costs).
 //!
-//! Each thread allocates 50 blocks of 16 B-2 KiB, collects the OS pages they touch
+//! Each thread allocates 50 blocks of 16 B-2 KiB (log-uniform by default), collects the OS pages they touch
 //! (the touched-page bound), reports in, and waits without calling the allocator. The
 //! main thread samples RSS before the first thread starts (the baseline), once every
 //! thread holds its blocks, and 1, 2 and 3 s later; the report divides RSS above the
@@ -25,6 +25,21 @@ fn blocks_per_thread() -> usize {
         .and_then(|v| v.parse().ok())
         .map_or(BLOCKS, |n: usize| n.min(BLOCKS))
 }
+/// How a block's size is drawn from 16 B..2 KiB: `MANY_THREADS_SIZES=uniform` (uniform
+/// bytes, 51.5 KB live per thread, the scenario's first form) or `log` (the default:
+/// log-uniform, every power-of-two band equally likely, ~21 KB live per thread; see
+/// docs/MEMORY.md "many-threads: the shape" for why).
+fn log_uniform_sizes() -> bool {
+    std::env::var("MANY_THREADS_SIZES").map_or(true, |v| v != "uniform")
+}
+
+/// A size in 16..=2048 bytes whose base-2 logarithm is uniform in 4..=11.
+fn log_uniform_size(rng: &mut Rng) -> usize {
+    // 7 octaves, each split in 1024 steps: 2^(4 + k/1024) for k uniform in 0..=7168.
+    let k = rng.range(0, 7 * 1024) as f64 / 1024.0;
+    ((2f64.powf(4.0 + k)).round() as usize).clamp(16, 2048)
+}
+
 const FULL_SAMPLES_MS: &[u64] = &[0, 1000, 2000, 3000];
 const QUICK_SAMPLES_MS: &[u64] = &[0, 100];
 
@@ -35,6 +50,7 @@ pub fn run(quick: bool) {
         (1000, FULL_SAMPLES_MS)
     };
     let per_thread_blocks = blocks_per_thread();
+    let log_sizes = log_uniform_sizes();
     let rec = Arc::new(Recorder::new("many-threads"));
     let ready = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -58,7 +74,11 @@ pub fn run(quick: bool) {
                 let mut blocks: [Option<Box<[u8]>>; BLOCKS] = [const { None }; BLOCKS];
                 let mut bytes = 0;
                 for b in blocks.iter_mut().take(per_thread_blocks) {
-                    let n = rng.range(16, 2048);
+                    let n = if log_sizes {
+                        log_uniform_size(&mut rng)
+                    } else {
+                        rng.range(16, 2048)
+                    };
                     let mut v = vec![0u8; n].into_boxed_slice();
                     v[n - 1] = 1;
                     bytes += n;
@@ -93,6 +113,7 @@ pub fn run(quick: bool) {
             thread::sleep(Duration::from_micros(((due - now) * 1000.0) as u64));
         }
         readings[n] = (rec.elapsed_ms(), probe::mem());
+        rec.debug_stats("idle", ms);
     }
     let touched = pages.lock().unwrap().bytes();
     for (n, &ms) in sample_ms.iter().enumerate() {

@@ -158,6 +158,14 @@ impl Recorder {
         m
     }
 
+    /// With `SCENARIO_ALLOC_STATS=1`, print the allocator's statistics and retention
+    /// report now (for samples taken with `probe::mem` and printed later).
+    pub fn debug_stats(&self, phase: &str, idx: u64) {
+        if self.debug_stats {
+            crate::print_alloc_stats(phase, idx);
+        }
+    }
+
     /// Print a sample taken earlier (or at a chosen time `t_ms`).
     pub fn print_sample(&self, t_ms: f64, phase: &str, idx: u64, live_bytes: u64, m: Mem) {
         self.print_sample_bound(t_ms, phase, idx, live_bytes, 0, m);

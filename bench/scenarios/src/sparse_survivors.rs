@@ -231,6 +231,10 @@ pub fn run(quick: bool) {
     for (n, &ms) in sample_ms.iter().enumerate() {
         let (t_ms, m) = readings[n];
         rec.print_sample_bound(t_ms, "idle", ms, live, touched, m);
+        if n + 1 == sample_ms.len() {
+            // Printed after every reading was taken: the state at the end, not at `ms`.
+            rec.debug_stats("idle", ms);
+        }
     }
     rec.summary(
         quick,

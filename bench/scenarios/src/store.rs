@@ -135,6 +135,8 @@ pub fn run(quick: bool) {
                 *shared.indexers_done.lock().unwrap() += 1;
                 shared.end.wait();
             }
+            // Alive until the last batch is sampled, as after every other batch.
+            shared.start.wait();
         }));
     }
     {
@@ -183,6 +185,8 @@ pub fn run(quick: bool) {
                 *shared.indexers_done.lock().unwrap() = 0;
                 shared.end.wait();
             }
+            // Alive until the last batch is sampled, as after every other batch.
+            shared.start.wait();
         }));
     }
     for r in 0..READERS {
@@ -204,6 +208,8 @@ pub fn run(quick: bool) {
                 }
                 shared.end.wait();
             }
+            // Alive until the last batch is sampled, as after every other batch.
+            shared.start.wait();
         }));
     }
     // `SCENARIO_NO_BOUND=1` skips the touched-page walk (timing runs: it calls
@@ -249,7 +255,13 @@ pub fn run(quick: bool) {
         let t_ms = rec.elapsed_ms();
         let m = crate::probe::mem();
         rec.print_sample_bound(t_ms, "batch", batch as u64, live as u64, touched, m);
+        rec.debug_stats("batch", batch as u64);
     }
+    // Release the workers, which waited at `start` so that the last batch, like every
+    // other, was sampled with every thread alive and waiting (before, they exited while
+    // the last sample was taken, and allocators that trim at thread exit, glibc and
+    // jemalloc, showed a drop at the last batch alone).
+    shared.start.wait();
     shared.stop.store(true, Ordering::SeqCst);
     for h in handles {
         let _ = h.join();

@@ -821,6 +821,10 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         // it when they are free.
         let fits = new_size <= usable && new_size >= usable / 2;
         match owner {
+            // A block of at most LARGE_MAX in a mapping of its own (no segment had room
+            // for it) already fits: resizing it to LARGE_MAX + 1 would grow the mapping,
+            // and `mremap` may move it (api.c `t_realloc_in_place`, 16 MiB).
+            HUGE if fits && new_size.max(LARGE_MAX + 1) > huge::usable_size(page) => return ptr,
             HUGE if fits || new_size > LARGE_MAX => {
                 let p = huge::resize(page, new_size.max(LARGE_MAX + 1));
                 if !p.is_null() {
@@ -842,7 +846,11 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
             {
                 return ptr;
             }
-            _ if holds_blocks && fits => return ptr,
+            _ if holds_blocks && fits => {
+                // SAFETY: the caller's live block, shrunk (or kept) within `usable`.
+                crate::span::shrink::give_back_tail(ptr, old_size, new_size, usable);
+                return ptr;
+            }
             _ => {}
         }
         let new = alloc(new_size, align);
