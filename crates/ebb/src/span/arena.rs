@@ -50,7 +50,7 @@ pub fn segments() -> impl Iterator<Item = *mut Segment> {
 /// Returns the span's first descriptor, set up as a span but owned by nobody yet
 /// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
 pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
-    let found = take_span(count, align, true, true);
+    let found = take_span(count, align, true, true, false);
     // A page keeps a guard at its end (`secure::guard_span`), none inside.
     #[cfg(feature = "secure")]
     if let Some((page, _)) = found {
@@ -97,11 +97,12 @@ fn take_span(
     align: usize,
     may_reserve: bool,
     small: bool,
+    large_block: bool,
 ) -> Option<(*mut Page, bool)> {
-    let found = search_or_reserve(count, align, may_reserve, small);
+    let found = search_or_reserve(count, align, may_reserve, small, large_block);
     if found.is_none() && may_reserve && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
         crate::span::huge::purge_cache(os::now_ms(), 0, true);
-        return search_or_reserve(count, align, may_reserve, small);
+        return search_or_reserve(count, align, may_reserve, small, large_block);
     }
     found
 }
@@ -111,6 +112,7 @@ fn search_or_reserve(
     align: usize,
     may_reserve: bool,
     small: bool,
+    large_block: bool,
 ) -> Option<(*mut Page, bool)> {
     debug_assert!(count > 0 && count < SLICES_PER_SEGMENT);
     let mut reuse = SPAN_LOCK.lock();
@@ -166,6 +168,9 @@ fn search_or_reserve(
         // Uncommitted slices were never touched or were decommitted, which zeroes.
         let is_zero = DECOMMIT_ZEROES && seg_ref.committed_slices.all(index, count, false);
         crate::span::large_pages::before_span_taken(seg_ref, index, count);
+        if large_block {
+            crate::span::large_pages::before_large_span_taken(seg_ref, index, count);
+        }
         let newly = count
             - (index..index + count)
                 .filter(|&i| seg_ref.committed_slices.get(i))
@@ -267,6 +272,7 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         align_slices,
         count + align_slices <= LARGE_NEW_SEGMENT_MAX_SLICES,
         false,
+        true,
     )?;
     #[cfg(feature = "secure")]
     // SAFETY: the span is ours.
@@ -341,6 +347,7 @@ unsafe fn resize_large_span(page: *mut Page, bytes: usize) -> bool {
             {
                 return false;
             }
+            crate::span::large_pages::before_large_span_taken(seg_ref, index, new_count);
             let newly = (index + old_count..index + new_count)
                 .filter(|&i| !seg_ref.committed_slices.get(i))
                 .count();
@@ -403,6 +410,7 @@ unsafe fn free_slices_locked(
         }
         seg_ref.free_slices.assign_range(index, count, true);
         seg_ref.free_count += count as u32;
+        crate::span::large_pages::after_slices_freed(seg_ref, index, count);
     }
     // A span in use is committed whole.
     reuse.freed(count);

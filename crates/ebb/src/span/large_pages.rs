@@ -209,6 +209,72 @@ pub fn before_span_taken(segment: &mut Segment, index: usize, count: usize) {
     }
 }
 
+/// Large blocks (dense growth's other half): slices `index..index + count` of
+/// `segment` are being taken for a large block (span lock held, before they are marked
+/// committed; for a block grown in place, the whole new span). Every unit wholly inside
+/// it that was never touched (no slice committed) is advised `MADV_HUGEPAGE`, so its
+/// first touch maps one huge page; partly touched units and the block's partial units
+/// at either end stay in 4 KiB pages. A block written only in part (a growing array's
+/// spare capacity) has resident what it touched, rounded up to 2 MiB: at most one
+/// unit's worth more per block, and only past [`DENSE_MIN_COMMITTED`].
+pub fn before_large_span_taken(segment: &mut Segment, index: usize, count: usize) {
+    if !dense_active() {
+        return;
+    }
+    let first = index.div_ceil(UNIT_SLICES);
+    let end = (index + count) / UNIT_SLICES;
+    let mut unit = first;
+    while unit < end {
+        // A run of consecutive units to advise in one call (one VMA split, not one per unit).
+        let mut run_end = unit;
+        while run_end < end
+            && segment.advised_units & (1 << run_end) == 0
+            && segment
+                .committed_slices
+                .all(run_end * UNIT_SLICES, UNIT_SLICES, false)
+        {
+            run_end += 1;
+        }
+        if run_end > unit {
+            let start = segment.slice_start(unit * UNIT_SLICES);
+            // SAFETY: whole units inside the segment's reservation, 2 MiB aligned
+            // (segments are 32 MiB aligned); advice only.
+            if unsafe { os::advise_huge_pages(start, (run_end - unit) * UNIT_SLICES * SLICE_SIZE) }
+            {
+                for u in unit..run_end {
+                    segment.advised_units |= 1 << u;
+                }
+                COUNTERS
+                    .dense_huge_units
+                    .fetch_add((run_end - unit) as u64, Ordering::Relaxed);
+            }
+            unit = run_end;
+        } else {
+            unit += 1;
+        }
+    }
+}
+
+/// Slices `index..index + count` of `segment` are freed (span lock held): every unit
+/// [`before_large_span_taken`] advised that they touch is advised `MADV_NOHUGEPAGE`
+/// again, so memory reused there by pages (and refaulted after a purge) maps 4 KiB
+/// pages and khugepaged does not fill it back up; the huge pages already mapped stay.
+pub fn after_slices_freed(segment: &mut Segment, index: usize, count: usize) {
+    if segment.advised_units == 0 {
+        return;
+    }
+    let first = index / UNIT_SLICES;
+    let last = (index + count - 1) / UNIT_SLICES;
+    for unit in first..=last {
+        if segment.advised_units & (1 << unit) != 0 {
+            segment.advised_units &= !(1 << unit);
+            let start = segment.slice_start(unit * UNIT_SLICES);
+            // SAFETY: a whole unit inside the segment's reservation; advice only.
+            let _ = unsafe { os::unadvise_huge_pages(start, UNIT_SLICES * SLICE_SIZE) };
+        }
+    }
+}
+
 /// True if no slice is free before slice `last` of `segment` in the order allocation
 /// takes free runs (segment order, then slice order): the heap is growing at its fill
 /// front, not refilling holes. Without this a unit faulted in at the front of one
