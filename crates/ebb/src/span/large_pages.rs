@@ -46,9 +46,18 @@
 //! the next unit is untouched, and three quarters of the unit it fills is in live
 //! blocks (`mostly_live`).
 //!
+//! Large blocks (also dense growth, same option and floor): the units lying whole
+//! inside a new large block (or added to one grown in place) that were never touched
+//! are advised `MADV_HUGEPAGE`, not faulted in ([`before_large_span_taken`]): the
+//! block's first touch of each maps one huge page, and what it never writes stays
+//! unmapped but for the unit holding its write front. Any free of its slices advises
+//! the unit `MADV_NOHUGEPAGE` again ([`after_slices_freed`]), so pages placed there
+//! later and refaults after a purge get 4 KiB pages, as with dense units. (An
+//! interpreter's hash tables and arrays: Lua's node arrays of 6-12 MiB, perl's bucket
+//! arrays; docs/REAL-PROGRAMS.md "Large blocks".)
+//!
 //! Never advised: memory touched sparsely (a few pages in many segments), memory
-//! reused after a purge, large blocks and huge mappings, which is where
-//! everything-advised lost (RSS of small multi-threaded programs, creep:
+//! reused after a purge, huge mappings, which is where everything-advised lost (RSS of small multi-threaded programs, creep:
 //! docs/BENCHMARKS.md "Transparent huge pages"). Each part of the rule was measured
 //! (docs/REAL-PROGRAMS.md "Dense growth"):
 //! - the final `MADV_NOHUGEPAGE`: left advised, khugepaged collapses a unit whole again
@@ -57,8 +66,8 @@
 //!   without);
 //! - counting the unit committed: units faulted in but passed over for older free
 //!   slices were never purged;
-//! - no large blocks: faulting in the untouched units inside a new large block made a
-//!   growing `Vec`'s unwritten capacity resident;
+//! - large blocks advised, not faulted in: faulting in the untouched units inside a
+//!   new large block made a growing `Vec`'s unwritten capacity resident;
 //! - the 32 MiB floor: the unit at the fill front, resident whole, added 3-10 MiB to
 //!   the speed suite's 7-16 MiB front ends;
 //! - only pages of blocks up to 8 KiB in a faulted-in unit ([`fills_densely`],
