@@ -50,7 +50,7 @@ pub fn segments() -> impl Iterator<Item = *mut Segment> {
 /// Returns the span's first descriptor, set up as a span but owned by nobody yet
 /// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
 pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
-    let found = take_span(count, align, true, true, false);
+    let found = take_span(count, align, true, true);
     // A page keeps a guard at its end (`secure::guard_span`), none inside.
     #[cfg(feature = "secure")]
     if let Some((page, _)) = found {
@@ -90,19 +90,20 @@ pub const LARGE_NEW_SEGMENT_MAX_SLICES: usize = SLICES_PER_SEGMENT / 8;
 /// `alloc_span`, reserving a new segment only if `may_reserve`. If the OS refuses a
 /// segment while freed huge mappings are kept, they go back first (they hold address
 /// space the OS may be short of) and the search runs again.
-/// `small`: the span is a page of small blocks (dense growth of such pages advises the
-/// next 2 MiB unit for huge pages: `large_pages::after_small_span`).
+/// `small`: the span is a page of blocks (dense growth of one-slice pages advises the
+/// next 2 MiB unit for huge pages: `large_pages::after_small_span`); else it is a
+/// large block (its whole untouched units are advised:
+/// `large_pages::before_large_span_taken`).
 fn take_span(
     count: usize,
     align: usize,
     may_reserve: bool,
     small: bool,
-    large_block: bool,
 ) -> Option<(*mut Page, bool)> {
-    let found = search_or_reserve(count, align, may_reserve, small, large_block);
+    let found = search_or_reserve(count, align, may_reserve, small);
     if found.is_none() && may_reserve && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
         crate::span::huge::purge_cache(os::now_ms(), 0, true);
-        return search_or_reserve(count, align, may_reserve, small, large_block);
+        return search_or_reserve(count, align, may_reserve, small);
     }
     found
 }
@@ -112,7 +113,6 @@ fn search_or_reserve(
     align: usize,
     may_reserve: bool,
     small: bool,
-    large_block: bool,
 ) -> Option<(*mut Page, bool)> {
     debug_assert!(count > 0 && count < SLICES_PER_SEGMENT);
     let mut reuse = SPAN_LOCK.lock();
@@ -168,7 +168,8 @@ fn search_or_reserve(
         // Uncommitted slices were never touched or were decommitted, which zeroes.
         let is_zero = DECOMMIT_ZEROES && seg_ref.committed_slices.all(index, count, false);
         crate::span::large_pages::before_span_taken(seg_ref, index, count);
-        if large_block {
+        // Not a page: a large block. Only one of a unit or more can hold a whole unit.
+        if !small && count >= crate::span::large_pages::UNIT_SLICES {
             crate::span::large_pages::before_large_span_taken(seg_ref, index, count);
         }
         let newly = count
@@ -272,7 +273,6 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
         align_slices,
         count + align_slices <= LARGE_NEW_SEGMENT_MAX_SLICES,
         false,
-        true,
     )?;
     #[cfg(feature = "secure")]
     // SAFETY: the span is ours.
@@ -347,7 +347,9 @@ unsafe fn resize_large_span(page: *mut Page, bytes: usize) -> bool {
             {
                 return false;
             }
-            crate::span::large_pages::before_large_span_taken(seg_ref, index, new_count);
+            if new_count >= crate::span::large_pages::UNIT_SLICES {
+                crate::span::large_pages::before_large_span_taken(seg_ref, index, new_count);
+            }
             let newly = (index + old_count..index + new_count)
                 .filter(|&i| !seg_ref.committed_slices.get(i))
                 .count();

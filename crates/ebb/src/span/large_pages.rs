@@ -226,7 +226,17 @@ pub fn before_span_taken(segment: &mut Segment, index: usize, count: usize) {
 /// at either end stay in 4 KiB pages. A block written only in part (a growing array's
 /// spare capacity) has resident what it touched, rounded up to 2 MiB: at most one
 /// unit's worth more per block, and only past [`DENSE_MIN_COMMITTED`].
+#[inline(always)]
 pub fn before_large_span_taken(segment: &mut Segment, index: usize, count: usize) {
+    // The floor first: the one test a process below it pays per large block.
+    if COUNTERS.committed.load(Ordering::Relaxed) >= DENSE_MIN_COMMITTED as u64 {
+        advise_large_units(segment, index, count);
+    }
+}
+
+/// [`before_large_span_taken`] past the floor.
+#[inline(never)]
+fn advise_large_units(segment: &mut Segment, index: usize, count: usize) {
     if !dense_active() {
         return;
     }
@@ -268,10 +278,18 @@ pub fn before_large_span_taken(segment: &mut Segment, index: usize, count: usize
 /// [`before_large_span_taken`] advised that they touch is advised `MADV_NOHUGEPAGE`
 /// again, so memory reused there by pages (and refaulted after a purge) maps 4 KiB
 /// pages and khugepaged does not fill it back up; the huge pages already mapped stay.
+#[inline(always)]
 pub fn after_slices_freed(segment: &mut Segment, index: usize, count: usize) {
-    if segment.advised_units == 0 {
-        return;
+    if segment.advised_units != 0 {
+        unadvise_freed_units(segment, index, count);
     }
+}
+
+/// [`after_slices_freed`] for a segment with advised units (out of line: a free of
+/// a span pays one test of `advised_units` when it has none).
+#[cold]
+#[inline(never)]
+fn unadvise_freed_units(segment: &mut Segment, index: usize, count: usize) {
     let first = index / UNIT_SLICES;
     let last = (index + count - 1) / UNIT_SLICES;
     for unit in first..=last {
