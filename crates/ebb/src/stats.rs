@@ -91,8 +91,9 @@ pub struct Stats {
     /// Blocks served from the pages all threads share, before the threads had pages of
     /// their own for the class (cumulative; `front/shared.rs`).
     pub shared_start_blocks: u64,
-    /// 2 MiB units advised for huge pages because small pages filled the one before
-    /// (cumulative; `span/large_pages.rs` "Dense growth").
+    /// 2 MiB units advised for huge pages by dense growth: faulted in because small
+    /// pages filled the one before, or lying whole and untouched inside a new large
+    /// block (cumulative; `span/large_pages.rs` "Dense growth", "Large blocks").
     pub dense_huge_units: u64,
     /// Resident bytes of ebb's memory, measured with `mincore`: segments (headers,
     /// spans, free slices not yet purged), huge blocks, kept huge mappings, heaps,

@@ -305,3 +305,63 @@ fn dense_growth_keeps_sparse_spans_out_of_the_unit_it_faulted_in() {
         "8 KiB blocks were not placed in the faulted-in unit"
     );
 }
+
+/// Dense growth's large blocks: past the 32 MiB floor, the whole units inside a new
+/// large block, untouched, are advised `MADV_HUGEPAGE` (their first touch maps a huge
+/// page), a partial unit at its start is not, and the advice is taken back when the
+/// block is freed (memory reused there by pages, or refaulted after a purge, maps
+/// 4 KiB pages again).
+#[test]
+fn dense_growth_advises_the_whole_units_of_a_large_block_until_it_is_freed() {
+    let _turn = turn(false);
+    if !thp_in_kernel() {
+        eprintln!("skipped: no transparent huge pages in this kernel");
+        return;
+    }
+    let mut options = ebb::options();
+    options.dense_huge_pages = true;
+    ebb::set_options(options);
+    // Past the 32 MiB floor: 40 MiB of 8 KiB blocks, each written.
+    let mut small = Vec::new();
+    for _ in 0..5120 {
+        let p = ebb::alloc(8192, 8);
+        assert!(!p.is_null());
+        // SAFETY: a live block of 8 KiB.
+        unsafe { std::ptr::write_bytes(p, 0x5a, 8192) };
+        small.push(p);
+    }
+    // Every free slice purged: the block's units are untouched when it takes them.
+    ebb::collect(true);
+    // 6 MiB starting one slice past a unit boundary: units 1 and 2 of it are whole.
+    let block = ebb::alloc(6 * MIB, 64 * 1024);
+    assert!(!block.is_null());
+    let first_whole = (block as usize + UNIT - 1) & !(UNIT - 1);
+    let whole_units = (block as usize + 6 * MIB - first_whole) / UNIT;
+    let advised_while_live: Vec<bool> = (0..whole_units)
+        .map(|u| advised((first_whole + u * UNIT) as *const u8))
+        .collect();
+    let start_advised = block as usize != first_whole && advised(block);
+    free(block);
+    let advised_after_free: Vec<bool> = (0..whole_units)
+        .map(|u| advised((first_whole + u * UNIT) as *const u8))
+        .collect();
+    options.dense_huge_pages = false;
+    ebb::set_options(options);
+    for p in small {
+        free(p);
+    }
+    ebb::collect(true);
+    assert!(
+        whole_units >= 2,
+        "a 6 MiB block holds {whole_units} whole units"
+    );
+    assert!(
+        advised_while_live.iter().all(|&a| a),
+        "whole units of a new large block not advised: {advised_while_live:?}"
+    );
+    assert!(!start_advised, "the block's partial first unit was advised");
+    assert!(
+        advised_after_free.iter().all(|&a| !a),
+        "the advice outlived the block: {advised_after_free:?}"
+    );
+}

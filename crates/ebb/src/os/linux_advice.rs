@@ -150,6 +150,23 @@ pub unsafe fn advise_huge_pages(ptr: *mut u8, size: usize) -> bool {
     })
 }
 
+/// Take back [`advise_huge_pages`] over `[ptr, ptr + size)` (`MADV_NOHUGEPAGE`): later
+/// faults there map 4 KiB pages and khugepaged leaves the range alone; huge pages
+/// already mapped stay until part of one is decommitted. False if refused. errno is
+/// preserved.
+///
+/// # Safety
+/// The range must be page aligned and reserved by this module.
+pub unsafe fn unadvise_huge_pages(ptr: *mut u8, size: usize) -> bool {
+    if page_size() != 4096 {
+        return false;
+    }
+    // SAFETY: per the contract above; advice only.
+    preserving_errno(|| unsafe {
+        libc::madvise(ptr as *mut c_void, size, libc::MADV_NOHUGEPAGE) == 0
+    })
+}
+
 /// Back `[ptr, ptr + size)` (whole, aligned huge pages, never touched) with huge pages
 /// now, and keep the kernel from making huge pages there again later: `MADV_HUGEPAGE`,
 /// a write of zero to each huge page (the fault maps a zeroed huge page, which the write

@@ -55,6 +55,9 @@
 //!   again after parts of it are decommitted (Linux: `MADV_HUGEPAGE`, a zero written
 //!   per huge page, `MADV_NOHUGEPAGE`). False if refused. Pre: reserved, aligned to
 //!   `HUGE_PAGE_SIZE`, untouched, unused.
+//! - `unadvise_huge_pages(ptr, size) -> bool`: undo `advise_huge_pages` over a range
+//!   (Linux: `MADV_NOHUGEPAGE`): later faults map base pages. Advice only. Pre:
+//!   reserved, page aligned.
 //! - `protect(ptr, size, accessible) -> bool`: make a page-aligned range of a
 //!   reservation fault on any access, or read/write again; true if done. Pre: page
 //!   aligned, reserved, unused while inaccessible. (The secure build's guard pages and
@@ -164,6 +167,7 @@ mod contract {
     const _: fn() -> u64 = random_seed;
     const _: unsafe fn(*mut u8, usize) -> bool = advise_huge_pages;
     const _: unsafe fn(*mut u8, usize) -> bool = populate_huge_pages;
+    const _: unsafe fn(*mut u8, usize) -> bool = unadvise_huge_pages;
     const _: fn() -> usize = page_size;
     const _: fn(fn(usize) -> bool) -> bool = catch_faults;
     const _: fn(*mut u8, usize) = valgrind_mark_defined;

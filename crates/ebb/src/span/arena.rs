@@ -90,8 +90,10 @@ pub const LARGE_NEW_SEGMENT_MAX_SLICES: usize = SLICES_PER_SEGMENT / 8;
 /// `alloc_span`, reserving a new segment only if `may_reserve`. If the OS refuses a
 /// segment while freed huge mappings are kept, they go back first (they hold address
 /// space the OS may be short of) and the search runs again.
-/// `small`: the span is a page of small blocks (dense growth of such pages advises the
-/// next 2 MiB unit for huge pages: `large_pages::after_small_span`).
+/// `small`: the span is a page of blocks (dense growth of one-slice pages advises the
+/// next 2 MiB unit for huge pages: `large_pages::after_small_span`); else it is a
+/// large block (its whole untouched units are advised:
+/// `large_pages::before_large_span_taken`).
 fn take_span(
     count: usize,
     align: usize,
@@ -166,6 +168,10 @@ fn search_or_reserve(
         // Uncommitted slices were never touched or were decommitted, which zeroes.
         let is_zero = DECOMMIT_ZEROES && seg_ref.committed_slices.all(index, count, false);
         crate::span::large_pages::before_span_taken(seg_ref, index, count);
+        // Not a page: a large block. Only one of a unit or more can hold a whole unit.
+        if !small && count >= crate::span::large_pages::UNIT_SLICES {
+            crate::span::large_pages::before_large_span_taken(seg_ref, index, count);
+        }
         let newly = count
             - (index..index + count)
                 .filter(|&i| seg_ref.committed_slices.get(i))
@@ -341,6 +347,9 @@ unsafe fn resize_large_span(page: *mut Page, bytes: usize) -> bool {
             {
                 return false;
             }
+            if new_count >= crate::span::large_pages::UNIT_SLICES {
+                crate::span::large_pages::before_large_span_taken(seg_ref, index, new_count);
+            }
             let newly = (index + old_count..index + new_count)
                 .filter(|&i| !seg_ref.committed_slices.get(i))
                 .count();
@@ -403,6 +412,7 @@ unsafe fn free_slices_locked(
         }
         seg_ref.free_slices.assign_range(index, count, true);
         seg_ref.free_count += count as u32;
+        crate::span::large_pages::after_slices_freed(seg_ref, index, count);
     }
     // A span in use is committed whole.
     reuse.freed(count);

@@ -46,9 +46,18 @@
 //! the next unit is untouched, and three quarters of the unit it fills is in live
 //! blocks (`mostly_live`).
 //!
+//! Large blocks (also dense growth, same option and floor): the units lying whole
+//! inside a new large block (or added to one grown in place) that were never touched
+//! are advised `MADV_HUGEPAGE`, not faulted in ([`before_large_span_taken`]): the
+//! block's first touch of each maps one huge page, and what it never writes stays
+//! unmapped but for the unit holding its write front. Any free of its slices advises
+//! the unit `MADV_NOHUGEPAGE` again ([`after_slices_freed`]), so pages placed there
+//! later and refaults after a purge get 4 KiB pages, as with dense units. (An
+//! interpreter's hash tables and arrays: Lua's node arrays of 6-12 MiB, perl's bucket
+//! arrays; docs/REAL-PROGRAMS.md "Large blocks".)
+//!
 //! Never advised: memory touched sparsely (a few pages in many segments), memory
-//! reused after a purge, large blocks and huge mappings, which is where
-//! everything-advised lost (RSS of small multi-threaded programs, creep:
+//! reused after a purge, huge mappings, which is where everything-advised lost (RSS of small multi-threaded programs, creep:
 //! docs/BENCHMARKS.md "Transparent huge pages"). Each part of the rule was measured
 //! (docs/REAL-PROGRAMS.md "Dense growth"):
 //! - the final `MADV_NOHUGEPAGE`: left advised, khugepaged collapses a unit whole again
@@ -57,8 +66,8 @@
 //!   without);
 //! - counting the unit committed: units faulted in but passed over for older free
 //!   slices were never purged;
-//! - no large blocks: faulting in the untouched units inside a new large block made a
-//!   growing `Vec`'s unwritten capacity resident;
+//! - large blocks advised, not faulted in: faulting in the untouched units inside a
+//!   new large block made a growing `Vec`'s unwritten capacity resident;
 //! - the 32 MiB floor: the unit at the fill front, resident whole, added 3-10 MiB to
 //!   the speed suite's 7-16 MiB front ends;
 //! - only pages of blocks up to 8 KiB in a faulted-in unit ([`fills_densely`],
@@ -205,6 +214,90 @@ pub fn before_span_taken(segment: &mut Segment, index: usize, count: usize) {
         );
         if !segment.committed_slices.all(from, to - from, true) {
             segment.dense_units &= !(1 << unit);
+        }
+    }
+}
+
+/// Large blocks (dense growth's other half): slices `index..index + count` of
+/// `segment` are being taken for a large block (span lock held, before they are marked
+/// committed; for a block grown in place, the whole new span). Every unit wholly inside
+/// it that was never touched (no slice committed) is advised `MADV_HUGEPAGE`, so its
+/// first touch maps one huge page; partly touched units and the block's partial units
+/// at either end stay in 4 KiB pages. A block written only in part (a growing array's
+/// spare capacity) has resident what it touched, rounded up to 2 MiB: at most one
+/// unit's worth more per block, and only past [`DENSE_MIN_COMMITTED`].
+#[inline(always)]
+pub fn before_large_span_taken(segment: &mut Segment, index: usize, count: usize) {
+    // The floor first: the one test a process below it pays per large block.
+    if COUNTERS.committed.load(Ordering::Relaxed) >= DENSE_MIN_COMMITTED as u64 {
+        advise_large_units(segment, index, count);
+    }
+}
+
+/// [`before_large_span_taken`] past the floor.
+#[inline(never)]
+fn advise_large_units(segment: &mut Segment, index: usize, count: usize) {
+    if !dense_active() {
+        return;
+    }
+    let first = index.div_ceil(UNIT_SLICES);
+    let end = (index + count) / UNIT_SLICES;
+    let mut unit = first;
+    while unit < end {
+        // A run of consecutive units to advise in one call (one VMA split, not one per unit).
+        let mut run_end = unit;
+        while run_end < end
+            && segment.advised_units & (1 << run_end) == 0
+            && segment
+                .committed_slices
+                .all(run_end * UNIT_SLICES, UNIT_SLICES, false)
+        {
+            run_end += 1;
+        }
+        if run_end > unit {
+            let start = segment.slice_start(unit * UNIT_SLICES);
+            // SAFETY: whole units inside the segment's reservation, 2 MiB aligned
+            // (segments are 32 MiB aligned); advice only.
+            if unsafe { os::advise_huge_pages(start, (run_end - unit) * UNIT_SLICES * SLICE_SIZE) }
+            {
+                for u in unit..run_end {
+                    segment.advised_units |= 1 << u;
+                }
+                COUNTERS
+                    .dense_huge_units
+                    .fetch_add((run_end - unit) as u64, Ordering::Relaxed);
+            }
+            unit = run_end;
+        } else {
+            unit += 1;
+        }
+    }
+}
+
+/// Slices `index..index + count` of `segment` are freed (span lock held): every unit
+/// [`before_large_span_taken`] advised that they touch is advised `MADV_NOHUGEPAGE`
+/// again, so memory reused there by pages (and refaulted after a purge) maps 4 KiB
+/// pages and khugepaged does not fill it back up; the huge pages already mapped stay.
+#[inline(always)]
+pub fn after_slices_freed(segment: &mut Segment, index: usize, count: usize) {
+    if segment.advised_units != 0 {
+        unadvise_freed_units(segment, index, count);
+    }
+}
+
+/// [`after_slices_freed`] for a segment with advised units (out of line: a free of
+/// a span pays one test of `advised_units` when it has none).
+#[cold]
+#[inline(never)]
+fn unadvise_freed_units(segment: &mut Segment, index: usize, count: usize) {
+    let first = index / UNIT_SLICES;
+    let last = (index + count - 1) / UNIT_SLICES;
+    for unit in first..=last {
+        if segment.advised_units & (1 << unit) != 0 {
+            segment.advised_units &= !(1 << unit);
+            let start = segment.slice_start(unit * UNIT_SLICES);
+            // SAFETY: a whole unit inside the segment's reservation; advice only.
+            let _ = unsafe { os::unadvise_huge_pages(start, UNIT_SLICES * SLICE_SIZE) };
         }
     }
 }

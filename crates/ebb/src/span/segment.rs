@@ -79,6 +79,10 @@ pub struct Segment {
     /// Bit `u`: 2 MiB unit `u` was faulted in whole as one huge page by dense growth
     /// (`large_pages`), and none of it was recommitted since (span lock).
     pub dense_units: u16,
+    /// Bit `u`: 2 MiB unit `u` lies wholly inside a large block and was advised
+    /// `MADV_HUGEPAGE` when the block took it untouched (`large_pages` "Large blocks");
+    /// advised `MADV_NOHUGEPAGE` again when any of it is freed (span lock).
+    pub advised_units: u16,
     /// Pages of abandoned spans with pending remote frees (`handoff::drain`).
     pub drain_mask: [AtomicU64; DRAIN_MASK_WORDS],
     /// Check mode only (`front::check`): one bit per 8-byte granule of the segment, set
