@@ -220,9 +220,10 @@ fn malloc_local_or_slow(
         // The heap's mask is 0 while it samples: then this refill is the slow path's,
         // which counts the blocks (`profile::sampler`). One `and`, on the flags the
         // null test needs anyway. (The cast exposes the pointer's provenance.)
-        let block = ((*page).local_free as usize & (*heap).local_mask) as *mut Block;
+        let mask = (*heap).local_mask;
+        let block = ((*page).local_free as usize & mask) as *mut Block;
         if block.is_null() {
-            return malloc_slow_and_leave(size, heap, c);
+            return malloc_carve_or_slow(size, page, heap, c, mask);
         }
         (*page).local_free = (*page).link(block);
         freed_key::clear(block);
@@ -235,6 +236,32 @@ fn malloc_local_or_slow(
         (*heap).leave();
         block as *mut u8
     }
+}
+
+/// The page's lists are empty: carve its next batch of blocks here (`Page::extend`,
+/// a few cache lines' worth, so their link words are still in L1 when they are
+/// popped), else the slow path. Not while the heap samples (`mask` 0: the slow path
+/// counts what the fast path hands out) nor while other threads' frees wait on the
+/// page (`Page::can_carve_in_place`). Out of line from `malloc_local_or_slow`, which
+/// then needs no stack frame for the call to `extend`.
+#[inline(never)]
+fn malloc_carve_or_slow(
+    size: usize,
+    page: *mut crate::span::page::Page,
+    heap: *mut heap::Heap,
+    c: bool,
+    mask: usize,
+) -> *mut u8 {
+    // SAFETY: as in `malloc_local_or_slow`: the page is this thread's, inside the
+    // window the fast path entered; the empty page never passes `can_carve_in_place`.
+    unsafe {
+        if mask != 0 && (*page).can_carve_in_place() && (*page).extend() {
+            let block = slow::pop(page);
+            (*heap).leave();
+            return block;
+        }
+    }
+    malloc_slow_and_leave(size, heap, c)
 }
 
 /// The malloc slow path, out of line so the fast path needs no stack frame (this is a

@@ -69,6 +69,16 @@ const _: () = {
 
 /// Bytes of blocks `Page::extend` carves at a time (at least one block).
 pub const CARVE_BYTES: usize = 16 * 1024;
+/// Cache lines `Page::extend` writes link words into at most (at least one block):
+/// 1 KiB of 16-byte blocks, 16 blocks of 64 bytes and more. A carve writes the link
+/// word of every block it carves, and `malloc` reads it back when it pops the block: a
+/// carve of 16 KiB of small blocks (256 lines, half of a 32 KiB L1) had its first
+/// lines evicted long before they were handed out, so both the write and the read
+/// missed. A carve this small stays in L1 until its blocks are popped, and the
+/// program's own first write to the block then hits too. The malloc fast path carves
+/// the next batch itself when its page runs dry (`alloc::malloc_carve_or_slow`), so
+/// the small batches cost no slow path.
+pub const CARVE_LINES: usize = 16;
 /// Bytes of a page's first carve (at least one block): one OS page, so a thread that
 /// takes a few blocks of many classes touches one OS page per class, not four (issue
 /// 14's many-threads shape: 1,000 threads of 50 blocks each). Later carves double what
@@ -566,9 +576,9 @@ impl Page {
         count
     }
 
-    /// Carve more never-used blocks onto `free` (which must be empty): about 16 KiB
-    /// worth (at least one block), because carving writes each block's link word and so
-    /// makes its memory resident. (Carving 8 big blocks at once was measured: faster
+    /// Carve more never-used blocks onto `free` (which must be empty): up to 16 KiB
+    /// worth and at most `CARVE_LINES` cache lines of link words (at least one block),
+    /// because carving writes each block's link word and so makes its memory resident. (Carving 8 big blocks at once was measured: faster
     /// malloc/free sweeps of 16-256 KiB blocks, but ~12% more RSS in the mixed C/Rust
     /// scenario, where threads leave pages with carved blocks they never use.)
     /// Holes (`span::holes`) are refilled first. Returns false if the page is fully
@@ -583,7 +593,10 @@ impl Page {
         }
         let size = self.block_size();
         let carve = (self.capacity as usize * size).clamp(FIRST_CARVE_BYTES, CARVE_BYTES);
-        let count = (carve / size).clamp(1, (self.reserved - self.capacity) as usize);
+        let line_cap = CARVE_LINES * 64 / size.min(64);
+        let count = (carve / size)
+            .min(line_cap)
+            .clamp(1, (self.reserved - self.capacity) as usize);
         // SAFETY: blocks capacity..capacity+count lie inside the page's span, which the
         // owner has exclusive use of; nobody else has seen them yet.
         unsafe {
@@ -656,6 +669,18 @@ impl Page {
             *used -= 1;
             *used == 0
         }
+    }
+
+    /// True if the owner may carve the next batch of blocks on the malloc fast path
+    /// (`alloc::malloc_carve_or_slow`): never-carved blocks are left, no hole waits to
+    /// be refilled, and no other thread's frees wait on `thread_free` (those go first,
+    /// taken in by the slow path, as `slow::find_page` does). The empty page never
+    /// qualifies (nothing to carve). Owner only.
+    #[inline(always)]
+    pub fn can_carve_in_place(&self) -> bool {
+        self.capacity < self.reserved
+            && self.holes == 0
+            && self.thread_free.load(Ordering::Relaxed).is_null()
     }
 
     /// Free from a thread that does not own the page: one CAS push. Returns the list

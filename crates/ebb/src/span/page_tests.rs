@@ -85,10 +85,13 @@ fn extend_pop_free_collect() {
     let mut page = page_over(&mut buf, 64);
     assert_eq!(page.reserved, 64);
     assert!(page.extend());
-    assert_eq!(page.capacity, 64);
-    assert_eq!(list_len(&page, page.free), 64);
+    assert_eq!(
+        page.capacity as usize, CARVE_LINES,
+        "one block per line, capped"
+    );
+    assert_eq!(list_len(&page, page.free), CARVE_LINES);
     let mut taken = vec![];
-    while page.has_free() {
+    while page.has_free() || page.extend() {
         let b = page.free;
         // SAFETY: test owns the page.
         unsafe {
@@ -172,7 +175,7 @@ fn remote_list_joins_both_lists_when_neither_is_empty() {
     assert!(page.is_unused());
     assert_eq!(
         list_len(&page, page.free) + list_len(&page, page.local_free),
-        64
+        page.capacity as usize
     );
 }
 
@@ -209,22 +212,48 @@ fn owner_free_is_reused_first_unless_free_is_known_zero() {
 
 #[test]
 fn extend_is_incremental() {
+    // Blocks of 1 KiB (one cache line of link word each): bytes decide.
     let mut buf = vec![0u8; 65536];
-    let mut page = page_over(&mut buf, 16);
+    let mut page = page_over(&mut buf, 1024);
     assert!(page.extend());
     assert_eq!(
         page.capacity as usize,
-        FIRST_CARVE_BYTES / 16,
+        FIRST_CARVE_BYTES / 1024,
         "first carve: one OS page"
     );
     for carved_kib in [8, 16, 32, 48] {
         page.free = null_mut();
         assert!(page.extend());
-        assert_eq!(
-            page.capacity as usize,
-            carved_kib * 1024 / 16,
-            "doubling to 16 KiB"
-        );
+        assert_eq!(page.capacity as usize, carved_kib, "doubling to 16 KiB");
     }
     assert!(page.capacity < page.reserved);
+}
+
+#[test]
+fn extend_writes_at_most_carve_lines() {
+    // Small blocks: the lines of link words written decide (1 KiB of 16-byte blocks,
+    // 16 blocks of 64 bytes), not the 4-16 KiB of bytes.
+    for (size, per_carve) in [
+        (16, CARVE_LINES * 4),
+        (48, CARVE_LINES * 64 / 48),
+        (64, CARVE_LINES),
+        (256, CARVE_LINES),
+    ] {
+        let mut buf = vec![0u8; 65536];
+        let mut page = page_over(&mut buf, size);
+        for carves in 1..=3 {
+            page.free = null_mut();
+            assert!(page.extend());
+            assert_eq!(
+                page.capacity as usize,
+                carves * per_carve,
+                "{size}-byte blocks"
+            );
+        }
+        // A remote free waiting keeps the fast path's carve out.
+        assert!(page.can_carve_in_place());
+        page.thread_free
+            .store(page.start as *mut Block, Ordering::Relaxed);
+        assert!(!page.can_carve_in_place());
+    }
 }
