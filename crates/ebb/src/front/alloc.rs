@@ -3,7 +3,8 @@
 //! malloc (size <= 512 KiB, alignment <= 16):
 //!   heap = TLS; page = heap.current[class], class = heap.small_class[size] (<= 1 KiB),
 //!   else MID_CLASS[(size-1)/128] (<= 64 KiB), else class_of(size);
-//!   block = page.free; if null -> slow path; page.free = block.next; page.used += 1.
+//!   block = page.free; if null -> page.local_free, else carve a few more blocks
+//!   (out of line), else slow path; page.free = block.next; page.used += 1.
 //! free:
 //!   segment = SEGMENT_MAP[ptr >> 25]; page = segment.span_page[slice];
 //!   if page.owner == heap: push on page.free (page.local_free while the free list is

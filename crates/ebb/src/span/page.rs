@@ -77,8 +77,19 @@ pub const CARVE_BYTES: usize = 16 * 1024;
 /// missed. A carve this small stays in L1 until its blocks are popped, and the
 /// program's own first write to the block then hits too. The malloc fast path carves
 /// the next batch itself when its page runs dry (`alloc::malloc_carve_or_slow`), so
-/// the small batches cost no slow path.
+/// the small batches cost no slow path. Not in the secure build, whose carve is also the
+/// unit its randomised order shuffles within (`secure::link_carved`).
 pub const CARVE_LINES: usize = 16;
+
+/// The most blocks of `size` bytes one carve may hold by [`CARVE_LINES`] (no limit in
+/// the secure build).
+pub const fn carve_line_cap(size: usize) -> usize {
+    if cfg!(feature = "secure") {
+        return usize::MAX;
+    }
+    CARVE_LINES * 64 / if size < 64 { size } else { 64 }
+}
+
 /// Bytes of a page's first carve (at least one block): one OS page, so a thread that
 /// takes a few blocks of many classes touches one OS page per class, not four (issue
 /// 14's many-threads shape: 1,000 threads of 50 blocks each). Later carves double what
@@ -593,9 +604,8 @@ impl Page {
         }
         let size = self.block_size();
         let carve = (self.capacity as usize * size).clamp(FIRST_CARVE_BYTES, CARVE_BYTES);
-        let line_cap = CARVE_LINES * 64 / size.min(64);
         let count = (carve / size)
-            .min(line_cap)
+            .min(carve_line_cap(size))
             .clamp(1, (self.reserved - self.capacity) as usize);
         // SAFETY: blocks capacity..capacity+count lie inside the page's span, which the
         // owner has exclusive use of; nobody else has seen them yet.
