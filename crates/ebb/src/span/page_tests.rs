@@ -227,7 +227,7 @@ fn extend_is_incremental() {
     assert!(page.capacity < page.reserved);
 }
 
-/// Small blocks: the lines of link words written decide (1 KiB of 16-byte blocks, 16
+/// Small blocks: the lines of link words written decide (2 KiB of 16-byte blocks, 32
 /// blocks of 64 bytes), not the 4-16 KiB of bytes. (The secure build carves by bytes.)
 #[cfg(not(feature = "secure"))]
 #[test]
@@ -236,7 +236,7 @@ fn extend_writes_at_most_carve_lines() {
         (16, CARVE_LINES * 4),
         (48, CARVE_LINES * 64 / 48),
         (64, CARVE_LINES),
-        (256, CARVE_LINES),
+        (128, CARVE_LINES),
     ] {
         let mut buf = vec![0u8; 65536];
         let mut page = page_over(&mut buf, size);
@@ -270,4 +270,30 @@ fn carving_in_place_only_with_nothing_else_to_hand_out() {
         page.free = null_mut();
     }
     assert!(!page.can_carve_in_place(), "fully carved");
+}
+
+/// The fast path's carve carves what `extend` would: the same counts, doubling from
+/// the first carve up to the class's batch, until the page is full.
+#[test]
+fn carve_in_place_carves_as_extend_does() {
+    for size in [16, 48, 64, 256, 1024, 8192] {
+        let mut a_buf = vec![0u8; 65536];
+        let mut b_buf = vec![0u8; 65536];
+        let mut a = page_over(&mut a_buf, size);
+        let mut b = page_over(&mut b_buf, size);
+        assert!(a.extend() && b.extend(), "first carve: the slow path's");
+        loop {
+            a.free = null_mut();
+            b.free = null_mut();
+            let more = b.can_carve_in_place();
+            assert_eq!(a.extend(), more);
+            if !more {
+                break;
+            }
+            assert!(b.carve_in_place());
+            assert_eq!(a.capacity, b.capacity, "{size}-byte blocks");
+            assert_eq!(list_len(&a, a.free), list_len(&b, b.free));
+        }
+        assert_eq!(b.capacity, b.reserved);
+    }
 }
