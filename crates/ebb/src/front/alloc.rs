@@ -376,16 +376,11 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
     alloc_big(size, align)
 }
 
-/// Blocks above `MEDIUM_MAX`, or with alignment above one slice. Above
-/// `arena::LARGE_SPAN_MAX` (4 MiB) a block gets a huge mapping, built out of the huge
-/// pool's kept pages (`span::huge_pool`): as a large span it took slices of a segment
-/// that, once freed, stayed committed beside the pool's pages (retention), so a
-/// program replacing such blocks held both (`huge-replace`: 425 -> 393 MiB peak with
-/// `libebb.so`, 127,000 -> 106,000 faults, the same CPU).
+/// Blocks above `MEDIUM_MAX`, or with alignment above one slice.
 #[cold]
 #[inline(never)]
 fn alloc_big(size: usize, align: usize) -> *mut u8 {
-    if size <= LARGE_MAX.min(arena::LARGE_SPAN_MAX) {
+    if size <= LARGE_MAX {
         #[cfg(feature = "secure")]
         let span = crate::span::secure::alloc_large(size, align);
         #[cfg(not(feature = "secure"))]
@@ -799,8 +794,8 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         // it when they are free.
         let fits = new_size <= usable && new_size >= usable / 2;
         match owner {
-            HUGE if fits || new_size > arena::LARGE_SPAN_MAX => {
-                let p = huge::resize(page, new_size.max(arena::LARGE_SPAN_MAX + 1));
+            HUGE if fits || new_size > LARGE_MAX => {
+                let p = huge::resize(page, new_size.max(LARGE_MAX + 1));
                 if !p.is_null() {
                     crate::profile::moved(ptr, p);
                     return p;

@@ -86,10 +86,6 @@ unsafe fn unguard_span_slices(page: *mut Page, from: usize, count: usize) {
 /// `ulimit -v`), so one that finds no room in an existing segment gets a mapping of its
 /// own (`huge.rs`) instead.
 pub const LARGE_NEW_SEGMENT_MAX_SLICES: usize = SLICES_PER_SEGMENT / 8;
-/// The largest block `malloc` puts in a segment's span (4 MiB); bigger ones get huge
-/// mappings (`front::alloc::alloc_big`). First-class heaps and heap-profile samples
-/// still take spans up to `LARGE_MAX` with `alloc_large`.
-pub const LARGE_SPAN_MAX: usize = LARGE_NEW_SEGMENT_MAX_SLICES * SLICE_SIZE;
 
 /// `alloc_span`, reserving a new segment only if `may_reserve`. If the OS refuses a
 /// segment while freed huge mappings are kept, they go back first (they hold address
