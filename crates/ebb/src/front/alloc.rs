@@ -3,7 +3,8 @@
 //! malloc (size <= 512 KiB, alignment <= 16):
 //!   heap = TLS; page = heap.current[class], class = heap.small_class[size] (<= 1 KiB),
 //!   else MID_CLASS[(size-1)/128] (<= 64 KiB), else class_of(size);
-//!   block = page.free; if null -> slow path; page.free = block.next; page.used += 1.
+//!   block = page.free; if null -> page.local_free, else carve a few more blocks
+//!   (out of line), else slow path; page.free = block.next; page.used += 1.
 //! free:
 //!   segment = SEGMENT_MAP[ptr >> 25]; page = segment.span_page[slice];
 //!   if page.owner == heap: push on page.free (page.local_free while the free list is
@@ -220,9 +221,10 @@ fn malloc_local_or_slow(
         // The heap's mask is 0 while it samples: then this refill is the slow path's,
         // which counts the blocks (`profile::sampler`). One `and`, on the flags the
         // null test needs anyway. (The cast exposes the pointer's provenance.)
-        let block = ((*page).local_free as usize & (*heap).local_mask) as *mut Block;
+        let mask = (*heap).local_mask;
+        let block = ((*page).local_free as usize & mask) as *mut Block;
         if block.is_null() {
-            return malloc_slow_and_leave(size, heap, c);
+            return malloc_carve_or_slow(size, page, heap, c, mask);
         }
         (*page).local_free = (*page).link(block);
         freed_key::clear(block);
@@ -235,6 +237,32 @@ fn malloc_local_or_slow(
         (*heap).leave();
         block as *mut u8
     }
+}
+
+/// The page's lists are empty: carve its next batch of blocks here (`Page::extend`,
+/// a few cache lines' worth, so their link words are still in L1 when they are
+/// popped), else the slow path. Not while the heap samples (`mask` 0: the slow path
+/// counts what the fast path hands out) nor while other threads' frees wait on the
+/// page (`Page::can_carve_in_place`). Out of line from `malloc_local_or_slow`, which
+/// then needs no stack frame for the call to `extend`.
+#[inline(never)]
+fn malloc_carve_or_slow(
+    size: usize,
+    page: *mut crate::span::page::Page,
+    heap: *mut heap::Heap,
+    c: bool,
+    mask: usize,
+) -> *mut u8 {
+    // SAFETY: as in `malloc_local_or_slow`: the page is this thread's, inside the
+    // window the fast path entered; the empty page never passes `can_carve_in_place`.
+    unsafe {
+        if mask != 0 && (*page).can_carve_in_place() && (*page).carve_in_place() {
+            let block = slow::pop(page);
+            (*heap).leave();
+            return block;
+        }
+    }
+    malloc_slow_and_leave(size, heap, c)
 }
 
 /// The malloc slow path, out of line so the fast path needs no stack frame (this is a

@@ -85,10 +85,11 @@ fn extend_pop_free_collect() {
     let mut page = page_over(&mut buf, 64);
     assert_eq!(page.reserved, 64);
     assert!(page.extend());
-    assert_eq!(page.capacity, 64);
-    assert_eq!(list_len(&page, page.free), 64);
+    let first = carve_line_cap(64).min(64);
+    assert_eq!(page.capacity as usize, first, "one block per line, capped");
+    assert_eq!(list_len(&page, page.free), first);
     let mut taken = vec![];
-    while page.has_free() {
+    while page.has_free() || page.extend() {
         let b = page.free;
         // SAFETY: test owns the page.
         unsafe {
@@ -172,7 +173,7 @@ fn remote_list_joins_both_lists_when_neither_is_empty() {
     assert!(page.is_unused());
     assert_eq!(
         list_len(&page, page.free) + list_len(&page, page.local_free),
-        64
+        page.capacity as usize
     );
 }
 
@@ -209,22 +210,90 @@ fn owner_free_is_reused_first_unless_free_is_known_zero() {
 
 #[test]
 fn extend_is_incremental() {
+    // Blocks of 1 KiB (one cache line of link word each): bytes decide.
     let mut buf = vec![0u8; 65536];
-    let mut page = page_over(&mut buf, 16);
+    let mut page = page_over(&mut buf, 1024);
     assert!(page.extend());
     assert_eq!(
         page.capacity as usize,
-        FIRST_CARVE_BYTES / 16,
+        FIRST_CARVE_BYTES / 1024,
         "first carve: one OS page"
     );
     for carved_kib in [8, 16, 32, 48] {
         page.free = null_mut();
         assert!(page.extend());
-        assert_eq!(
-            page.capacity as usize,
-            carved_kib * 1024 / 16,
-            "doubling to 16 KiB"
-        );
+        assert_eq!(page.capacity as usize, carved_kib, "doubling to 16 KiB");
     }
     assert!(page.capacity < page.reserved);
+}
+
+/// Small blocks: the lines of link words written decide (2 KiB of 16-byte blocks, 32
+/// blocks of 64 bytes), not the 4-16 KiB of bytes. (The secure build carves by bytes.)
+#[cfg(not(feature = "secure"))]
+#[test]
+fn extend_writes_at_most_carve_lines() {
+    for (size, per_carve) in [
+        (16, CARVE_LINES * 4),
+        (48, CARVE_LINES * 64 / 48),
+        (64, CARVE_LINES),
+        (128, CARVE_LINES),
+    ] {
+        let mut buf = vec![0u8; 65536];
+        let mut page = page_over(&mut buf, size);
+        for carves in 1..=3 {
+            page.free = null_mut();
+            assert!(page.extend());
+            assert_eq!(
+                page.capacity as usize,
+                carves * per_carve,
+                "{size}-byte blocks"
+            );
+        }
+    }
+}
+
+/// The fast path's carve waits while other threads' frees wait, or a hole does, and
+/// once the page is fully carved.
+#[test]
+fn carving_in_place_only_with_nothing_else_to_hand_out() {
+    let mut buf = vec![0u8; 4096];
+    let mut page = page_over(&mut buf, 64);
+    assert!(page.can_carve_in_place());
+    page.thread_free
+        .store(page.start as *mut Block, Ordering::Relaxed);
+    assert!(!page.can_carve_in_place(), "a remote free waits");
+    page.thread_free.store(null_mut(), Ordering::Relaxed);
+    page.holes = 1;
+    assert!(!page.can_carve_in_place(), "a hole waits");
+    page.holes = 0;
+    while page.extend() {
+        page.free = null_mut();
+    }
+    assert!(!page.can_carve_in_place(), "fully carved");
+}
+
+/// The fast path's carve carves what `extend` would: the same counts, doubling from
+/// the first carve up to the class's batch, until the page is full.
+#[test]
+fn carve_in_place_carves_as_extend_does() {
+    for size in [16, 48, 64, 256, 1024, 8192] {
+        let mut a_buf = vec![0u8; 65536];
+        let mut b_buf = vec![0u8; 65536];
+        let mut a = page_over(&mut a_buf, size);
+        let mut b = page_over(&mut b_buf, size);
+        assert!(a.extend() && b.extend(), "first carve: the slow path's");
+        loop {
+            a.free = null_mut();
+            b.free = null_mut();
+            let more = b.can_carve_in_place();
+            assert_eq!(a.extend(), more);
+            if !more {
+                break;
+            }
+            assert!(b.carve_in_place());
+            assert_eq!(a.capacity, b.capacity, "{size}-byte blocks");
+            assert_eq!(list_len(&a, a.free), list_len(&b, b.free));
+        }
+        assert_eq!(b.capacity, b.reserved);
+    }
 }
