@@ -215,6 +215,7 @@ static HOOKS: process::Hooks = process::Hooks {
     after_fork_child: abandon_foreign_heaps_after_fork,
     take_over_idle: takeover::take_over_idle,
     heap_bytes: core::mem::size_of::<Heap>(),
+    heap_link_offset: core::mem::offset_of!(Heap, link),
 };
 
 /// Arm the reports at exit and on a signal (`EBB_SHOW_STATS`, `EBB_STATS_FILE`,

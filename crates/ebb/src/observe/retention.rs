@@ -13,7 +13,7 @@
 
 use super::smaps::{self, Mapping};
 use super::{
-    check_bitmap_of, for_each_ebb_window, free_slices_of, heap_bytes, heaps_in, huge_in_use,
+    check_bitmap_of, for_each_ebb_window, free_slices_of, heaps_resident_in, huge_in_use,
     resident_bytes, SegmentResidency,
 };
 use crate::diag::StderrWriter;
@@ -373,7 +373,7 @@ fn anonymous_parts(r: &mut Retention, m: &Mapping) -> u64 {
         ebb_here += bytes;
         r.metadata += bytes;
     }
-    let heaps = heaps_in(m.start, m.end) * heap_bytes();
+    let heaps = heaps_resident_in(m.start, m.end);
     ebb_here += heaps;
     r.metadata += heaps;
     for seg in arena::segments() {

@@ -632,6 +632,27 @@ pub fn open_read(path: &[u8]) -> Option<c_int> {
     (fd >= 0).then_some(fd)
 }
 
+/// Read up to `buf.len()` bytes from `fd` at `offset` (`pread`): the count read, 0 at
+/// the end, or -1 on an error other than an interruption (errno is preserved).
+pub fn read_fd_at(fd: c_int, buf: &mut [u8], offset: u64) -> isize {
+    loop {
+        // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes.
+        let (n, err) = preserving_errno(|| unsafe {
+            let n = libc::pread(
+                fd,
+                buf.as_mut_ptr() as *mut c_void,
+                buf.len(),
+                offset as libc::off_t,
+            );
+            (n, if n < 0 { errno() } else { 0 })
+        });
+        if n < 0 && err == libc::EINTR {
+            continue;
+        }
+        return n;
+    }
+}
+
 /// Read up to `buf.len()` bytes from `fd`: the count read, 0 at the end, or -1 on an
 /// error other than an interruption (errno is preserved).
 pub fn read_fd(fd: c_int, buf: &mut [u8]) -> isize {

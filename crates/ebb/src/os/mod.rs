@@ -105,8 +105,9 @@
 //!
 //! Observation (stats and the retention report, `observe/`): `mincore(ptr, len, out)`
 //! (which OS pages of a mapped range are resident, one byte per page, bit 0; false if
-//! part of the range is not mapped), `open_read(path)` and `read_fd(fd, buf)` (reading
-//! `/proc/self/smaps` into a caller's buffer), `signal_number(name)` and
+//! part of the range is not mapped), `open_read(path)`, `read_fd(fd, buf)` and
+//! `read_fd_at(fd, buf, offset)` (reading `/proc/self/smaps` into a caller's buffer,
+//! `/proc/self/pagemap` entries), `signal_number(name)` and
 //! `on_signal(signo, handler)` (`EBB_REPORT_SIGNAL`), `read_checked(src, dst)` (copy
 //! from our own memory, false instead of a fault if another thread unmapped it: the
 //! header of a huge mapping found through the segment map may be freed meanwhile).
@@ -195,6 +196,7 @@ mod contract {
     const _: fn(*const u8, usize, &mut [u8]) -> bool = mincore;
     const _: fn(&[u8]) -> Option<c_int> = open_read;
     const _: fn(c_int, &mut [u8]) -> isize = read_fd;
+    const _: fn(c_int, &mut [u8], u64) -> isize = read_fd_at;
     const _: fn(&[u8]) -> Option<c_int> = signal_number;
     const _: fn(c_int, extern "C" fn(c_int)) -> bool = on_signal;
     const _: fn(usize, &mut [u8]) -> bool = read_checked;

@@ -30,6 +30,9 @@ pub struct Hooks {
     pub take_over_idle: fn(u64, u64) -> u64,
     /// Bytes of one heap (the front end's type), for the stats' metadata figure.
     pub heap_bytes: usize,
+    /// Where a heap's registry link sits in it, so observers find the heap's memory
+    /// from the registry's lists.
+    pub heap_link_offset: usize,
 }
 
 static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(null_mut());
@@ -55,6 +58,11 @@ fn hooks() -> Option<&'static Hooks> {
 /// Bytes of one heap (0 before `init`).
 pub fn heap_bytes() -> usize {
     hooks().map_or(0, |h| h.heap_bytes)
+}
+
+/// Offset of the registry link inside a heap (0 before `init`).
+pub fn heap_link_offset() -> usize {
+    hooks().map_or(0, |h| h.heap_link_offset)
 }
 
 /// One-time process set-up: options, the thread-exit key, fork handlers. Every caller
