@@ -155,7 +155,7 @@ const ATTACKS: &[Attack] = &[
         source: "attacks/write_after_free.c",
         bug: "write after free (16 bytes)",
         // The block waits on `local_free` behind the page's first carve (32 blocks of
-        // 64 bytes, `page::CARVE_LINES`): a later malloc follows the overwritten link
+        // 64 bytes, `carve::CARVE_LINES`): a later malloc follows the overwritten link
         // (in check mode too, whose slow path pops from the same lists).
         // (With 16 KiB carves the program's 64 mallocs ended right on the bad block.)
         default: Crashes,

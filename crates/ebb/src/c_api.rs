@@ -90,7 +90,7 @@ pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
         let p = if memcheck::ENABLED {
             crate::front::valgrind::realloc(ptr, size, C_ALIGN)
         } else {
-            alloc::realloc(ptr, alloc::usable_size(ptr), size, C_ALIGN)
+            crate::front::realloc::realloc(ptr, alloc::usable_size(ptr), size, C_ALIGN)
         };
         if p.is_null() {
             fail_enomem()

@@ -149,7 +149,7 @@ unsafe impl GlobalAlloc for Ebb {
             if memcheck::ENABLED {
                 return crate::front::valgrind::realloc(ptr, new_size, layout.align());
             }
-            alloc::realloc(ptr, layout.size(), new_size, layout.align())
+            crate::front::realloc::realloc(ptr, layout.size(), new_size, layout.align())
         }
     }
 }
@@ -207,7 +207,7 @@ pub unsafe fn realloc(ptr: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             return crate::front::valgrind::realloc(ptr, new_size, align);
         }
         let old = alloc::usable_size(ptr);
-        alloc::realloc(ptr, old, new_size, align)
+        crate::front::realloc::realloc(ptr, old, new_size, align)
     }
 }
 

@@ -20,6 +20,7 @@ pub mod freed_key;
 pub mod guarded;
 pub mod heap;
 pub mod queue;
+pub mod realloc;
 #[cfg(feature = "secure")]
 pub mod secure;
 pub mod shared;

@@ -354,7 +354,7 @@ mod tests {
             // past it (moves: the canary's word is not the program's), then through
             // several classes and back down.
             for new_size in [20, 24, 25, 32, 40, 300, 4000, 100, 10, 1] {
-                p = alloc::realloc(p, size, new_size, alloc::MIN_ALIGN);
+                p = crate::front::realloc::realloc(p, size, new_size, alloc::MIN_ALIGN);
                 let kept = core::slice::from_raw_parts(p, size.min(new_size));
                 assert!(kept.iter().all(|&b| b == 7), "{size} -> {new_size}");
                 assert_canary(p, new_size);

@@ -2,7 +2,7 @@
 //! shares, until it has taken enough of that class to fill an OS page of its own.
 //!
 //! Why: a page of its own costs a thread at least one OS page per class it touches (the
-//! first carve, `page::FIRST_CARVE_BYTES`) and a page descriptor. A thread that holds a
+//! first carve, `carve::FIRST_CARVE_BYTES`) and a page descriptor. A thread that holds a
 //! few blocks in each of many classes (issue 14's many-threads shape: 50 blocks of
 //! 16 B-2 KiB fall in ~28 classes) so pays ~28 OS pages for ~13 OS pages of blocks; a
 //! thousand such threads paid 173 KB each. Served from shared pages, their blocks sit
@@ -47,7 +47,7 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 /// Bytes of a class a thread takes from shared pages before it gets pages of its own:
-/// a carve's worth (`page::CARVE_BYTES`). Below it, a page of its own would hold less
+/// a carve's worth (`carve::CARVE_BYTES`). Below it, a page of its own would hold less
 /// than a carve of the thread's blocks.
 pub const SHARED_START_BYTES: usize = 16 * 1024;
 /// Blocks of a class a thread takes from shared pages at most (tiny classes: 64 slow

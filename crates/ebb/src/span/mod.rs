@@ -8,6 +8,7 @@ pub mod arena;
 pub mod bitmap;
 #[cfg(feature = "secure")]
 pub mod canary;
+pub mod carve;
 pub mod deadline;
 pub mod decommit;
 pub mod decommit_batch;

@@ -1,6 +1,9 @@
 //! Unit tests of `span::page` (the page descriptor and its free lists).
 
 use super::*;
+#[cfg(not(feature = "secure"))]
+use crate::span::carve::CARVE_LINES;
+use crate::span::carve::{carve_line_cap, FIRST_CARVE_BYTES};
 extern crate std;
 use std::vec;
 
