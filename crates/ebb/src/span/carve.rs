@@ -91,16 +91,7 @@ impl Page {
             let first = self.start.add(self.capacity as usize * size);
             crate::memcheck::carving(first, count * size);
             #[cfg(not(feature = "secure"))]
-            let head = {
-                let mut block = first;
-                for _ in 1..count {
-                    let next = block.add(size);
-                    (*(block as *mut Block)).next = next as *mut Block;
-                    block = next;
-                }
-                (*(block as *mut Block)).next = null_mut();
-                first as *mut Block
-            };
+            let head = link_in_order(first, count, size);
             #[cfg(feature = "secure")]
             let head = crate::span::secure::link_carved(self, first, count, size);
             head
@@ -164,13 +155,7 @@ impl Page {
             // SAFETY: as above.
             unsafe {
                 crate::memcheck::carving(first, count as usize * size);
-                let mut block = first;
-                for _ in 1..count {
-                    let next = block.add(size);
-                    (*(block as *mut Block)).next = next as *mut Block;
-                    block = next;
-                }
-                (*(block as *mut Block)).next = null_mut();
+                link_in_order(first, count as usize, size);
             }
             self.capacity += count;
             // On `free` last, as in `extend` (step order for a `fork` mid-carve).
@@ -181,4 +166,27 @@ impl Page {
             true
         }
     }
+}
+
+/// Link `count` (at least one) blocks of `size` bytes from `first` in address order,
+/// the last one's link null; returns the head. The default build's carve order (the
+/// secure build shuffles, `secure::link_carved`).
+///
+/// # Safety
+/// The blocks lie inside a page's span and are the caller's, on no list yet.
+#[cfg(not(feature = "secure"))]
+#[inline(always)]
+unsafe fn link_in_order(first: *mut u8, count: usize, size: usize) -> *mut Block {
+    debug_assert!(count >= 1);
+    let mut block = first;
+    // SAFETY: per the contract, every block from `first` to the last is ours to write.
+    unsafe {
+        for _ in 1..count {
+            let next = block.add(size);
+            (*(block as *mut Block)).next = next as *mut Block;
+            block = next;
+        }
+        (*(block as *mut Block)).next = null_mut();
+    }
+    first as *mut Block
 }
