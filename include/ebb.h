@@ -54,7 +54,7 @@ typedef struct ebb_stats_s {
     uint64_t purger_wakeups;  /* passes of the background purger (cumulative) */
     uint64_t invalid_frees;   /* invalid or double frees detected (cumulative) */
     uint64_t purger_cpu_ns;   /* CPU time of the background purger thread (ns) */
-    uint64_t resident;        /* resident bytes of ebb's memory (measured, mincore) */
+    uint64_t resident;        /* resident bytes of ebb's memory, as RSS counts them (measured, pagemap) */
     uint64_t metadata;        /* part of resident: segment headers, heaps, bitmaps, map */
     uint64_t huge_kept;       /* bytes of freed huge mappings kept for reuse */
     uint64_t heaps_live;      /* heaps of live threads */

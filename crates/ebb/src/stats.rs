@@ -95,7 +95,8 @@ pub struct Stats {
     /// pages filled the one before, or lying whole and untouched inside a new large
     /// block (cumulative; `span/large_pages.rs` "Dense growth", "Large blocks").
     pub dense_huge_units: u64,
-    /// Resident bytes of ebb's memory, measured with `mincore`: segments (headers,
+    /// Resident bytes of ebb's memory as RSS counts them (`/proc/self/pagemap`, which
+    /// leaves out pages that map the kernel's zero page; `mincore` without it): segments (headers,
     /// spans, free slices not yet purged), huge blocks, kept huge mappings, heaps,
     /// check bitmaps and the segment map.
     pub resident: u64,

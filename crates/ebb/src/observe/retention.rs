@@ -13,8 +13,8 @@
 
 use super::smaps::{self, Mapping};
 use super::{
-    check_bitmap_of, for_each_ebb_window, free_slices_of, heaps_resident_in, huge_in_use,
-    resident_bytes, SegmentResidency,
+    check_bitmap_of, for_each_ebb_window, free_slices_of, heaps_resident_in, huge_in_use, PageMap,
+    SegmentResidency,
 };
 use crate::diag::StderrWriter;
 use crate::diag::{Bytes, FixedBuf};
@@ -200,16 +200,17 @@ impl Retention {
     }
 }
 
-/// Measure. Costs a `mincore` per segment and per mapping ebb shares, and one read of
-/// `/proc/self/smaps`; changes no allocator state.
+/// Measure. Costs a read of `/proc/self/pagemap` per segment and per mapping ebb
+/// shares, and one read of `/proc/self/smaps`; changes no allocator state.
 pub fn measure() -> Retention {
     let mut r = Retention::empty();
+    let pagemap = PageMap::open();
     for seg in arena::segments() {
-        segment_parts(&mut r, seg);
+        segment_parts(&mut r, seg, &pagemap);
     }
     let kept = crate::span::huge::kept_mappings();
     for &(base, mapped) in kept.iter().filter(|k| k.0 != 0) {
-        r.huge_kept += resident_bytes(base, mapped);
+        r.huge_kept += pagemap.resident_bytes(base, mapped);
     }
     let mut previous: Option<Mapping> = None;
     smaps::for_each_mapping(true, |m| {
@@ -221,7 +222,7 @@ pub fn measure() -> Retention {
         } else if !m.is_anonymous() {
             r.other += m.rss;
         } else {
-            let ebb_here = anonymous_parts(&mut r, m);
+            let ebb_here = anonymous_parts(&mut r, m, &pagemap);
             let foreign = m.rss.saturating_sub(ebb_here);
             let after_guard = previous.is_some_and(|p| {
                 p.is_inaccessible() && p.end == m.start && p.end - p.start <= 1 << 20
@@ -241,7 +242,7 @@ pub fn measure() -> Retention {
 
 /// Resident bytes of kept huge pieces in `[start, end)` whose windows the segment map
 /// does not know.
-fn kept_outside_windows(start: usize, end: usize) -> u64 {
+fn kept_outside_windows(pagemap: &PageMap, start: usize, end: usize) -> u64 {
     let window = crate::span::segment::SEGMENT_SIZE;
     let mut bytes = 0;
     for (base, len) in crate::span::huge::kept_mappings() {
@@ -249,7 +250,7 @@ fn kept_outside_windows(start: usize, end: usize) -> u64 {
         while base != 0 && a < b {
             let next = ((a & !(window - 1)) + window).min(b);
             if crate::span::segment::segment_of(a as *const u8).is_null() {
-                bytes += resident_bytes(a, next - a);
+                bytes += pagemap.resident_bytes(a, next - a);
             }
             a = next;
         }
@@ -258,8 +259,8 @@ fn kept_outside_windows(start: usize, end: usize) -> u64 {
 }
 
 /// Split one normal segment's resident pages.
-fn segment_parts(r: &mut Retention, seg: *mut Segment) {
-    let res = SegmentResidency::measure(seg);
+fn segment_parts(r: &mut Retention, seg: *mut Segment, pagemap: &PageMap) {
+    let res = SegmentResidency::measure(seg, pagemap);
     let free = free_slices_of(seg);
     let base = seg as usize;
     r.metadata += res.bytes(base, base + HEADER_BYTES);
@@ -331,11 +332,11 @@ fn segment_parts(r: &mut Retention, seg: *mut Segment) {
 /// Account for ebb's memory inside anonymous mapping `m` that the segment walk did not
 /// see (huge blocks, metadata outside segments) and return all of ebb's resident
 /// bytes in it.
-fn anonymous_parts(r: &mut Retention, m: &Mapping) -> u64 {
+fn anonymous_parts(r: &mut Retention, m: &Mapping, pagemap: &PageMap) -> u64 {
     let mut ebb_here = 0;
     let page = crate::os::page_size();
     for_each_ebb_window(m.start, m.end, |seg, start, end| {
-        let resident = resident_bytes(start, end - start);
+        let resident = pagemap.resident_bytes(start, end - start);
         ebb_here += resident;
         // A normal segment was walked already; a kept mapping is counted apart.
         let Some(huge) = huge_in_use(seg) else {
@@ -349,7 +350,7 @@ fn anonymous_parts(r: &mut Retention, m: &Mapping) -> u64 {
         let clip = |a: usize, b: usize| {
             let (a, b) = (a.max(start), b.min(end));
             if a < b {
-                resident_bytes(a, b - a)
+                pagemap.resident_bytes(a, b - a)
             } else {
                 0
             }
@@ -365,21 +366,21 @@ fn anonymous_parts(r: &mut Retention, m: &Mapping) -> u64 {
     });
     // Kept huge pieces that start no segment (what a block left of a kept mapping,
     // `span/huge_pool.rs`) are in no window of the segment map, yet ebb's (`huge_kept`).
-    ebb_here += kept_outside_windows(m.start, m.end);
+    ebb_here += kept_outside_windows(pagemap, m.start, m.end);
     let (map, map_len) = crate::span::segment::map_extent();
     let (a, b) = (map.max(m.start), (map + map_len).min(m.end));
     if a < b {
-        let bytes = resident_bytes(a & !(page - 1), b - (a & !(page - 1)));
+        let bytes = pagemap.resident_bytes(a & !(page - 1), b - (a & !(page - 1)));
         ebb_here += bytes;
         r.metadata += bytes;
     }
-    let heaps = heaps_resident_in(m.start, m.end);
+    let heaps = heaps_resident_in(pagemap, m.start, m.end);
     ebb_here += heaps;
     r.metadata += heaps;
     for seg in arena::segments() {
         if let Some((bits, len)) = check_bitmap_of(seg) {
             if m.start <= bits && bits < m.end {
-                let bytes = resident_bytes(bits, len);
+                let bytes = pagemap.resident_bytes(bits, len);
                 ebb_here += bytes;
                 r.metadata += bytes;
             }
