@@ -100,6 +100,15 @@ C_NOTES = OrderedDict(
                        "with a malloc'd type node per expression, lowered into IR with "
                        "arrays grown by realloc; the last 8 modules' IR live"),
         ("c-huge", "huge-replace in C: same sizes, order and page writes"),
+        ("c-espresso", "a logic minimiser's shape (like espresso), one thread: cubes as "
+                       "malloc'd bit sets (16-40 B), covers as pointer arrays grown by "
+                       "realloc, consensus cubes made and contained ones freed per pass, a "
+                       "scratch array per cube"),
+        ("c-alloctest", "one thread replacing random slots of 16,384 (like alloc-test): "
+                        "sizes mostly 8-128 B, some to 2 KiB, 1 in 64 to 32 KiB; first and "
+                        "last byte written"),
+        ("c-alloctest2", "c-alloctest on 2 threads at once (same total steps), no block "
+                         "crosses threads"),
     ]
 )
 
