@@ -100,6 +100,15 @@ C_NOTES = OrderedDict(
                        "with a malloc'd type node per expression, lowered into IR with "
                        "arrays grown by realloc; the last 8 modules' IR live"),
         ("c-huge", "huge-replace in C: same sizes, order and page writes"),
+        ("c-espresso", "a logic minimiser's shape (like espresso), one thread: cubes as "
+                       "malloc'd bit sets (16-40 B), covers as pointer arrays grown by "
+                       "realloc, consensus cubes made and contained ones freed per pass, a "
+                       "scratch array per cube"),
+        ("c-alloctest", "one thread replacing random slots of 16,384 (like alloc-test): "
+                        "sizes mostly 8-128 B, some to 2 KiB, 1 in 64 to 32 KiB; first and "
+                        "last byte written"),
+        ("c-alloctest2", "c-alloctest on 2 threads at once (same total steps), no block "
+                         "crosses threads"),
     ]
 )
 
@@ -439,9 +448,9 @@ def versions(meta, rust, c):
         lines.append(
             f"- C-ABI runs (LD_PRELOAD): Debian libjemalloc2 {meta.get('deb_libjemalloc2', '?')}, "
             f"libmimalloc2.0 {meta.get('deb_libmimalloc2.0', '?')} (mimalloc v2, column "
-            f"`mimalloc v2`), mimalloc v3 built from the mimalloc crate's sources by "
-            f"`scripts/build-mimalloc3.sh` with mimalloc's CMake Release flags (column "
-            f"`mimalloc v3`, `{meta.get('c_lib_mimalloc3', '?')}`), "
+            f"`mimalloc v2`), mimalloc v3: "
+            f"{meta.get('c_mimalloc3', 'the mimalloc crate sources built by scripts/build-mimalloc3.sh')} "
+            f"(column `mimalloc v3`, `{meta.get('c_lib_mimalloc3', '?')}`), "
             f"libtcmalloc-minimal4 {meta.get('deb_libtcmalloc-minimal4', '?')}; glibc is the "
             f"system's; compiled with {meta.get('gcc', 'gcc')}, `-O2 -pthread`")
     lines.append(f"- {meta.get('rustc', 'rustc ?')}, release profile of the workspace "
@@ -678,7 +687,8 @@ def c_section(meta, c, c_time, c_rss, c_cpu, c_sweep_md):
     md.append("## C programs under LD_PRELOAD: time\n")
     md.append(
         f"Run {meta.get('date', '?')} at ebb commit `{meta.get('ebb_commit', '?')}`, "
-        f"{meta.get('runs', '?')} interleaved runs per allocator (load average "
+        f"{meta.get('runs', '?')} interleaved runs per allocator at scale "
+        f"{meta.get('scale', '?')} (load average "
         f"{meta.get('loadavg_start', '?')} at the start, {meta.get('loadavg_end', '?')} at "
         f"the end); mimalloc v3 is {meta.get('c_mimalloc3', '?')} "
         f"(`{meta.get('c_lib_mimalloc3', '?')}`), the others as under \"Machine and "
