@@ -370,3 +370,54 @@ fn dense_growth_advises_the_whole_units_of_a_large_block_until_it_is_freed() {
         "the advice outlived the block: {advised_after_free:?}"
     );
 }
+
+/// Dense growth's fresh segments: past the 32 MiB floor, a segment reserved for a
+/// one-slice page has its first two units faulted in as huge pages before its header
+/// is written, so both are resident whole when its first page is taken (without it,
+/// unit 1 is untouched then and unit 0 holds the header and one page in 4 KiB pages).
+#[test]
+fn dense_growth_faults_in_the_first_units_of_a_fresh_segment() {
+    let _turn = turn(false);
+    if !thp_in_kernel() {
+        eprintln!("skipped: no transparent huge pages in this kernel");
+        return;
+    }
+    const SEGMENT: usize = 32 * MIB;
+    let mut options = ebb::options();
+    options.dense_huge_pages = true;
+    // The units are free committed memory until pages fill them: keep the purge away.
+    options.purge_delay_ms = 60_000;
+    ebb::set_options(options);
+    let mut small = Vec::new();
+    let mut fresh = None;
+    while fresh.is_none() {
+        assert!(
+            small.len() < 20_000,
+            "no segment was reserved past the floor"
+        );
+        let before = ebb::stats();
+        let p = ebb::alloc(8192, 8);
+        assert!(!p.is_null());
+        // SAFETY: a live block of 8 KiB.
+        unsafe { std::ptr::write_bytes(p, 0x5a, 8192) };
+        small.push(p);
+        let in_first_unit = (p as usize) & (SEGMENT - 1) < UNIT;
+        if ebb::stats().segments > before.segments
+            && before.committed >= SEGMENT as u64
+            && in_first_unit
+        {
+            fresh = Some((p as usize) & !(SEGMENT - 1));
+        }
+    }
+    let base = fresh.unwrap();
+    let unit0 = all_resident(base as *mut u8, UNIT);
+    let unit1 = all_resident((base + UNIT) as *mut u8, UNIT);
+    options.dense_huge_pages = false;
+    ebb::set_options(options);
+    for p in small {
+        free(p);
+    }
+    ebb::collect(true);
+    assert!(unit0, "unit 0 of a fresh segment was not faulted in whole");
+    assert!(unit1, "unit 1 of a fresh segment was not faulted in whole");
+}
