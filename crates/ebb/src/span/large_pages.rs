@@ -44,10 +44,7 @@
 //! its pages: the page just taken is a one-slice page (blocks up to 8 KiB), no free
 //! slice lies before it in allocation order (`nothing_free_before`), every slice after
 //! the next unit is untouched, and three quarters of the unit it fills is in live
-//! blocks (`mostly_live`). A segment reserved past the floor for a one-slice page has
-//! its first [`FRESH_SEGMENT_UNITS`] units faulted in the same way before its header is
-//! written ([`fresh_segment_units`]): the header touches unit 0 at once, so the rule
-//! above never started in a segment's first units.
+//! blocks (`mostly_live`).
 //!
 //! Large blocks (also dense growth, same option and floor): the units lying whole
 //! inside a new large block (or added to one grown in place) that were never touched
