@@ -137,17 +137,9 @@ fn search_or_reserve(
             if !may_reserve {
                 return None;
             }
-            let seg = Segment::reserve_for(dense_ok);
+            let seg = Segment::reserve();
             if seg.is_null() {
                 return None;
-            }
-            // SAFETY: fresh segment, guarded by the lock.
-            let mut fresh = unsafe { (*seg).dense_units };
-            while fresh != 0 {
-                let unit = fresh.trailing_zeros() as usize;
-                fresh &= fresh - 1;
-                // SAFETY: as above.
-                faulted_in_unit_locked(&mut reuse, unsafe { &mut *seg }, unit);
             }
             COUNTERS
                 .reserved
@@ -216,20 +208,14 @@ fn search_or_reserve(
 /// A free unit that dense growth just faulted in whole (`large_pages`): its slices
 /// become free and committed, freed now, so spans are taken from it before untouched
 /// or purged slices, and the purge gives it back after the delay if none is.
-/// (A fresh segment's unit 0 holds its header slices, committed and not free: only the
-/// free slices are counted.)
 fn faulted_in_unit_locked(reuse: &mut Reuse, seg_ref: &mut Segment, unit: usize) {
     let first = unit * crate::span::large_pages::UNIT_SLICES;
-    let end = first + crate::span::large_pages::UNIT_SLICES;
+    let count = crate::span::large_pages::UNIT_SLICES;
     let now = deadline::coarse_now_ms();
-    let mut count = 0;
-    for i in first..end {
-        if seg_ref.free_slices.get(i) && !seg_ref.committed_slices.get(i) {
-            seg_ref.pages[i].freed_at.store(now, Ordering::Relaxed);
-            seg_ref.committed_slices.assign_range(i, 1, true);
-            count += 1;
-        }
+    for i in first..first + count {
+        seg_ref.pages[i].freed_at.store(now, Ordering::Relaxed);
     }
+    seg_ref.committed_slices.assign_range(first, count, true);
     COUNTERS
         .committed
         .fetch_add((count * SLICE_SIZE) as u64, Ordering::Relaxed);

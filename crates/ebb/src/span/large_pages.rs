@@ -171,40 +171,6 @@ pub fn after_small_span(segment: &mut Segment, last: usize) -> Option<usize> {
     Some(unit)
 }
 
-/// Units at the start of a segment that dense growth faults in whole when the segment
-/// is reserved for a one-slice page past the floor ([`fresh_segment_units`]).
-pub const FRESH_SEGMENT_UNITS: usize = 2;
-
-/// A segment is being reserved at `base` (fresh, never touched, before its header is
-/// written) for a span that [`fills_densely`] if `dense_ok`. Past the floor, its first
-/// [`FRESH_SEGMENT_UNITS`] units are faulted in as huge pages now, and their bits are
-/// returned for the segment's `dense_units` (0 if not done). Without this a segment's
-/// first units always stayed in 4 KiB pages: the header is written at once, so unit 0
-/// is touched before any page is taken, and the fill front's rule (the next unit
-/// faulted in once this one is full) never started in it; Lua's later segments had
-/// units 0-1 in 4 KiB pages (docs/REAL-PROGRAMS.md "Which units stay in 4 KiB pages").
-/// The caller counts the units' free slices as committed and free
-/// (`arena::faulted_in_unit_locked`), so one-slice pages are taken from them first and
-/// the purge gives them back after the delay if they are not; other spans keep out of
-/// them as out of any dense unit.
-///
-/// # Safety
-/// `[base, base + SEGMENT_SIZE)` is a fresh reservation of the OS layer, aligned to
-/// 2 MiB, that nothing has touched.
-pub unsafe fn fresh_segment_units(base: *mut u8, dense_ok: bool) -> u16 {
-    if !dense_ok || !dense_active() || FRESH_SEGMENT_UNITS >= UNITS_PER_SEGMENT {
-        return 0;
-    }
-    // SAFETY: per the contract: untouched, aligned whole units of our reservation.
-    if !unsafe { os::populate_huge_pages(base, FRESH_SEGMENT_UNITS * UNIT_SLICES * SLICE_SIZE) } {
-        return 0;
-    }
-    COUNTERS
-        .dense_huge_units
-        .fetch_add(FRESH_SEGMENT_UNITS as u64, Ordering::Relaxed);
-    ((1u32 << FRESH_SEGMENT_UNITS) - 1) as u16
-}
-
 /// True if a span of `count` slices, a page of small blocks if `small`, may be placed
 /// in a unit dense growth faulted in: a one-slice page, whose blocks are at most 8 KiB.
 /// Every 4 KiB of such a page holds the start of a block or lies inside a block of

@@ -188,11 +188,7 @@ pub fn unmap_windows(start: usize, len: usize) {
 impl Segment {
     /// Map a new normal segment with every slice but the header free and uncommitted.
     /// Returns null if the OS refuses.
-    /// For a span that fills its memory densely if `dense_ok` (a one-slice page): past dense growth's floor its first units are then faulted in
-    /// as huge pages before the header is written, and set in `dense_units`; their free
-    /// slices are left uncommitted in the bitmaps for the caller to count
-    /// (`large_pages::fresh_segment_units`).
-    pub fn reserve_for(dense_ok: bool) -> *mut Segment {
+    pub fn reserve() -> *mut Segment {
         #[cfg(feature = "secure")]
         let base = crate::span::secure::segment_hint(SEGMENT_SIZE, SEGMENT_SIZE)
             .map(|at| os::reserve_at(at, SEGMENT_SIZE))
@@ -209,8 +205,6 @@ impl Segment {
         }
         // SAFETY: just reserved; `EBB_LARGE_PAGES` asks for huge pages (a no-op if off).
         unsafe { crate::span::large_pages::advise(base, SEGMENT_SIZE) };
-        // SAFETY: just reserved, aligned, untouched: the header is not written yet.
-        let dense_units = unsafe { crate::span::large_pages::fresh_segment_units(base, dense_ok) };
         let segment = base as *mut Segment;
         // SAFETY: the mapping is fresh, zeroed and ours; the header fits in its slices.
         // Zero is a valid bit pattern for every header field except `kind`, and a zero
@@ -218,7 +212,6 @@ impl Segment {
         unsafe {
             (*segment).reset_span_pages();
             (*segment).kind = SegmentKind::Normal;
-            (*segment).dense_units = dense_units;
             (*segment).mapped = SEGMENT_SIZE;
             (*segment).free_slices.assign_range(
                 HEADER_SLICES,
@@ -320,7 +313,7 @@ mod tests {
 
     #[test]
     fn reserve_maps_and_finds() {
-        let seg = Segment::reserve_for(false);
+        let seg = Segment::reserve();
         assert!(!seg.is_null());
         assert_eq!(seg as usize % SEGMENT_SIZE, 0);
         // SAFETY: seg is a live segment.
