@@ -1,9 +1,11 @@
 #!/bin/bash
-# Interleaved runs of perl or Lua (the hash-key programs) under several configurations,
+# Interleaved runs of one real program under several configurations,
 # one line per run: program, configuration, user s, sys s, wall s, max RSS KiB, minor
 # page faults (GNU time). Used for the huge-page split in docs/REAL-PROGRAMS.md.
 #
 #   bench/real-programs/interleave.sh ROUNDS perl|lua N NAME:VAR=VALUE,VAR=VALUE ...
+#   bench/real-programs/interleave.sh ROUNDS python|jq|sqlite WORK NAME:VAR=VALUE ...
+# (python, jq and sqlite read the suite's inputs from WORK, e.g. target/real-programs.)
 #   E=$PWD/target/release/libebb.so M=$PWD/target/mimalloc3/libmimalloc3.so
 #   bench/real-programs/interleave.sh 3 perl 125000 ebb:LD_PRELOAD=$E \
 #       ebb-dense:LD_PRELOAD=$E,EBB_DENSE_HUGE_PAGES=1 mi3:LD_PRELOAD=$M \
@@ -13,17 +15,21 @@
 # it allocates next to nothing.)
 set -euo pipefail
 R=$1; shift; PROG=$1; shift; N=$1; shift
+IN=/dev/null
 B=$(cd "$(dirname "$0")" && pwd)/programs
 case $PROG in
     perl) CMD="perl $B/hashkeys.pl $N" ;;
     lua) CMD="lua5.4 $B/hashkeys.lua $N" ;;
-    *) echo "perl or lua" >&2; exit 1 ;;
+    python) CMD="/usr/bin/python3 $B/group.py $N/records.json" ;;
+    jq) CMD="jq -c -f $B/group.jq $N/records.json" ;;
+    sqlite) CMD="sqlite3 :memory:"; IN=$N/rows.sql ;;
+    *) echo "perl, lua, python, jq or sqlite" >&2; exit 1 ;;
 esac
 for _ in $(seq "$R"); do
     for c in "$@"; do
         name=${c%%:*}; envs=${c#*:}
         # shellcheck disable=SC2086
-        out=$(env ${envs//,/ } /usr/bin/time -f "%U %S %e %M %R" $CMD 2>&1 >/dev/null | tail -1)
+        out=$(env ${envs//,/ } /usr/bin/time -f "%U %S %e %M %R" $CMD <"$IN" 2>&1 >/dev/null | tail -1)
         echo "$PROG $name $out"
     done
 done

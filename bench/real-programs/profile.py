@@ -21,8 +21,13 @@ import subprocess
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PROGRAMS = {
-    "perl": lambda n: ["perl", os.path.join(HERE, "programs/hashkeys.pl"), str(n)],
-    "lua": lambda n: ["lua5.4", os.path.join(HERE, "programs/hashkeys.lua"), str(n)],
+    "perl": lambda n, work: ["perl", os.path.join(HERE, "programs/hashkeys.pl"), str(n)],
+    "lua": lambda n, work: ["lua5.4", os.path.join(HERE, "programs/hashkeys.lua"), str(n)],
+    # python and jq read WORK/records.json (gen_inputs.py WORK SCALE; --n is ignored).
+    "python": lambda n, work: ["/usr/bin/python3", os.path.join(HERE, "programs/group.py"),
+                               os.path.join(work, "records.json")],
+    "jq": lambda n, work: ["jq", "-c", "-f", os.path.join(HERE, "programs/group.jq"),
+                           os.path.join(work, "records.json")],
 }
 LIBS = {
     "ebb": os.path.join(ROOT, "target/release/libebb.so"),
@@ -118,7 +123,7 @@ def main():
     args = ap.parse_args()
     out_dir = os.path.join(args.work, "profile")
     os.makedirs(out_dir, exist_ok=True)
-    argv = PROGRAMS[args.program](args.n)
+    argv = PROGRAMS[args.program](args.n, args.work)
     lines = [f"Program: `{' '.join(os.path.relpath(a, ROOT) if a.startswith(ROOT) else a for a in argv)}` "
              f"(LD_PRELOAD), valgrind {subprocess.run(['valgrind', '--version'], capture_output=True, text=True).stdout.strip()}.",
              ""]
