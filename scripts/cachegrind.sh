@@ -35,7 +35,7 @@
 #   WORKLOADS="compiler" ALLOCATORS="ebb tcmalloc" scripts/cachegrind.sh
 #   SCALE=0.1 TOP=30 scripts/cachegrind.sh        # more work; longer function lists
 #
-# Environment: WORKLOADS ("compiler compiler-mt frontend typechecker churn"), SCALE
+# Environment: WORKLOADS ("compiler compiler-mt frontend typechecker churn tree-rebuild"), SCALE
 # (0.05), ALLOCATORS ("ebb-rs ebb tcmalloc mimalloc2 mimalloc3 jemalloc glibc"), TOP
 # (15: functions listed per allocator for the first workload), TOP_ALLOCATORS ("ebb
 # tcmalloc mimalloc3"). Output: target/cachegrind/tables.txt, functions.txt, and the
@@ -48,7 +48,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-WORKLOADS=${WORKLOADS:-"compiler compiler-mt frontend typechecker churn"}
+WORKLOADS=${WORKLOADS:-"compiler compiler-mt frontend typechecker churn tree-rebuild"}
 SCALE=${SCALE:-0.05}
 TOP=${TOP:-15}
 TOP_ALLOCATORS=${TOP_ALLOCATORS:-"ebb tcmalloc mimalloc3"}

@@ -214,7 +214,7 @@ if [ -n "${DOC:-}" ]; then
         echo "- **Method.** Each program runs N1 and N2 pairs; the difference of the instruction"
         echo "  totals over N2 - N1 is one pair, start-up and exit cancelled out. About 11 of each C"
         echo "  column's instructions are the loop and the PLT jumps."
-        echo "- **Command.** \`DOC=$DOC scripts/callgrind.sh\`"
+        echo "- **Command.** \`${CG_WORKLOADS:+CG_WORKLOADS=\"$CG_WORKLOADS\" }DOC=$DOC scripts/callgrind.sh\`"
         echo
         echo '```'
         cat "$OUT/tables.txt"
@@ -244,7 +244,7 @@ if [ -n "${DOC:-}" ]; then
             echo "  the program's functions."
             echo "- Threads run one at a time under valgrind: for \`compiler-mt\` and"
             echo "  \`typechecker\` the figures are those of valgrind's interleaving."
-            echo "- **Command.** \`DOC=$DOC scripts/callgrind.sh\` (the L1 part alone:"
+            echo "- **Command.** \`${CG_WORKLOADS:+CG_WORKLOADS=\"$CG_WORKLOADS\" }DOC=$DOC scripts/callgrind.sh\` (the L1 part alone:"
             echo "  \`scripts/cachegrind.sh\`)."
             echo
             echo '```'
