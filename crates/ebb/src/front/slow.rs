@@ -327,7 +327,9 @@ pub unsafe fn sampled_refill(heap: *mut Heap, page: *mut Page) -> Option<*mut u8
             return None;
         }
         let class = (*page).class as usize;
-        let block_size = class_size(class);
+        // (The page's own field: `class_size(class)`, without computing it.)
+        let block_size = (*page).block_size();
+        debug_assert_eq!(block_size, class_size(class));
         let sampling = profile::samples(&h.sampler);
         let guarding = guarded::enabled();
         if !(*page).local_free.is_null() {
