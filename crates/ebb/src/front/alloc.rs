@@ -255,8 +255,31 @@ fn malloc_carve_or_slow(
     // SAFETY: as in `malloc_local_or_slow`: the page is this thread's, inside the
     // window the fast path entered; the empty page never passes `can_carve_in_place`.
     unsafe {
-        if mask != 0 && (*page).can_carve_in_place() && (*page).carve_in_place() {
+        if mask == 0 {
+            return malloc_sampled_refill_or_slow(size, page, heap, c);
+        }
+        if (*page).can_carve_in_place() && (*page).carve_in_place() {
             let block = slow::pop(page);
+            (*heap).leave();
+            return block;
+        }
+    }
+    malloc_slow_and_leave(size, heap, c)
+}
+
+/// The fast path's refills while the heap samples (`local_free` whole, or a carve),
+/// counted (`slow::sampled_refill`), else the slow path. Out of line (a tail call), so
+/// the carve above keeps its shape.
+#[inline(never)]
+fn malloc_sampled_refill_or_slow(
+    size: usize,
+    page: *mut crate::span::page::Page,
+    heap: *mut heap::Heap,
+    c: bool,
+) -> *mut u8 {
+    // SAFETY: as in `malloc_local_or_slow`, inside the window the fast path entered.
+    unsafe {
+        if let Some(block) = slow::sampled_refill(heap, page) {
             (*heap).leave();
             return block;
         }

@@ -134,7 +134,7 @@ pub fn blocks_before(s: &mut HeapSampler, class: usize, block_size: usize) -> i6
 /// Whether the fast path may hand out `blocks` blocks of `class` (of `block_size`
 /// bytes) before the next sample point (`blocks <= blocks_before`, without a division;
 /// draws the countdown first if it was not yet).
-#[inline]
+#[inline(always)]
 pub fn fits(s: &mut HeapSampler, class: usize, blocks: i64, block_size: usize) -> bool {
     let mut left = s.left[class];
     if left == 0 {

@@ -85,6 +85,8 @@ static TABLES: AtomicPtr<Tables> = AtomicPtr::new(core::ptr::null_mut());
 static MAKING: AtomicU32 = AtomicU32::new(0);
 /// Samples that found no room (a full bucket table or live table).
 pub static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// The live slot the next sample tries first (`track_live`).
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
 /// The tables, mapped on first use (zeroed memory is the empty state). Null if the
 /// OS refused the mapping.
@@ -124,11 +126,6 @@ fn hash_stack(pcs: &[usize]) -> u64 {
     h | 1
 }
 
-fn mix(addr: usize) -> usize {
-    let h = (addr as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h >> 32) as usize
-}
-
 /// The bucket of `pcs`, made if new; `None` if the table has no room near its hash.
 fn bucket_for(t: &Tables, pcs: &[usize]) -> Option<u32> {
     let hash = hash_stack(pcs);
@@ -136,8 +133,13 @@ fn bucket_for(t: &Tables, pcs: &[usize]) -> Option<u32> {
     for _ in 0..PROBES {
         i &= BUCKETS - 1;
         let b = &t.buckets[i];
-        let mut state = b.state.load(Ordering::Acquire);
-        if state == EMPTY {
+        // The claim comes first, not a load: the first access to an entry of a page
+        // never touched is then a write, which maps a fresh page. A load first maps the
+        // shared zero page, and the write that follows copies it and flushes that
+        // mapping from every core running the process (an IPI each): `perf` on
+        // typechecker's samples, most of their time in the kernel. (A failed claim
+        // writes the line as the bucket's counters are about to anyway.)
+        let mut state =
             match b
                 .state
                 .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Acquire)
@@ -154,9 +156,8 @@ fn bucket_for(t: &Tables, pcs: &[usize]) -> Option<u32> {
                     b.state.store(READY, Ordering::Release);
                     return Some(i as u32);
                 }
-                Err(now) => state = now,
-            }
-        }
+                Err(now) => now,
+            };
         let mut rounds = 0;
         while state == WRITING && rounds < 100 {
             core::hint::spin_loop();
@@ -205,17 +206,29 @@ fn track_live(
     bytes: u64,
     size: usize,
 ) -> Option<u32> {
-    let mut i = mix(addr);
+    // Slots are taken in turn from a cursor, not placed by the address's hash: the
+    // free finds its slot through the span (`Page::sample`), so nothing needs to look
+    // an address up, and in turn the samples fill the table a page at a time (one
+    // page fault per ~100 samples, not one per sample while the table is new) and
+    // reuse slots freed a lap ago. Each probe is a claim (a write first: see
+    // `bucket_for`), from never used and then from freed.
     for _ in 0..PROBES {
-        i &= LIVE_SLOTS - 1;
+        let i = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) & (LIVE_SLOTS - 1);
         let slot = &t.live[i];
-        let seen = slot.addr.load(Ordering::Relaxed);
-        if (seen == 0 || seen == TOMBSTONE)
-            && slot
-                .addr
-                .compare_exchange(seen, addr, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
+        let claimed = match slot
+            .addr
+            .compare_exchange(0, addr, Ordering::AcqRel, Ordering::Relaxed)
         {
+            Ok(_) => true,
+            Err(seen) => {
+                seen == TOMBSTONE
+                    && slot
+                        .addr
+                        .compare_exchange(TOMBSTONE, addr, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+            }
+        };
+        if claimed {
             // The block is not handed out yet, so no free can look for it before these
             // stores (the free happens after the allocation returns, on any thread,
             // through a synchronising hand-over of the pointer).
@@ -225,7 +238,6 @@ fn track_live(
             slot.size.store(size, Ordering::Relaxed);
             return Some(i as u32);
         }
-        i += 1;
     }
     DROPPED.fetch_add(1, Ordering::Relaxed);
     None
