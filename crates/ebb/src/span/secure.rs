@@ -533,7 +533,7 @@ pub unsafe fn link_shuffled<const CANARIES: bool>(
             let len = SHUFFLE_WINDOW.min(count - base);
             let r = splitmix(&mut state) as usize;
             let (mut at, stride) = if len == SHUFFLE_WINDOW {
-                (r % SHUFFLE_WINDOW, (r >> 8) % SHUFFLE_WINDOW | 1)
+                (r % SHUFFLE_WINDOW, ((r >> 8) % SHUFFLE_WINDOW) | 1)
             } else {
                 // The last, shorter window: a rotation only (a stride of 1 is coprime
                 // with any length).
