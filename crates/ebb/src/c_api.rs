@@ -12,8 +12,12 @@
 //! `memalign` rounds a non-power-of-two alignment up; `aligned_alloc` rejects one with
 //! `EINVAL`.
 
-use crate::front::{alloc, check, freed_key, tls};
-use crate::span::page::{CHECK_TAG, FREE, HUGE, LARGE};
+use crate::front::{alloc, check};
+#[cfg(not(feature = "secure"))]
+use crate::front::{freed_key, tls};
+#[cfg(not(feature = "secure"))]
+use crate::span::page::CHECK_TAG;
+use crate::span::page::{FREE, HUGE, LARGE};
 use crate::span::segment;
 use crate::{counters, diag, memcheck, options, os, stats};
 use core::ffi::{c_char, c_int, c_void};
@@ -258,13 +262,15 @@ unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
             FREE => Some("pointer into memory not in use (freed?)"),
             LARGE | HUGE if ptr as usize != start => Some("pointer is not the start of a block"),
             LARGE | HUGE => None,
+            // The secure build tells a carved block's start with a multiply, not a
+            // division, and a free one by its link word (`front::secure`).
+            #[cfg(feature = "secure")]
+            _ => crate::front::secure::small_block_problem(page, ptr),
+            #[cfg(not(feature = "secure"))]
             _ if size == 0 || (ptr as usize).wrapping_sub(start) % size != 0 => {
                 Some("pointer is not the start of a block")
             }
-            #[cfg(feature = "secure")]
-            _ if crate::front::secure::is_free_block(page, ptr) => {
-                Some("block is not in use (freed)")
-            }
+            #[cfg(not(feature = "secure"))]
             _ if freed_key::is_marked(ptr) => {
                 let heap = tls::heap();
                 let own = owner & !CHECK_TAG == heap as usize;
@@ -277,6 +283,7 @@ unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
                     freed.then_some("block is not in use (freed)")
                 }
             }
+            #[cfg(not(feature = "secure"))]
             _ => None,
         };
         if let Some(problem) = problem {

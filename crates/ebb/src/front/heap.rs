@@ -78,6 +78,15 @@ pub struct Heap {
     /// (`alloc::malloc_local_or_slow`): all ones, or 0 while the heap samples, so
     /// that refill goes through the slow path, which counts it (`profile::sampler`).
     pub local_mask: usize,
+    /// Secure build: the largest request the malloc fast path takes from the tables
+    /// above, `SMALL_MAX` less the canary's padding, and that padding
+    /// (`front::secure::pad_class_tables`): at level light (no padding) requests of up
+    /// to `SMALL_MAX` bytes are small, and the bigger ones read the padding from the
+    /// heap the fast path holds, not from a static (one load more).
+    #[cfg(feature = "secure")]
+    pub small_limit: usize,
+    #[cfg(feature = "secure")]
+    pub pad: usize,
     // -- Written only by heaps that use them: left untouched (zero, never resident)
     // by a thread that holds no page of its own, does not sample and is not in check
     // mode. Every field from here on is valid as all-zero bytes (`new_heap`).
@@ -118,6 +127,12 @@ impl Heap {
             link: registry::Link::new(),
             owner_word: 0,
             local_mask: usize::MAX,
+            // The most padding: the empty heap's pages are all empty, so what it
+            // picks only decides which slow path a request takes.
+            #[cfg(feature = "secure")]
+            small_limit: crate::size_class::SMALL_MAX - crate::front::alloc::CANARY,
+            #[cfg(feature = "secure")]
+            pad: crate::front::alloc::CANARY,
             queues: [PageList::new(); CLASS_COUNT],
             checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             sampler: crate::profile::HeapSampler::new(),

@@ -48,34 +48,50 @@ pub unsafe fn free_passes(page: *mut Page, ptr: *mut u8) -> bool {
             return false;
         }
         let word = *(ptr as *const usize);
-        !secure::may_be_link((*page).key, ptr as usize, word)
+        // (The push's encoding and the canary share this tweak, `secure::tweak`.)
+        !secure::may_be_link(secure::tweak((*page).key, ptr as usize), word)
             && secure::small_canary_intact(&*page, ptr)
     }
 }
 
-/// True if `ptr`, the start of a small block of `page`, is not in use: never carved,
-/// or its first word is an encoded link of the page (`realloc` and
-/// `malloc_usable_size` of a freed block).
+/// What is wrong with `ptr` as a live block of `page`, a page of blocks (C
+/// `realloc`, `malloc_usable_size`, sized `delete`): not the start of a carved
+/// block, or a free one; None for a live block. One multiply and one compare for the
+/// start (`secure::is_block_start`, with the carved blocks' limit worked out here:
+/// `Page::block_limit` is 0 with `EBB_ZERO_ON_FREE`), where a remainder was a
+/// division; then the block is free if its first word is an encoded link of the page
+/// (`secure::looks_like_link`).
 ///
 /// # Safety
-/// As [`free_passes`]; `ptr` is at a block boundary of `page`.
+/// `page` is the descriptor `ptr` maps to, a page of blocks.
 #[cfg_attr(not(feature = "c-api"), allow(dead_code))]
-pub unsafe fn is_free_block(page: *mut Page, ptr: *mut u8) -> bool {
-    // SAFETY: per the contract; a block past the carved ones is read only if carved
-    // (the span's end may be a guard page).
+#[inline]
+pub unsafe fn small_block_problem(page: *mut Page, ptr: *mut u8) -> Option<&'static str> {
+    // SAFETY: per the contract; a carved block's first word is readable.
     unsafe {
-        let offset = (ptr as usize).wrapping_sub((*page).start as usize);
-        if offset >= (*page).capacity as usize * (*page).block_size() {
-            return true; // never handed out
+        let size = (*page).block_size();
+        let start = (*page).start as usize;
+        let offset = (ptr as usize).wrapping_sub(start);
+        let magic = (*page).block_magic;
+        let limit = secure::start_limit_with(magic, size, (*page).capacity as usize);
+        if !secure::is_block_start(offset, magic, limit) {
+            return Some(not_a_carved_start(size, offset));
         }
         let word = *(ptr as *const usize);
-        secure::looks_like_link(
-            (*page).key,
-            (*page).start as usize,
-            (*page).span_bytes(),
-            ptr as usize,
-            word,
-        )
+        let span = (*page).span_bytes();
+        secure::looks_like_link((*page).key, start, span, ptr as usize, word)
+            .then_some("block is not in use (freed)")
+    }
+}
+
+/// [`small_block_problem`]'s words for a pointer that is no carved block's start.
+#[cold]
+#[inline(never)]
+fn not_a_carved_start(size: usize, offset: usize) -> &'static str {
+    if size == 0 || offset % size != 0 {
+        "pointer is not the start of a block"
+    } else {
+        "block is not in use (freed)" // never handed out
     }
 }
 
@@ -178,8 +194,9 @@ pub static MID_CLASS: [u8; MID_COUNT] = {
 /// request as it is, with no load and add of the padding (three instructions per
 /// malloc). Reads the options first: the padding is settled before any heap is made
 /// (the first allocation, on the empty heap, reads them on its slow path). Entries
-/// above `SMALL_MAX - CANARY`, which the fast paths never index (bigger requests take
-/// the classes above `SMALL_MAX`), keep the class of `SMALL_MAX`.
+/// above `SMALL_MAX - pad`, which the malloc fast path never indexes (`Heap::
+/// small_limit`: bigger requests take the classes above `SMALL_MAX`), keep the class
+/// of `SMALL_MAX`.
 ///
 /// # Safety
 /// `heap` is a heap nobody else uses yet.
@@ -192,6 +209,11 @@ pub unsafe fn pad_class_tables(heap: *mut Heap) {
         let padded = (size + pad).min(SMALL_MAX);
         rust[size] = CLASSES[padded];
         c[size] = CLASSES_C[padded];
+    }
+    // SAFETY: per the contract.
+    unsafe {
+        (*heap).small_limit = SMALL_MAX - pad;
+        (*heap).pad = pad;
     }
 }
 

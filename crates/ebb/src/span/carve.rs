@@ -102,7 +102,11 @@ impl Page {
             self.block_limit = if crate::span::secure::zero_on_free() {
                 0
             } else {
-                crate::span::secure::start_limit(size, self.capacity as usize)
+                crate::span::secure::start_limit_with(
+                    self.block_magic,
+                    size,
+                    self.capacity as usize,
+                )
             };
         }
         // The list goes on `free` last, after the blocks are linked and counted as

@@ -282,6 +282,20 @@ impl Page {
         stored
     }
 
+    /// [`Page::link_fast`] without the secure build's check, which the caller makes
+    /// after it stored the link as the list's new head (`secure::check_fast`).
+    ///
+    /// # Safety
+    /// As [`Page::link`].
+    #[cfg(feature = "secure")]
+    #[inline(always)]
+    pub unsafe fn link_unchecked(&self, block: *mut Block) -> *mut Block {
+        // SAFETY: per the contract the block is free, so its first word is a link.
+        let stored = unsafe { (*block).next };
+        crate::span::secure::decode_unchecked(self.key, block as usize, stored as usize)
+            as *mut Block
+    }
+
     /// Write the link word of free block `block`: it points to `next` (null allowed).
     ///
     /// # Safety
