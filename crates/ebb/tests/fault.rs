@@ -272,8 +272,16 @@ fn page_purge_decommit_refused() {
 fn reused_huge_zeroing_decommit_refused() {
     let _turn = exclusive();
     // A freed huge mapping is kept; alloc_zeroed reuses it and zeroes it with madvise,
-    // which is refused: it must write the zeros instead.
+    // which is refused: it must write the zeros instead. (Freed huge mappings are kept
+    // only once huge requests reuse freed huge memory: a block freed and another asked
+    // for right after is that sign.)
     let size = 20 * MIB;
+    for _ in 0..2 {
+        let p = ebb::alloc(size, 16);
+        assert!(!p.is_null());
+        // SAFETY: live and ours.
+        unsafe { ebb::free(p) };
+    }
     let p = ebb::alloc(size, 16);
     assert!(!p.is_null());
     fill(p, size, 9);

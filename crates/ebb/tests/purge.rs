@@ -463,6 +463,7 @@ fn purger_sleeps_under_steady_frees() {
 fn kept_huge_mappings_serve_smaller_and_larger_requests() {
     let _serial = serial();
     settle();
+    arm_huge_reuse();
     let layout = |size| std::alloc::Layout::from_size_align(size, 8).unwrap();
     // SAFETY: non-zero layouts; every block is written within bounds and freed once.
     unsafe {
@@ -497,6 +498,7 @@ fn kept_huge_mappings_serve_smaller_and_larger_requests() {
 fn a_huge_request_is_built_from_several_kept_mappings() {
     let _serial = serial();
     settle();
+    arm_huge_reuse();
     let layout = |size| std::alloc::Layout::from_size_align(size, 8).unwrap();
     // SAFETY: non-zero layouts; every block is written within bounds and freed once.
     unsafe {
@@ -530,6 +532,7 @@ fn huge_mappings_are_reused_then_returned() {
     settle();
     let mut rss = RssReader::new();
     let base = rss.rss();
+    arm_huge_reuse();
     let size = 32 * MIB;
     let layout = std::alloc::Layout::from_size_align(size, 8).unwrap();
     // SAFETY: non-zero layouts; every block is written within bounds and freed once.

@@ -7,7 +7,8 @@
 //! is larger) and the mapping is a whole number of slices; no other segment ever
 //! shares a window with it, since every segment starts on a window of its own.
 //!
-//! A freed mapping of up to [`POOL_MAX_BYTES`] is kept for its purge delay, its pages
+//! A freed mapping of up to [`POOL_MAX_BYTES`] is kept for its purge delay (only while
+//! huge requests have recently reused freed huge memory: `huge_pool::Demand`), its pages
 //! touched (`huge_pool.rs`: at most that many bytes in [`POOL_SLOTS`] pieces, in
 //! [`CACHE`] under its own lock), and the next huge request is built out of kept pages:
 //! the smallest kept mapping that holds it, its rest kept (`take_fit`), else a fresh
@@ -236,15 +237,25 @@ unsafe fn grow_mapping(base: *mut u8, mapped: usize, needed: usize, align: usize
     }
 }
 
-/// Keep the mapping of segment `seg` for reuse. False if it is too big.
+/// A huge request (a new block, or one grown) was made; `served`: kept pages went into
+/// it. Records the sign of reuse that decides whether freed mappings are kept.
+fn note_request(served: bool) {
+    let now = deadline::coarse_now_ms();
+    let delay = crate::options::get().purge_delay_ms;
+    CACHE.lock().demand.requested(now, delay, served);
+}
+
+/// Keep the mapping of segment `seg` for reuse. False if it is too big, or if no huge
+/// request has reused freed huge memory lately (`huge_pool::Demand`).
 fn keep(seg: *mut Segment, mapped: usize) -> bool {
-    if mapped > POOL_MAX_BYTES {
-        return false;
-    }
     let now = deadline::coarse_now_ms();
     let mut evicted = [Piece::EMPTY; POOL_SLOTS];
     {
         let mut pool = CACHE.lock();
+        if mapped > POOL_MAX_BYTES || !pool.demand.keeps(now) {
+            pool.demand.released(now);
+            return false;
+        }
         for out in evicted.iter_mut() {
             let Some(piece) = pool.evict(1, POOL_MAX_BYTES, mapped) else {
                 break;
@@ -348,6 +359,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     let align = align.max(SEGMENT_SIZE);
     if COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
         if let Some((base, kept)) = take_fit(mapped, align) {
+            note_request(true);
             COUNTERS.huge_allocs.fetch_add(1, Ordering::Relaxed);
             // SAFETY: a kept piece taken out of the pool is ours.
             unsafe {
@@ -383,6 +395,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     unsafe {
         let moved = COUNTERS.huge_cached.load(Ordering::Relaxed) != 0
             && fill_from_kept(base, segment::HEADER_BYTES, mapped, Some(align));
+        note_request(moved);
         let block = install(base, mapped, offset, !moved);
         set_used_bytes(base as *mut Segment, size);
         block
@@ -473,9 +486,9 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
             return null_mut(); // the caller copies
         }
         // The part added is fresh: kept pages, if any, fault in nothing.
-        if COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
-            fill_from_kept(new_base, mapped, needed, None);
-        }
+        let moved = COUNTERS.huge_cached.load(Ordering::Relaxed) != 0
+            && fill_from_kept(new_base, mapped, needed, None);
+        note_request(moved);
         let block = install(new_base, needed, offset, false);
         // The header moved with the pages, `huge_used` included.
         set_used_bytes(new_base as *mut Segment, new_size);

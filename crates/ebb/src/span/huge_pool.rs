@@ -12,6 +12,13 @@
 //! replaces 5-25 MiB buffers at random fault in about its peak once and then nothing.
 //! Adjacent pieces merge where the lower one is a segment piece.
 //!
+//! **Kept only where reused** ([`Demand`]): a freed mapping enters the pool only while
+//! huge requests have recently followed huge frees (a request served from kept pages,
+//! or one that came within the purge delay of a mapping given back). Otherwise it is
+//! unmapped at once, as glibc does: a program that frees its one big input buffer and
+//! goes on with small blocks (python's `json.load` of a 28 MiB file) does not carry it
+//! for the purge delay, which showed in its peak RSS.
+//!
 //! Everything here is plain arithmetic on `(base, len)` records, unit-tested below.
 
 /// Pieces kept at most.
@@ -20,6 +27,61 @@ pub const POOL_SLOTS: usize = 16;
 /// (a program that doubles a buffer to 256 MiB, frees it and does it again faults the
 /// second one in from kept pages).
 pub const POOL_MAX_BYTES: usize = 256 << 20;
+
+/// How long (in purge delays) a sign of huge reuse keeps freed mappings kept.
+pub const DEMAND_REMEMBERED_DELAYS: u64 = 2;
+
+/// Whether freed huge memory is worth keeping: the time of the last mapping given back
+/// at free, and until when reuse is remembered (times in ms, `deadline::coarse_now_ms`).
+///
+/// A sign of reuse is a huge request (a new block, or one grown) that kept pages served,
+/// or one that came within the purge delay of a mapping given back at free (a miss:
+/// keeping it would have served the request). Each sign keeps freed mappings kept for
+/// [`DEMAND_REMEMBERED_DELAYS`] purge delays; with none, a freed mapping is unmapped at
+/// once. A program that replaces big buffers so faults in one extra buffer (the first
+/// one freed goes back), then keeps as before; one that frees a big buffer once keeps
+/// nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Demand {
+    released_at: Option<u64>,
+    remembered_until: u64,
+}
+
+impl Default for Demand {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Demand {
+    pub const fn new() -> Demand {
+        Demand {
+            released_at: None,
+            remembered_until: 0,
+        }
+    }
+
+    /// A huge request at `now`; `served`: kept pages went into it.
+    pub fn requested(&mut self, now: u64, delay: u64, served: bool) {
+        let follows_release = self
+            .released_at
+            .is_some_and(|at| now.saturating_sub(at) < delay);
+        if served || follows_release {
+            let until = now.saturating_add(delay.saturating_mul(DEMAND_REMEMBERED_DELAYS));
+            self.remembered_until = self.remembered_until.max(until);
+        }
+    }
+
+    /// Whether a mapping freed at `now` is kept.
+    pub fn keeps(&self, now: u64) -> bool {
+        now < self.remembered_until
+    }
+
+    /// A freed mapping was given back at once at `now`.
+    pub fn released(&mut self, now: u64) {
+        self.released_at = Some(now);
+    }
+}
 
 /// A kept range `[base, base + len)` of touched huge memory (`base == 0`: an empty
 /// slot). `segment`: it starts with a huge segment's header and the segment map leads
@@ -52,6 +114,8 @@ impl Piece {
 /// The kept pieces.
 pub struct Pool {
     pub pieces: [Piece; POOL_SLOTS],
+    /// Whether freed mappings are kept at all.
+    pub demand: Demand,
 }
 
 impl Default for Pool {
@@ -64,6 +128,7 @@ impl Pool {
     pub const fn new() -> Pool {
         Pool {
             pieces: [Piece::EMPTY; POOL_SLOTS],
+            demand: Demand::new(),
         }
     }
 
@@ -311,6 +376,34 @@ mod tests {
             Some(POOL_SLOTS * W)
         );
         assert_eq!(full.evict(1, 128 * M, M), None);
+    }
+
+    #[test]
+    fn a_free_with_no_huge_reuse_in_sight_is_not_kept() {
+        let delay = 500;
+        let mut d = Demand::new();
+        assert!(!d.keeps(0), "nothing reused yet: give it back");
+        // A request long after nothing was given back is no sign of reuse.
+        d.requested(1_000, delay, false);
+        assert!(!d.keeps(1_000));
+        // A mapping goes back at 2 000; a request 400 ms later would have taken it.
+        d.released(2_000);
+        d.requested(2_400, delay, false);
+        assert!(d.keeps(2_400) && d.keeps(3_399));
+        assert!(!d.keeps(3_400), "remembered for two delays");
+        // Served from kept pages: remembered again from then on.
+        d.requested(3_000, delay, true);
+        assert!(d.keeps(3_999));
+        // A request a whole delay after a release is no miss.
+        let mut d = Demand::new();
+        d.released(0);
+        d.requested(delay, delay, false);
+        assert!(!d.keeps(delay));
+        // With no purge delay nothing is ever kept.
+        let mut d = Demand::new();
+        d.released(0);
+        d.requested(0, 0, false);
+        assert!(!d.keeps(0));
     }
 
     #[test]

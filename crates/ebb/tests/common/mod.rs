@@ -256,3 +256,20 @@ pub fn check_stats_consistent(s: &ebb::Stats) {
     assert_eq!(pages, s.pages, "per-class pages add up");
     assert_eq!(small, s.allocated_small, "per-class live bytes add up");
 }
+
+/// Freed huge mappings are kept only while huge requests reuse freed huge memory
+/// (`span::huge_pool::Demand`): a huge block freed and another asked for right after is
+/// that sign. Leaves one kept 20 MiB mapping (reuse is then remembered for two purge
+/// delays).
+pub fn arm_huge_reuse() {
+    let layout = Layout::from_size_align(20 << 20, 8).unwrap();
+    for _ in 0..2 {
+        // SAFETY: a non-zero layout; the block is written within bounds, freed once.
+        unsafe {
+            let p = std::hint::black_box(std::alloc::alloc(layout));
+            assert!(!p.is_null());
+            p.write(1);
+            std::alloc::dealloc(std::hint::black_box(p), layout);
+        }
+    }
+}
