@@ -332,7 +332,7 @@ impl World {
         }
     }
 
-    /// `alloc::free` of a block of P by another thread (whose heap is not O):
+    /// `free::free` of a block of P by another thread (whose heap is not O):
     /// `free_slow_inner`, with its wait while P is STOLEN, then `drain::free_remote`
     /// (`protocol::push_remote`, `must_notify_after_push`).
     fn remote_free(&self, block: u8) {
@@ -366,7 +366,7 @@ impl World {
         assert_ne!(used, 0);
     }
 
-    /// `alloc::free` → `free_slow_and_leave` → `slow::free_slow` → `free_slow_inner`.
+    /// `free::free` → `free_slow_and_leave` → `slow::free_slow` → `free_slow_inner`.
     fn free(&self, block: u8) {
         self.enter();
         if self.page.owner.load(Ordering::Relaxed) == HEAP_O {

@@ -69,7 +69,7 @@ pub unsafe fn free(ptr: *mut c_void) {
         if memcheck::ENABLED {
             return crate::front::valgrind::free(ptr as *mut u8);
         }
-        alloc::free(ptr as *mut u8)
+        crate::front::free::free(ptr as *mut u8)
     }
 }
 

@@ -130,7 +130,7 @@ unsafe impl GlobalAlloc for Ebb {
             if memcheck::ENABLED {
                 return crate::front::valgrind::free(ptr);
             }
-            alloc::free(ptr)
+            crate::front::free::free(ptr)
         }
     }
 
@@ -191,7 +191,7 @@ pub unsafe fn free(ptr: *mut u8) {
         if memcheck::ENABLED {
             return crate::front::valgrind::free(ptr);
         }
-        alloc::free(ptr)
+        crate::front::free::free(ptr)
     }
 }
 

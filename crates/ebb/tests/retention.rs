@@ -221,7 +221,10 @@ fn zero_pages_of_blocks_only_read_are_not_counted_in_the_report() {
         texts += &report_text(&report);
         report.parts_total().abs_diff(report.rss) * 100 <= report.rss * 3
     });
-    assert!(added_up, "{zero_bytes} B of zeroed blocks only read\n{texts}");
+    assert!(
+        added_up,
+        "{zero_bytes} B of zeroed blocks only read\n{texts}"
+    );
     for (p, layout) in blocks {
         // SAFETY: allocated above with this layout.
         unsafe { std::alloc::dealloc(p, layout) };

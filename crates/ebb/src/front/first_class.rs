@@ -454,7 +454,7 @@ pub unsafe fn free(fc: *mut FirstClass, ptr: *mut u8) {
                 return;
             }
         }
-        alloc::free(ptr);
+        crate::front::free::free(ptr);
     }
 }
 

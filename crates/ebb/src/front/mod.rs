@@ -16,6 +16,7 @@
 pub mod alloc;
 pub mod check;
 pub mod first_class;
+pub mod free;
 pub mod freed_key;
 pub mod guarded;
 pub mod heap;

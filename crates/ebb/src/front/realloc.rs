@@ -3,9 +3,10 @@
 //! tail's OS pages), else allocate, copy and free.
 
 use crate::diag::report_invalid_free;
+use crate::front::alloc::alloc;
 #[cfg(feature = "secure")]
 use crate::front::alloc::reserved_tail;
-use crate::front::alloc::{alloc, free};
+use crate::front::free::free;
 use crate::front::guarded;
 use crate::size_class::{LARGE_MAX, MEDIUM_MAX};
 use crate::span::page::{ABANDONED, DRAINING, HUGE, LARGE, MARKER_LIMIT};

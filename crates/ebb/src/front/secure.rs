@@ -100,7 +100,7 @@ fn not_a_carved_start(size: usize, offset: usize) -> &'static str {
 /// free, an overwritten canary). Leaves the window `free` entered on `heap`.
 ///
 /// # Safety
-/// As `alloc::free`, inside the window `free` entered on `heap`; `page` is `ptr`'s.
+/// As `free::free`, inside the window `free` entered on `heap`; `page` is `ptr`'s.
 #[cold]
 #[inline(never)]
 pub unsafe fn free_rejected_and_leave(ptr: *mut u8, page: *mut Page, heap: *mut Heap) {
@@ -226,7 +226,7 @@ pub unsafe fn pad_class_tables(heap: *mut Heap) {
 #[inline(never)]
 pub fn padding_changed(block: *mut u8, size: usize, align: usize) -> *mut u8 {
     // SAFETY: a block just allocated, not handed to anyone.
-    unsafe { crate::front::alloc::free(block) };
+    unsafe { crate::front::free::free(block) };
     crate::front::alloc::alloc(size, align)
 }
 

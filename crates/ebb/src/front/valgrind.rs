@@ -42,14 +42,14 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
     p
 }
 
-/// `alloc::free`, reported first.
+/// `free::free`, reported first.
 ///
 /// # Safety
-/// As `alloc::free`.
+/// As `free::free`.
 pub unsafe fn free(ptr: *mut u8) {
     freeing(ptr);
     // SAFETY: forwarded.
-    unsafe { crate::front::alloc::free(ptr) }
+    unsafe { crate::front::free::free(ptr) }
 }
 
 /// `realloc` that always moves the block (in place, ebb would write bytes memcheck

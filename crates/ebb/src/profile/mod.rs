@@ -2,8 +2,8 @@
 //! process start, or [`start`] at any time.
 //!
 //! - `sampler`: sample points, how the slow path stops the fast path at them, how a
-//!   sampled block is served and its free credited (the hooks in `front/slow.rs` and
-//!   `front/alloc.rs`);
+//!   sampled block is served and its free credited (the hooks in `front/slow.rs`,
+//!   `front/alloc.rs` and `front/free.rs`);
 //! - `stack`: the stack of a sample (frame-pointer walk, no allocation, no lock);
 //! - `table`: the records (stacks with estimated totals, live sampled blocks);
 //! - `maps`: executable mappings from `/proc/self/maps`;
