@@ -315,7 +315,7 @@ mod tests {
             let padded = (size + CANARY).max(MIN_ALLOC_BLOCK);
             assert_eq!(page(p).block_size(), class_size(class_of(padded)));
             // SAFETY: a live block of ours.
-            unsafe { alloc::free(p) };
+            unsafe { crate::front::free::free(p) };
             #[cfg(feature = "c-api")]
             {
                 let q = alloc::malloc_c(size);
@@ -324,7 +324,7 @@ mod tests {
                     assert_eq!(q as usize % 16, 0, "C blocks are 16-byte aligned");
                 }
                 // SAFETY: a live block of ours.
-                unsafe { alloc::free(q) };
+                unsafe { crate::front::free::free(q) };
             }
         }
         // A request that no longer fits a page of blocks with its canary is large.
@@ -336,7 +336,7 @@ mod tests {
         // SAFETY: live.
         unsafe {
             assert!(alloc::usable_size(p) >= MEDIUM_MAX - 4);
-            alloc::free(p);
+            crate::front::free::free(p);
         }
     }
 
@@ -358,7 +358,7 @@ mod tests {
                     }
                     assert_canary(p, size);
                     // SAFETY: live.
-                    unsafe { alloc::free(p) };
+                    unsafe { crate::front::free::free(p) };
                 }
             }
         }
@@ -383,7 +383,7 @@ mod tests {
                 core::ptr::write_bytes(p, 7, new_size);
                 size = new_size;
             }
-            alloc::free(p);
+            crate::front::free::free(p);
         }
     }
 
