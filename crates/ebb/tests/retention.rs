@@ -231,6 +231,36 @@ fn zero_pages_of_blocks_only_read_are_not_counted_in_the_report() {
     }
 }
 
+/// After a fork, the child's pages are shared copy-on-write with the parent: not
+/// exclusively mapped, like the zero page, yet counted in RSS. The child's report must
+/// count them (it added up to far less than RSS when pagemap's flags alone decided).
+#[cfg(target_os = "linux")]
+#[test]
+fn retention_adds_up_to_rss_in_a_fork_child() {
+    let _serial = serial();
+    let written: Vec<Vec<u8>> = (0..64).map(|i| block(128 << 10, i as u8 + 1)).collect();
+    // SAFETY: the child calls only the allocator, ebb's report and `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let ok = (0..3).any(|_| {
+            let report = ebb::retention();
+            report.parts_total().abs_diff(report.rss) * 100 <= report.rss * 3
+                && report.live >= 7 << 20
+        });
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child's report did not add up to its RSS (status {status:#x})"
+    );
+    drop(written);
+}
+
 /// Memory the program maps itself is named, by address range, as not ebb's.
 #[test]
 fn retention_lists_the_programs_own_mappings() {

@@ -144,12 +144,15 @@ pub fn heaps_resident_in(pagemap: &PageMap, start: usize, end: usize) -> u64 {
 /// `calloc`ed block that is only read), which RSS leaves out; with it, a program that
 /// read a fresh 64 MiB `calloc` block made the retention report add up to 1,100% of
 /// RSS. `/proc/self/pagemap` tells such pages apart: the huge zero page shows as a
-/// file page (ebb maps only anonymous memory), the 4 KiB one as present, not
-/// exclusively mapped (bit 56) and reading as zeros. (A page shared copy-on-write with
-/// a fork child is not exclusive either, but RSS counts it: the zeros test keeps it
-/// unless it is all zeros.) Without pagemap, plain `mincore`.
+/// file page (ebb maps only anonymous memory), the 4 KiB one as present and not
+/// exclusively mapped (bit 56). A page shared copy-on-write with a fork child is not
+/// exclusive either, but RSS counts it: once the process has forked
+/// (`process::FORKED`), such a page counts unless it reads as zeros. (Pages merged by
+/// KSM, which a program must ask for, would count as zero pages.) Without pagemap,
+/// plain `mincore`.
 pub struct PageMap {
     fd: Option<core::ffi::c_int>,
+    forked: bool,
 }
 
 impl PageMap {
@@ -162,6 +165,7 @@ impl PageMap {
     pub fn open() -> PageMap {
         PageMap {
             fd: os::open_read(b"/proc/self/pagemap\0"),
+            forked: crate::process::FORKED.load(Ordering::Relaxed),
         }
     }
 
@@ -169,7 +173,10 @@ impl PageMap {
     /// per resident GiB, where the kernel's pagemap walk dominates), and counts zero
     /// pages as resident.
     pub fn mincore_only() -> PageMap {
-        PageMap { fd: None }
+        PageMap {
+            fd: None,
+            forked: false,
+        }
     }
 
     /// Set `out[i]` to 1 if the OS page at `start + i * page` is resident as RSS
@@ -194,16 +201,16 @@ impl PageMap {
                 continue;
             }
             for (i, (flag, &entry)) in chunk.iter_mut().zip(&entries[..n]).enumerate() {
-                *flag = Self::counted_in_rss(entry, at + i * page, page) as u8;
+                *flag = self.counted_in_rss(entry, at + i * page, page) as u8;
             }
         }
     }
 
-    fn counted_in_rss(entry: u64, addr: usize, page: usize) -> bool {
+    fn counted_in_rss(&self, entry: u64, addr: usize, page: usize) -> bool {
         if entry & Self::PRESENT == 0 || entry & Self::FILE_OR_SHARED != 0 {
             return false;
         }
-        entry & Self::EXCLUSIVE != 0 || !reads_as_zeros(addr, page)
+        entry & Self::EXCLUSIVE != 0 || (self.forked && !reads_as_zeros(addr, page))
     }
 
     /// Resident bytes of `[start, start + len)`, as RSS counts them.
@@ -239,10 +246,10 @@ fn mincore_residency(start: usize, out: &mut [u8]) {
 /// page that cannot be read (a guard page, a guarded-sampling slot protected on free)
 /// answers false instead of faulting.
 fn reads_as_zeros(addr: usize, page: usize) -> bool {
-    let mut buf = [0u64; 64];
-    (0..page).step_by(512).all(|off| {
+    let mut buf = [0u64; 512];
+    (0..page).step_by(4096).all(|off| {
         // SAFETY: `u64`s have no invalid bit patterns; the view covers the buffer.
-        let raw = unsafe { core::slice::from_raw_parts_mut(buf.as_mut_ptr() as *mut u8, 512) };
+        let raw = unsafe { core::slice::from_raw_parts_mut(buf.as_mut_ptr() as *mut u8, 4096) };
         os::read_checked(addr + off, raw) && buf.iter().all(|&w| w == 0)
     })
 }

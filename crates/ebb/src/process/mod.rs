@@ -94,6 +94,11 @@ pub fn init(hooks: &'static Hooks) -> bool {
     true
 }
 
+/// Set by the first `fork` (in the parent, and so inherited by the child): until
+/// then no page of ebb's is shared copy-on-write with another process, so residency
+/// can tell the kernel's zero page from pagemap's flags alone (`observe::PageMap`).
+pub static FORKED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
 /// Take every lock before `fork`, so the child does not inherit one mid-update. No
 /// code path holds two of them at once, so the order is free; this is the one place
 /// that takes them all.
@@ -101,6 +106,7 @@ pub fn init(hooks: &'static Hooks) -> bool {
 /// # Safety
 /// Only as the `pthread_atfork` prepare handler.
 unsafe extern "C" fn fork_prepare() {
+    FORKED.store(true, Ordering::Relaxed);
     registry::lock_for_fork();
     abandon::lock_for_fork();
     huge::CACHE.lock_raw();
