@@ -8,6 +8,7 @@
 use std::alloc::Layout;
 
 pub mod shadow;
+pub mod stress_blocks;
 
 /// xorshift64* — tiny, fast, good enough to drive tests. Never seeded with 0.
 #[derive(Clone, Debug)]
