@@ -326,19 +326,67 @@ pub unsafe fn sampled_refill(heap: *mut Heap, page: *mut Page) -> Option<*mut u8
         if !profile::in_step(&h.sampler) {
             return None;
         }
+        if (*page).local_free.is_null() {
+            return sampled_carve(h, page);
+        }
+        // The fast path's other refill, denied while sampling (most entries here): the
+        // common case inline, with nothing that needs registers saved (no countdown
+        // draw, no holes, no guarded sampling); the rest, and the carve, in functions
+        // of their own. All in one function, every refill saved and restored six
+        // registers for them.
         let class = (*page).class as usize;
         // (The page's own field: `class_size(class)`, without computing it.)
         let block_size = (*page).block_size();
         debug_assert_eq!(block_size, class_size(class));
-        let sampling = profile::samples(&h.sampler);
-        let guarding = guarded::enabled();
-        if !(*page).local_free.is_null() {
-            // The fast path's other refill, denied while sampling (most entries here).
-            return local_refill_counted(h, page, (class, block_size), sampling, guarding);
+        if profile::samples(&h.sampler) && (*page).holes == 0 && !guarded::enabled() {
+            // (`profile::free_blocks` without holes.)
+            let blocks = ((*page).capacity as usize).saturating_sub((*page).used() as usize);
+            if profile::charge_if_fits(&mut h.sampler, class, blocks as i64, block_size) {
+                (*page).free = (*page).local_free;
+                (*page).local_free = null_mut();
+                (*page).free_is_zero = false;
+                (*page).frees_to_local = true;
+                return Some(pop(page));
+            }
         }
+        sampled_local_refill_general(h, page, (class, block_size))
+    }
+}
+
+/// `sampled_refill` of `local_free` in the general case (a countdown to draw, holes,
+/// guarded sampling, a sample point among the blocks).
+///
+/// # Safety
+/// As `sampled_refill`, the heap's state in step, `local_free` non-empty.
+#[inline(never)]
+unsafe fn sampled_local_refill_general(
+    h: &mut Heap,
+    page: *mut Page,
+    (class, block_size): (usize, usize),
+) -> Option<*mut u8> {
+    let sampling = profile::samples(&h.sampler);
+    let guarding = guarded::enabled();
+    // SAFETY: per the contract.
+    unsafe { local_refill_counted(h, page, (class, block_size), sampling, guarding) }
+}
+
+/// `sampled_refill` for a page whose `local_free` is empty: carve its next batch, and
+/// hand it out counted if no sample point falls among the blocks.
+///
+/// # Safety
+/// As `sampled_refill`, the heap's state in step.
+#[inline(never)]
+unsafe fn sampled_carve(h: &mut Heap, page: *mut Page) -> Option<*mut u8> {
+    // SAFETY: per the contract, the page is the heap's own.
+    unsafe {
         if !(*page).can_carve_in_place() {
             return None;
         }
+        let class = (*page).class as usize;
+        let block_size = (*page).block_size();
+        debug_assert_eq!(block_size, class_size(class));
+        let sampling = profile::samples(&h.sampler);
+        let guarding = guarded::enabled();
         let before = (*page).capacity;
         if !(*page).carve_in_place() {
             return None;

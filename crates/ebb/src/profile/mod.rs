@@ -29,8 +29,9 @@ mod table;
 pub(crate) use handout::{end_list_at, free_blocks, lengths};
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
-    big_allocated, blocks_before, charge, cut, fits, freed, in_step, keep_sampled_span, moved,
-    record_sampled, sample_point, samples, serve_sampled, span_released, sync,
+    big_allocated, blocks_before, charge, charge_if_fits, cut, fits, freed, in_step,
+    keep_sampled_span, moved, record_sampled, sample_point, samples, serve_sampled, span_released,
+    sync,
 };
 pub(crate) use stack::Entry;
 pub use stack::SEPARATOR as STACK_SEPARATOR;

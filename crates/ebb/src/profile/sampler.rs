@@ -144,6 +144,21 @@ pub fn fits(s: &mut HeapSampler, class: usize, blocks: i64, block_size: usize) -
     blocks * (block_size as i64) < left
 }
 
+/// If the countdown of `class` is drawn and outlasts `blocks` blocks of `block_size`
+/// bytes, charge them and return true (`fits` and `charge` at once, without the draw:
+/// no `ln` inlined, so a refill that calls only this saves no registers); false
+/// otherwise, nothing changed.
+#[inline(always)]
+pub fn charge_if_fits(s: &mut HeapSampler, class: usize, blocks: i64, block_size: usize) -> bool {
+    let left = s.left[class];
+    let bytes = blocks * block_size as i64;
+    if left == 0 || bytes >= left {
+        return false;
+    }
+    s.left[class] = left - bytes;
+    true
+}
+
 /// The fast path was handed `blocks` blocks of `class` (at most `blocks_before`).
 #[inline]
 pub fn charge(s: &mut HeapSampler, class: usize, blocks: i64, block_size: usize) {
