@@ -47,20 +47,23 @@
 //! blocks (`mostly_live`).
 //!
 //! Fresh units (also dense growth's option, from a lower floor, [`FRESH_MIN_COMMITTED`],
-//! 8 MiB): when a one-slice page is taken in a unit no span has touched yet (every other
-//! slice of it free and uncommitted), the unit is advised `MADV_HUGEPAGE` before the
-//! page is handed out ([`advise_fresh_unit`]), so the page's first write maps the unit
-//! as one huge page. First fit takes such a unit only when no free slice lies before it
-//! in any segment, so this is the heap's fill front, wherever the fill-front rule above
-//! cannot see it: a segment whose units are filled around large blocks and the
-//! collector's holes (an interpreter's first segment, filled before the 32 MiB floor),
-//! a segment's units refilled out of order. Any free of one of its slices advises it
-//! `MADV_NOHUGEPAGE` again ([`after_slices_freed`], as for large blocks), so refaults
-//! after a purge are 4 KiB pages and khugepaged leaves it alone. The unit is resident
-//! whole from its first page on: up to 2 MiB more than in use at the fill front, and
-//! the untouched tails of its pages of larger blocks (a one-slice page of 8 KiB blocks
-//! is written nearly whole as it is used). Lua at 200,000 keys: 12.4 k page faults ->
-//! 4.6-5.6 k, CPU 0.92 x (docs/REAL-PROGRAMS.md "Fresh units").
+//! 8 MiB, and only while the process has one heap): when a one-slice page is taken in a
+//! unit no span holds memory in (every other slice of it free and uncommitted), the
+//! unit is advised `MADV_HUGEPAGE` before the page is handed out
+//! ([`advise_fresh_unit`]), so the page's first write maps the unit as one huge page.
+//! First fit takes such a unit only when no free slice lies before it in any segment,
+//! so this is the heap's fill front wherever the fill-front rule above cannot see it:
+//! units filled around large blocks and the collector's holes (an interpreter's first
+//! segment, filled before the 32 MiB floor), units refilled out of order. Any free of
+//! one of its slices advises it `MADV_NOHUGEPAGE` again ([`after_slices_freed`], as
+//! for large blocks), so refaults after a purge are 4 KiB pages and khugepaged leaves
+//! it alone. The unit is resident whole from its first page on: with one heap that is
+//! the fill front's unit plus the untouched tails of the heap's partly filled pages (one
+//! per class at most). With many heaps it is one partly filled page per class and
+//! thread in every unit, and the rule is off: without the one-heap test, mixed-c-rust
+//! grew +5.5% from round 5 to 50 at 217 MiB (+20 MiB) and many-threads held 45 KB
+//! per idle thread (target 40). Lua at 200,000 keys: page faults 12.9-14.0 k ->
+//! 9.3-9.9 k, CPU 0.96 x (docs/REAL-PROGRAMS.md "Fresh units").
 //!
 //! Large blocks (also dense growth, same option and floor): the units lying whole
 //! inside a new large block (or added to one grown in place) that were never touched
@@ -155,7 +158,8 @@ pub const DENSE_MIN_COMMITTED: usize = 32 << 20;
 /// below it keeps 4 KiB pages everywhere (a small heap has few TLB misses, and the
 /// speed suite's 7-16 MiB front ends would pay up to 2 MiB at their fill front).
 /// Lower than [`DENSE_MIN_COMMITTED`] because Lua's and perl's first segment fills
-/// below that one (Lua at 200,000 keys: 5.7 k faults left with 16 MiB, 4.6-5.0 k with 8).
+/// below that one (an experiment advising every span's untouched unit left Lua at
+/// 200,000 keys 5.7 k faults with a 16 MiB floor, 4.6-5.0 k with 8 MiB).
 pub const FRESH_MIN_COMMITTED: usize = 8 << 20;
 
 /// Dense growth's option applies: the target has huge pages, the option is on, and
@@ -224,6 +228,7 @@ pub fn advise_fresh_unit(segment: &mut Segment, slice: usize) -> bool {
             first,
             slice,
         )
+        // One heap: see the module doc, "Fresh units".
         || COUNTERS.threads.load(Ordering::Relaxed) > 1
     {
         return false;
