@@ -1,4 +1,4 @@
-//! Fresh units (span/large_pages.rs, dense growth's option): past an 8 MiB floor, in a
+//! Fresh units (span/large_pages.rs, dense growth's option): past a 16 MiB floor, in a
 //! process with one heap, a one-slice page taken in a 2 MiB unit no span has touched
 //! advises that unit `MADV_HUGEPAGE` (its first write maps one huge page), and the
 //! advice is taken back once any of its slices is freed; with a second thread's heap
@@ -11,6 +11,8 @@
 
 const UNIT: usize = 2 << 20;
 const BLOCK: usize = 8192;
+/// `large_pages::FRESH_MIN_COMMITTED`.
+const FLOOR: u64 = 16 << 20;
 
 fn thp_in_kernel() -> bool {
     std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -60,7 +62,7 @@ fn fill_until_advised(blocks: &mut Vec<*mut u8>, limit: usize) -> Option<*mut u8
         let unit = p as usize / UNIT;
         if unit != last_unit {
             last_unit = unit;
-            if ebb::stats().committed >= (8 << 20) as u64 && advised(p) {
+            if ebb::stats().committed >= FLOOR && advised(p) {
                 return Some(p);
             }
         }
@@ -88,7 +90,7 @@ fn fresh_units_are_advised_past_the_floor_until_a_slice_of_them_is_freed() {
     ebb::set_options(options);
     let mut blocks = vec![alloc_written()];
     // Below the floor: the fresh process has a few MiB committed at most.
-    assert!(ebb::stats().committed < (8 << 20) as u64);
+    assert!(ebb::stats().committed < FLOOR);
     assert_eq!(
         ebb::stats().threads,
         1,
@@ -130,7 +132,7 @@ fn no_fresh_unit_is_advised_while_two_heaps_live() {
     made_rx.recv().unwrap();
     assert!(ebb::stats().threads >= 2);
     let mut blocks = Vec::new();
-    let found = fill_until_advised(&mut blocks, 3000);
+    let found = fill_until_advised(&mut blocks, 4000);
     hold_tx.send(()).unwrap();
     other.join().unwrap();
     for &p in &blocks {

@@ -47,7 +47,7 @@
 //! blocks (`mostly_live`).
 //!
 //! Fresh units (also dense growth's option, from a lower floor, [`FRESH_MIN_COMMITTED`],
-//! 8 MiB, and only while the process has one heap): when a one-slice page is taken in a
+//! 16 MiB, and only while the process has one heap): when a one-slice page is taken in a
 //! unit no span holds memory in (every other slice of it free and uncommitted), the
 //! unit is advised `MADV_HUGEPAGE` before the page is handed out
 //! ([`advise_fresh_unit`]), so the page's first write maps the unit as one huge page.
@@ -156,11 +156,11 @@ pub const DENSE_MIN_COMMITTED: usize = 32 << 20;
 
 /// Fresh units are advised once this much of the segments is committed: a program
 /// below it keeps 4 KiB pages everywhere (a small heap has few TLB misses, and the
-/// speed suite's 7-16 MiB front ends would pay up to 2 MiB at their fill front).
-/// Lower than [`DENSE_MIN_COMMITTED`] because Lua's and perl's first segment fills
-/// below that one (an experiment advising every span's untouched unit left Lua at
-/// 200,000 keys 5.7 k faults with a 16 MiB floor, 4.6-5.0 k with 8 MiB).
-pub const FRESH_MIN_COMMITTED: usize = 8 << 20;
+/// fill front's unit is resident whole: with 8 MiB the speed suite's `frontend`, 7.4
+/// MiB peak RSS, grew to 8.9). Lower than [`DENSE_MIN_COMMITTED`] because Lua's and
+/// perl's first segment fills below that one (Lua at 200,000 keys: 9.3 k faults with
+/// 16 MiB or 8 MiB, 12.4 k with dense growth alone).
+pub const FRESH_MIN_COMMITTED: usize = 16 << 20;
 
 /// Dense growth's option applies: the target has huge pages, the option is on, and
 /// `EBB_LARGE_PAGES` (which advises everything) is off.
