@@ -4,8 +4,9 @@
 # page faults (GNU time). Used for the huge-page split in docs/REAL-PROGRAMS.md.
 #
 #   bench/real-programs/interleave.sh ROUNDS perl|lua N NAME:VAR=VALUE,VAR=VALUE ...
-#   bench/real-programs/interleave.sh ROUNDS python|jq|sqlite WORK NAME:VAR=VALUE ...
-# (python, jq and sqlite read the suite's inputs from WORK, e.g. target/real-programs.)
+#   bench/real-programs/interleave.sh ROUNDS python|jq|sqlite|gcc WORK NAME:VAR=VALUE ...
+# (python, jq, sqlite and gcc read the suite's inputs from WORK, e.g. target/real-programs;
+# gcc writes WORK/out/big-interleave.o.)
 #   E=$PWD/target/release/libebb.so M=$PWD/target/mimalloc3/libmimalloc3.so
 #   bench/real-programs/interleave.sh 3 perl 125000 ebb:LD_PRELOAD=$E \
 #       ebb-dense:LD_PRELOAD=$E,EBB_DENSE_HUGE_PAGES=1 mi3:LD_PRELOAD=$M \
@@ -23,7 +24,8 @@ case $PROG in
     python) CMD="/usr/bin/python3 $B/group.py $N/records.json" ;;
     jq) CMD="jq -c -f $B/group.jq $N/records.json" ;;
     sqlite) CMD="sqlite3 :memory:"; IN=$N/rows.sql ;;
-    *) echo "perl, lua, python, jq or sqlite" >&2; exit 1 ;;
+    gcc) mkdir -p "$N/out"; CMD="gcc -w -O2 -c $N/big.c -o $N/out/big-interleave.o" ;;
+    *) echo "perl, lua, python, jq, sqlite or gcc" >&2; exit 1 ;;
 esac
 for _ in $(seq "$R"); do
     for c in "$@"; do
