@@ -137,6 +137,27 @@ impl Resident {
         eprintln!(
             "  slices with live blocks, by resident OS pages outside the bound (0..16): {histogram:?}"
         );
+        // Slices with live blocks and pages outside: the usable sizes of their blocks.
+        let mut sizes: Vec<(usize, usize)> = Vec::new();
+        for &(slice, out, inn) in &slices {
+            if out == 0 || inn == 0 || slice % WINDOW == 0 {
+                continue;
+            }
+            let i = blocks.partition_point(|b| b.0 < slice);
+            let size = blocks
+                .get(i)
+                .filter(|b| b.0 < slice + SLICE)
+                .map_or(0, |b| b.1);
+            match sizes.iter_mut().find(|e| e.0 == size) {
+                Some(e) => e.1 += out,
+                None => sizes.push((size, out)),
+            }
+        }
+        sizes.sort_by_key(|e| std::cmp::Reverse(e.1));
+        eprintln!(
+            "  outside pages in slices with live blocks, by the usable size of the slice's first live block (size, KiB): {:?}",
+            sizes.iter().take(20).map(|e| (e.0, e.1 * 4)).collect::<Vec<_>>()
+        );
         let mut worst: Vec<_> = slices
             .iter()
             .filter(|s| s.1 > 0 && s.0 % WINDOW != 0)
