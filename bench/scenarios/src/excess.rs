@@ -79,7 +79,7 @@ impl Resident {
         // Per slice: (slice base, resident pages outside, resident pages inside the bound).
         let mut slices: Vec<(usize, usize, usize)> = Vec::new();
         for &page in &self.pages {
-            let slice = page * OS_PAGE & !(SLICE - 1);
+            let slice = (page * OS_PAGE) & !(SLICE - 1);
             let in_bound = touched.binary_search(&page).is_ok();
             if in_bound {
                 inside += 1;
