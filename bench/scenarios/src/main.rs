@@ -8,6 +8,7 @@
 //! one `{"type":"summary",...}` line. See docs/MEMORY.md and scripts/memory-scenarios.sh.
 
 mod burst_idle;
+mod excess;
 mod many_threads;
 mod mesh;
 mod mixed;

@@ -19,6 +19,9 @@ pub struct Pages {
     /// Blocks of up to `SMALL_MAX` usable bytes (address, usable size), for the
     /// meshing count (`mesh.rs`); kept only when `record_small` was called.
     small: Option<Vec<(usize, usize)>>,
+    /// Every block added (address, usable size), kept only when `record_all` was
+    /// called (`excess.rs`).
+    all: Option<Vec<(usize, usize)>>,
 }
 
 /// The biggest block ebb puts in a page of one 64 KiB slice.
@@ -45,6 +48,9 @@ impl Pages {
             if usable <= SMALL_MAX {
                 small.push((ptr as usize, usable));
             }
+        }
+        if let Some(all) = &mut self.all {
+            all.push((ptr as usize, usable));
         }
         self.add_range(ptr as usize, usable);
     }
@@ -74,6 +80,18 @@ impl Pages {
         self.small.get_or_insert_with(Vec::new);
     }
 
+    /// Also keep every block added from now on (for `excess.rs`).
+    pub fn record_all(&mut self) {
+        self.all.get_or_insert_with(Vec::new);
+    }
+
+    /// Every block recorded (see `record_all`), sorted by address.
+    pub fn all_blocks(&mut self) -> &[(usize, usize)] {
+        let all = self.all.get_or_insert_with(Vec::new);
+        all.sort_unstable();
+        all
+    }
+
     /// The small blocks recorded (see `record_small`).
     pub fn small_blocks(&self) -> &[(usize, usize)] {
         self.small.as_deref().unwrap_or(&[])
@@ -91,6 +109,12 @@ impl Pages {
     fn compact(&mut self) {
         self.pages.sort_unstable();
         self.pages.dedup();
+    }
+
+    /// The page numbers counted, sorted.
+    pub fn sorted(&mut self) -> &[usize] {
+        self.compact();
+        &self.pages
     }
 
     /// The bound in bytes.

@@ -391,9 +391,11 @@ fn idle_purger_does_not_wake() {
         "free memory not purged: {} KiB awaiting purge",
         ebb::stats().free_committed >> 10
     );
-    // A timed wait armed before the last purge may still fire once; let it.
+    // A timed wait armed before the last purge may still fire once; let it. Pages of
+    // classes whose hole walks found nothing wait 8 purge delays for theirs
+    // (`span/hole_yield.rs` `DEFER_FACTOR`): let those come due too.
     thread::sleep(Duration::from_millis(
-        ebb::options().purge_delay_ms.max(500) * 2,
+        ebb::options().purge_delay_ms.max(500) * 10,
     ));
     let before = ebb::stats().purger_wakeups;
     thread::sleep(Duration::from_secs(10));

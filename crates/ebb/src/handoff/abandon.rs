@@ -15,10 +15,10 @@ use crate::handoff::drain::{self, claim_for_drain, finish_drain};
 use crate::protocol;
 use crate::size_class::CLASS_COUNT;
 use crate::span::arena::free_span;
-use crate::span::deadline;
 use crate::span::decommit_batch::DecommitBatch;
 use crate::span::holes::purged_inside;
 use crate::span::page::{Page, PageList, ABANDONED};
+use crate::span::{deadline, hole_yield};
 use crate::sync::Mutex;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
@@ -51,6 +51,10 @@ pub unsafe fn abandon(page: *mut Page, last_owner: usize, unused_since: u64) {
         }
         let now = deadline::coarse_now_ms();
         let idle = unused_since < now;
+        // A page of a class whose hole walks find nothing waits like any abandoned
+        // page, for longer (`span::hole_yield`): it may well be reused or freed first.
+        let defer = idle && hole_yield::defers(&*page);
+        let idle = idle && !defer;
         if idle {
             // Taken from an idle owner: its free blocks have not been used for the purge
             // delay either.
@@ -195,8 +199,10 @@ fn purge_unclaimed_batch(now: u64, delay: u64, force: bool) -> (u64, bool) {
                     )
                 };
                 if inside && listed_at != PURGED_INSIDE {
-                    if !force && listed_at.saturating_add(delay) > now {
-                        next_due = next_due.min(listed_at + delay);
+                    // SAFETY: as above.
+                    let wait = unsafe { hole_yield::inside_delay(&*page, delay) };
+                    if !force && listed_at.saturating_add(wait) > now {
+                        next_due = next_due.min(listed_at.saturating_add(wait));
                     } else if count == batch.len() {
                         more = true; // more than a batch: another one right after
                         break 'classes;

@@ -111,12 +111,14 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
     // One bit per free block: on a list, or in a hole already.
     let mut free = [0u64; MAX_BLOCKS / 64];
     let mut mark = |i: usize| free[i / 64] |= 1 << (i % 64);
+    let mut listed = 0;
     for head in [page.free, page.local_free] {
         let mut block = head;
         while !block.is_null() {
             let offset = block as usize - start;
             debug_assert!(offset % size == 0 && offset / size < capacity);
             mark(offset / size);
+            listed += 1;
             // SAFETY: blocks on the owner's lists are free and ours.
             block = unsafe { page.link(block) };
         }
@@ -147,6 +149,11 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
         if (first..=last).all(is_free) {
             new |= 1 << j;
         }
+    }
+    // A page at least half free tells whether the class's survivors leave holes
+    // (`hole_yield`); a fuller one would have few either way.
+    if page.slice_count == 1 && listed * 2 >= capacity {
+        crate::span::hole_yield::record(page.class as usize, new != 0);
     }
     if new == 0 {
         return;
@@ -458,6 +465,43 @@ mod tests {
         }
         assert_eq!(out.len(), reserved - survivors.len());
         assert_eq!(t.page.holes, 0);
+    }
+
+    /// Hole walks tell `hole_yield` what they found: pages whose survivors sit in every
+    /// OS page make the class barren, one page with holes ends that. (Fails with the
+    /// `record` call in `purge_into` removed.)
+    #[test]
+    fn hole_walks_record_whether_they_found_holes() {
+        use crate::span::hole_yield::{is_barren, reset, BARREN_WALKS};
+        // A size no other test here uses: the record is per class and process-wide.
+        let size = 88;
+        let class = crate::size_class::class_of(size);
+        reset(class);
+        let os_page = crate::os::page_size();
+        let page_with_survivors_every = |step: usize| {
+            let mut t = TestPage::new(size);
+            let mut live = BTreeSet::new();
+            while let Some(i) = t.pop() {
+                live.insert(i);
+            }
+            for i in 0..t.page.reserved as usize {
+                if i * size % step >= size {
+                    t.push(i);
+                    live.remove(&i);
+                }
+            }
+            t
+        };
+        for walk in 1..=BARREN_WALKS {
+            // A survivor in every OS page: no hole.
+            let mut t = page_with_survivors_every(os_page / 2);
+            assert_eq!(purge(&mut t.page), 0);
+            assert_eq!(is_barren(class), walk == BARREN_WALKS, "after {walk} walks");
+        }
+        // A survivor per 16 KiB: holes.
+        let mut t = page_with_survivors_every(16 << 10);
+        assert!(purge(&mut t.page) > 0);
+        assert!(!is_barren(class));
     }
 
     /// The holes of a page refill one run at a time, only when the lists are dry.

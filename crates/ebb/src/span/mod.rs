@@ -13,6 +13,7 @@ pub mod deadline;
 pub mod decommit;
 pub mod decommit_batch;
 pub mod header_purge;
+pub mod hole_yield;
 pub mod holes;
 pub mod huge;
 pub mod huge_pool;
