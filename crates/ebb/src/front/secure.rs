@@ -310,7 +310,11 @@ mod tests {
             assert_canary(p, size);
             // The class is the padded request's (not a bigger one); above `SMALL_MAX`
             // (no canary) the request's own.
-            let padded = if size <= SMALL_MAX { size + CANARY } else { size };
+            let padded = if size <= SMALL_MAX {
+                size + CANARY
+            } else {
+                size
+            };
             assert_eq!(
                 page(p).block_size(),
                 class_size(class_of(padded.max(MIN_ALLOC_BLOCK))),
