@@ -18,9 +18,9 @@ pub extern "C" fn ebb_heap_new() -> *mut c_void {
 /// blocks (with the secure build's canary, `size + pad` is made one); above
 /// MEDIUM_MAX blocks start on slice boundaries anyway.
 fn c_size(size: usize) -> usize {
-    use crate::front::alloc::{pad, CANARY};
+    use crate::front::alloc::{padded, CANARY};
     if size > 8 && size <= crate::MEDIUM_MAX - CANARY {
-        let pad = pad();
+        let pad = padded(size) - size;
         (size + pad).next_multiple_of(16) - pad
     } else {
         size

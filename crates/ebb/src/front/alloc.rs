@@ -38,6 +38,21 @@ pub fn pad() -> usize {
     0
 }
 
+/// `size` with the padding of [`pad`] where its block gets a canary: requests of up to
+/// `SMALL_MAX` bytes (whose padded size picks a class; those of the last `CANARY`
+/// bytes take the classes above `SMALL_MAX`, which have none). Bigger requests are not
+/// padded: their blocks carry no canary (`span::secure::SMALL_CANARY_MAX`), and 8
+/// bytes more sent every request of a class's exact size, as the common powers of two,
+/// to the next class. `size` in other builds.
+#[inline(always)]
+pub fn padded(size: usize) -> usize {
+    if size <= SMALL_MAX {
+        size + pad()
+    } else {
+        size
+    }
+}
+
 /// Bytes of `page`'s blocks the program may not use (the canary's).
 ///
 /// # Safety
@@ -111,9 +126,11 @@ fn malloc_in<const C: bool>(size: usize) -> *mut u8 {
 fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut u8 {
     // SAFETY: as in `malloc_in`.
     unsafe {
-        // (The secure build: the heap's copy of the padding.)
+        // (The secure build pads no request this big, `padded`: those of `SMALL_MAX`
+        // bytes or less that come here, at most `CANARY` below it, would take a class
+        // above it with their padding, and take it by the table below without.)
         #[cfg(feature = "secure")]
-        let pad = (*heap).pad;
+        let pad = 0;
         #[cfg(not(feature = "secure"))]
         let pad = pad();
         let page = if size <= MID_MAX - CANARY {
@@ -212,7 +229,7 @@ unsafe fn current_page<const C: bool>(
             let class = *table.get_unchecked(size) as usize;
             return (*heap).current.get_unchecked(class).load(Ordering::Relaxed);
         }
-        let size = size + pad();
+        let size = padded(size);
         // (Beyond `SMALL_MAX - CANARY`, the classes above `SMALL_MAX`, as `malloc`'s.)
         #[cfg(feature = "secure")]
         let size = size.max(SMALL_MAX + 1);
@@ -328,7 +345,7 @@ fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8
     let class = {
         // The fast path's choice: the tables up to `SMALL_MAX` bytes with the padding,
         // the classes above `SMALL_MAX` beyond.
-        let padded = size + pad();
+        let padded = padded(size);
         #[cfg(feature = "secure")]
         let above = padded.max(SMALL_MAX + 1);
         #[cfg(not(feature = "secure"))]
@@ -382,25 +399,24 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         return malloc(size);
     }
     if align == 16 {
-        // The secure build: the C tables (as `alloc_zeroed`).
+        // The secure build: the C tables (as `alloc_zeroed`). Bigger requests are not
+        // padded (`padded`) and take the classes above `SMALL_MAX` (or, at most
+        // `CANARY` below it with no padding, `SMALL_MAX` itself), all of 16-byte
+        // multiples: no rounding.
         #[cfg(feature = "secure")]
-        if size <= SMALL_MAX - CANARY {
-            return malloc_in::<true>(size);
-        }
+        return if size <= SMALL_MAX - CANARY {
+            malloc_in::<true>(size)
+        } else {
+            malloc(size)
+        };
         // Multiples of 16 map to classes that are multiples of 16; bigger blocks start
         // on slice boundaries anyway (and rounding them could overflow).
-        // (With a canary: the class of `size + pad` rounded up to 16.)
-        let pad = pad();
-        let p = malloc(if size <= MEDIUM_MAX - CANARY {
-            ((size + pad + 15) & !15).max(16) - pad
+        #[cfg(not(feature = "secure"))]
+        return malloc(if size <= MEDIUM_MAX - CANARY {
+            ((size + pad() + 15) & !15).max(16) - pad()
         } else {
             size
         });
-        #[cfg(feature = "secure")]
-        if p as usize & 15 != 0 {
-            return crate::front::secure::padding_changed(p, size, align);
-        }
-        return p;
     }
     alloc_aligned(size, align)
 }
@@ -411,7 +427,9 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
     if align <= SLICE_SIZE {
         let pad = pad();
-        if let Some(class) = class_for_aligned(size.saturating_add(pad), align) {
+        if let Some(class) = class_for_aligned(padded(size), align) {
+            // (A request of the class size less the padding takes the class, whether
+            // it is padded or not: the classes above `SMALL_MAX` are 128 bytes apart.)
             let p = malloc(class_size(class) - pad);
             #[cfg(feature = "secure")]
             if p as usize % align != 0 {

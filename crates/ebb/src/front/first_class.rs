@@ -167,8 +167,8 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
     // Size 0 maps to the 8-byte class: with align 16 it takes the rounding below (a
     // 16-byte block; found by the secure build's random carving order, where the first
     // block of a page is not always at a 16-byte multiple).
-    // (The secure build's canary: the class of `size + pad`, `alloc::pad`.)
-    let padded = size.saturating_add(alloc::pad());
+    // (The secure build's canary: the class of `size + pad`, `alloc::padded`.)
+    let padded = alloc::padded(size);
     let class = if align <= alloc::MIN_ALIGN || (align == 16 && padded % 16 == 0 && size != 0) {
         if padded > MEDIUM_MAX {
             // SAFETY: forwarded.

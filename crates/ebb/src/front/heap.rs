@@ -79,14 +79,10 @@ pub struct Heap {
     /// that refill goes through the slow path, which counts it (`profile::sampler`).
     pub local_mask: usize,
     /// Secure build: the largest request the malloc fast path takes from the tables
-    /// above, `SMALL_MAX` less the canary's padding, and that padding
-    /// (`front::secure::pad_class_tables`): at level light (no padding) requests of up
-    /// to `SMALL_MAX` bytes are small, and the bigger ones read the padding from the
-    /// heap the fast path holds, not from a static (one load more).
+    /// above, `SMALL_MAX` less the canary's padding (`front::secure::pad_class_tables`):
+    /// at level light (no padding) requests of up to `SMALL_MAX` bytes are small.
     #[cfg(feature = "secure")]
     pub small_limit: usize,
-    #[cfg(feature = "secure")]
-    pub pad: usize,
     // -- Written only by heaps that use them: left untouched (zero, never resident)
     // by a thread that holds no page of its own, does not sample and is not in check
     // mode. Every field from here on is valid as all-zero bytes (`new_heap`).
@@ -131,8 +127,6 @@ impl Heap {
             // picks only decides which slow path a request takes.
             #[cfg(feature = "secure")]
             small_limit: crate::size_class::SMALL_MAX - crate::front::alloc::CANARY,
-            #[cfg(feature = "secure")]
-            pad: crate::front::alloc::CANARY,
             queues: [PageList::new(); CLASS_COUNT],
             checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             sampler: crate::profile::HeapSampler::new(),

@@ -170,8 +170,8 @@ pub static CLASSES: [u8; SMALL_COUNT] = small_classes(false);
 pub static CLASSES_C: [u8; SMALL_COUNT] = small_classes(true);
 
 /// `size_class::MID_CLASS` for `malloc_above_small`, where requests of `SMALL_MAX -
-/// CANARY + 1` to `SMALL_MAX` bytes come too when the padding is less than
-/// `CANARY`: their entry (`SMALL_MAX / 128 - 1`, all of whose sizes are at most
+/// CANARY + 1` to `SMALL_MAX` bytes come too (unpadded there, `alloc::padded`): their
+/// entry (`SMALL_MAX / 128 - 1`, all of whose sizes are at most
 /// `SMALL_MAX`) holds the class above `SMALL_MAX`, as the slow path picks, where
 /// taking the larger of the index and `SMALL_MAX / 128` cost 3 instructions per call.
 pub static MID_CLASS: [u8; MID_COUNT] = {
@@ -211,10 +211,7 @@ pub unsafe fn pad_class_tables(heap: *mut Heap) {
         c[size] = CLASSES_C[padded];
     }
     // SAFETY: per the contract.
-    unsafe {
-        (*heap).small_limit = SMALL_MAX - pad;
-        (*heap).pad = pad;
-    }
+    unsafe { (*heap).small_limit = SMALL_MAX - pad };
 }
 
 /// An aligned allocation got a block off its alignment: the canary's padding changed
@@ -234,7 +231,7 @@ pub fn padding_changed(block: *mut u8, size: usize, align: usize) -> *mut u8 {
 mod tests {
     use crate::front::alloc::{self, CANARY};
     use crate::front::first_class;
-    use crate::size_class::{class_of, class_size, MEDIUM_MAX, MIN_ALLOC_BLOCK};
+    use crate::size_class::{class_of, class_size, MEDIUM_MAX, MIN_ALLOC_BLOCK, SMALL_MAX};
     use crate::span::page::Page;
     use crate::span::secure::{small_canary, small_canary_intact, SMALL_CANARY, SMALL_CANARY_MAX};
     use crate::span::segment;
@@ -250,7 +247,7 @@ mod tests {
     /// `p`, a live block of a page of blocks, of at least `size` bytes: up to
     /// `SMALL_CANARY_MAX`, its usable size is its block size less the canary, the
     /// canary is in place and survives a write of every usable byte, and one byte more
-    /// breaks it; bigger blocks have none (but were picked with the padding).
+    /// breaks it; bigger blocks have none (and all of their bytes are usable).
     fn assert_canary(p: *mut u8, size: usize) {
         let page = page(p);
         let block = page.block_size();
@@ -258,7 +255,7 @@ mod tests {
             assert!(!page.small_canary, "size {size}");
             // SAFETY: `p` is live.
             assert_eq!(unsafe { alloc::usable_size(p) }, block, "size {size}");
-            assert!(block >= size + SMALL_CANARY, "size {size}");
+            assert!(block >= size, "size {size}");
             return;
         }
         assert!(page.small_canary, "canaries are on in the tests' process");
@@ -307,13 +304,22 @@ mod tests {
     #[test]
     fn every_size_has_an_exact_usable_size_and_its_canary() {
         assert_eq!(CANARY, SMALL_CANARY);
-        let sizes = (0..=1100).chain([4096, 4097, 65528, 65529, 70_000, MEDIUM_MAX - 8]);
+        let sizes = (0..=1100).chain([2048, 4096, 4097, 65528, 65536, 70_000, MEDIUM_MAX - 8]);
         for size in sizes {
             let p = alloc::malloc(size);
             assert_canary(p, size);
-            // The class is the padded request's (not a bigger one).
-            let padded = (size + CANARY).max(MIN_ALLOC_BLOCK);
-            assert_eq!(page(p).block_size(), class_size(class_of(padded)));
+            // The class is the padded request's (not a bigger one); above `SMALL_MAX`
+            // (no canary) the request's own.
+            let padded = if size <= SMALL_MAX {
+                size + CANARY
+            } else {
+                size
+            };
+            assert_eq!(
+                page(p).block_size(),
+                class_size(class_of(padded.max(MIN_ALLOC_BLOCK))),
+                "size {size}"
+            );
             // SAFETY: a live block of ours.
             unsafe { crate::front::free::free(p) };
             #[cfg(feature = "c-api")]

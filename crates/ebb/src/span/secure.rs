@@ -507,10 +507,14 @@ fn splitmix(state: &mut u64) -> u64 {
 /// while consecutive allocations stay within a few cache lines of each other: a
 /// permutation of the whole run (a random stride over 16 KiB, and a division per
 /// block) cost level full 9 points of CPU on the speed suite, mostly in programs that
-/// walk what they allocated together (tree-rebuild, sweep, compiler-mt). One loop per
-/// window, not an iterator over the blocks with a separate pass for the canaries: 2.2
-/// times fewer instructions per block carved (sweep at level full: 282 -> 127 million
-/// in `extend`).
+/// walk what they allocated together (tree-rebuild, sweep, compiler-mt).
+///
+/// Per block: one [`tweak`], shared by the block's canary and, once the next block is
+/// known, its link (as `write_small_canary` and `Page::set_link` would each work it
+/// out); the list starts behind a stand-in tail, so linking the first block takes no
+/// test; a full window's position wraps with a mask. (One loop per window, not an
+/// iterator over the blocks with a separate pass for the canaries, was the last cut:
+/// sweep at level full 282 -> 127 million instructions in `extend`.)
 ///
 /// # Safety
 /// As [`link_carved`]; `count >= 1`.
@@ -522,49 +526,58 @@ pub unsafe fn link_shuffled<const CANARIES: bool>(
     seed: u64,
 ) -> *mut Block {
     let windows = count.div_ceil(SHUFFLE_WINDOW);
+    let key = page.key;
+    let canary_at = size.wrapping_sub(SMALL_CANARY);
     let mut state = seed;
     let mut window = splitmix(&mut state) as usize % windows;
-    let mut head: *mut Block = null_mut();
-    let mut prev: *mut Block = null_mut();
-    // SAFETY: per the contract every block is the caller's to write.
-    unsafe {
-        for _ in 0..windows {
-            let base = window * SHUFFLE_WINDOW;
-            let len = SHUFFLE_WINDOW.min(count - base);
-            let r = splitmix(&mut state) as usize;
-            let (mut at, stride) = if len == SHUFFLE_WINDOW {
-                (r % SHUFFLE_WINDOW, ((r >> 8) % SHUFFLE_WINDOW) | 1)
-            } else {
-                // The last, shorter window: a rotation only (a stride of 1 is coprime
-                // with any length).
-                (r % len, 1)
-            };
-            let window_first = first.add(base * size);
-            for _ in 0..len {
-                let block = window_first.add(at * size) as *mut Block;
-                if prev.is_null() {
-                    head = block;
-                } else {
-                    page.set_link(prev, block);
-                }
-                if CANARIES {
-                    write_small_canary(page, block as *mut u8);
-                }
-                prev = block;
-                // `at + stride < 2 × len`: one subtraction wraps it.
-                at += stride;
-                if at >= len {
-                    at -= len;
-                }
+    // The first block's link goes into `stand_in` (a tweak of 0: the block's address),
+    // which is then the list's head.
+    let mut stand_in: usize = 0;
+    let mut tail = &mut stand_in as *mut usize;
+    let mut tail_tweak = 0usize;
+    // SAFETY: per the contract every block is the caller's to write; a block's last
+    // word is inside it.
+    let mut add = |block: usize| unsafe {
+        let t = tweak(key, block);
+        if CANARIES {
+            ((block + canary_at) as *mut usize).write(t.rotate_left(8));
+        }
+        tail.write(block ^ tail_tweak);
+        tail = block as *mut usize;
+        tail_tweak = t;
+    };
+    for _ in 0..windows {
+        let base = window * SHUFFLE_WINDOW;
+        let len = SHUFFLE_WINDOW.min(count - base);
+        let r = splitmix(&mut state) as usize;
+        let window_first = first as usize + base * size;
+        if len == SHUFFLE_WINDOW {
+            let mut at = r % SHUFFLE_WINDOW;
+            let stride = ((r >> 8) % SHUFFLE_WINDOW) | 1;
+            for _ in 0..SHUFFLE_WINDOW {
+                add(window_first + at * size);
+                at = (at + stride) % SHUFFLE_WINDOW;
             }
-            window += 1;
-            if window == windows {
-                window = 0;
+        } else {
+            // The last, shorter window: a rotation only (a stride of 1 is coprime
+            // with any length).
+            let mut at = r % len;
+            for _ in 0..len {
+                add(window_first + at * size);
+                at += 1;
+                if at == len {
+                    at = 0;
+                }
             }
         }
-        page.set_link(prev, null_mut());
+        window += 1;
+        if window == windows {
+            window = 0;
+        }
     }
-    head
+    // SAFETY: the last block's link word, the caller's.
+    unsafe { tail.write(tail_tweak) };
+    stand_in as *mut Block
 }
 
 #[cfg(test)]
