@@ -103,7 +103,8 @@ pub struct Stats {
     /// Part of `resident` that is metadata: segment headers, heaps, check bitmaps and
     /// the segment map.
     pub metadata: u64,
-    /// Freed huge mappings kept for reuse: bytes mapped, and the part resident.
+    /// Freed huge mappings kept for reuse: bytes mapped, and the part resident (as RSS
+    /// counts it: pages that map the zero page, read but never written, do not count).
     pub huge_kept: u64,
     pub huge_kept_resident: u64,
     /// Heaps of live threads, and spare heaps (of exited threads, kept for reuse).
