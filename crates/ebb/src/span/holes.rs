@@ -15,10 +15,13 @@
 //! straddles two hole OS pages is never half refilled: every block overlapping a set
 //! bit of `holes` is off the lists, every other free block is on one.
 //!
-//! Only pages of one slice (blocks up to 8 KiB: sixteen 4 KiB OS pages, one bit each)
-//! have holes; bigger blocks (`PURGE_INSIDE_MIN`) have their insides purged per block
-//! (`Page::purge_free_blocks`). The mask is the owner's, like the free lists, so it
-//! adds no concurrent state: whoever may touch `free` may touch `holes`.
+//! Pages of one slice (blocks up to 8 KiB) have one bit per 4 KiB OS page. Pages of
+//! bigger blocks (`PURGE_INSIDE_MIN`) have one bit per block if they hold at most 32
+//! blocks (a free block goes back whole but for the OS pages it shares with its
+//! neighbours), else one per 32nd of the span ([`units`]); their free blocks left on
+//! the lists have their insides purged per block (`Page::purge_free_blocks`). The mask
+//! is the owner's, like the free lists, so it adds no concurrent state: whoever may
+//! touch `free` may touch `holes`.
 
 use crate::span::decommit_batch::DecommitBatch;
 use crate::span::page::{Block, Page, PURGE_INSIDE_MIN};
@@ -32,25 +35,39 @@ pub const MAX_OS_PAGES: usize = HoleMask::BITS as usize;
 /// Blocks in a page of one slice, at most (8-byte blocks).
 const MAX_BLOCKS: usize = SLICE_SIZE / crate::size_class::MIN_BLOCK;
 
-/// log2 of the bytes one bit of `page.holes` stands for, or None if the page cannot
-/// have holes. A page of one slice (blocks up to 8 KiB): one OS page per bit. A page
-/// of big blocks (more than 8 KiB, 8 to 64 slices, at most 64 blocks): a 32nd of
-/// the span rounded up to a power of two (16 KiB for 8 slices), so a run of free
-/// blocks goes back whole, link words and all, where `Page::purge_free_blocks` keeps
-/// the OS page holding each free block's link word.
+/// What one bit of `Page::holes` stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Units {
+    /// `1 << shift` bytes of the span (an OS page, or a 32nd of a big-block page).
+    Bytes(u32),
+    /// One block (pages of big blocks with at most 32 of them).
+    Blocks,
+}
+
+/// How `page.holes` divides `page`, or None if the page cannot have holes. A page of
+/// one slice (blocks up to 8 KiB): one OS page per bit. A page of big blocks (more than
+/// 8 KiB, 8 to 64 slices, at most 64 blocks): one block per bit if it has at most 32,
+/// so a free block goes back whole, link word and all, whatever its neighbours hold
+/// (only the OS pages it shares with them stay); otherwise a 32nd of the span rounded
+/// up to a power of two (16 KiB for 8 slices), so a run of free blocks goes back whole,
+/// where `Page::purge_free_blocks` keeps the OS page holding each free block's link
+/// word.
 #[inline]
-pub fn unit_shift(page: &Page) -> Option<u32> {
+pub fn units(page: &Page) -> Option<Units> {
     let os_page = crate::os::page_size();
     if os_page >= SLICE_SIZE || SLICE_SIZE / os_page > MAX_OS_PAGES {
         return None;
     }
     let os_shift = os_page.trailing_zeros();
     if page.slice_count == 1 && page.block_size() < PURGE_INSIDE_MIN {
-        return Some(os_shift);
+        return Some(Units::Bytes(os_shift));
     }
     if page.slice_count > 1 && page.block_size() >= PURGE_INSIDE_MIN {
+        if page.reserved as usize <= MAX_OS_PAGES {
+            return Some(Units::Blocks);
+        }
         let unit = (page.span_bytes() / MAX_OS_PAGES).next_power_of_two();
-        return Some(unit.trailing_zeros().max(os_shift));
+        return Some(Units::Bytes(unit.trailing_zeros().max(os_shift)));
     }
     None
 }
@@ -58,7 +75,7 @@ pub fn unit_shift(page: &Page) -> Option<u32> {
 /// True if `page` (in use, blocks carved) is of the kind that can have holes.
 #[inline]
 pub fn can_have_holes(page: &Page) -> bool {
-    unit_shift(page).is_some()
+    units(page).is_some()
 }
 
 /// True if the free blocks of `page` are purged inside after the purge delay: by holes,
@@ -68,9 +85,13 @@ pub fn purged_inside(page: &Page) -> bool {
     page.block_size() >= PURGE_INSIDE_MIN || can_have_holes(page)
 }
 
-/// The OS pages block `index` overlaps, as a mask.
+/// The units block `index` overlaps, as a mask.
 #[inline]
-fn os_pages_of(index: usize, size: usize, shift: u32) -> HoleMask {
+fn units_of(index: usize, size: usize, units: Units) -> HoleMask {
+    let shift = match units {
+        Units::Blocks => return 1 << index,
+        Units::Bytes(shift) => shift,
+    };
     let first = (index * size) >> shift;
     let last = ((index + 1) * size - 1) >> shift;
     let count = last - first + 1;
@@ -98,7 +119,7 @@ pub fn purge(page: &mut Page) -> usize {
 /// Owner only, and `batch` is finished before the page's ownership is given up: until
 /// then the holes must not be refilled.
 pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
-    let Some(shift) = unit_shift(page) else {
+    let Some(units) = units(page) else {
         return;
     };
     if page.capacity == 0 {
@@ -126,7 +147,7 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
     let old = page.holes;
     if old != 0 {
         for i in 0..capacity {
-            if os_pages_of(i, size, shift) & old != 0 {
+            if units_of(i, size, units) & old != 0 {
                 mark(i);
             }
         }
@@ -134,18 +155,24 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
     let is_free = |i: usize| free[i / 64] & (1 << (i % 64)) != 0;
     // A unit is a hole if it holds a carved block and every block it holds is free.
     let span = page.span_bytes();
-    let os_pages = span.div_ceil(1 << shift);
+    let os_pages = match units {
+        Units::Bytes(shift) => span.div_ceil(1 << shift),
+        Units::Blocks => capacity,
+    };
     debug_assert!(os_pages <= MAX_OS_PAGES);
     let mut new: HoleMask = 0;
     for j in 0..os_pages {
         if old & (1 << j) != 0 {
             continue;
         }
-        let first = (j << shift) / size;
+        let (first, last) = match units {
+            Units::Bytes(shift) => ((j << shift) / size, (((j + 1) << shift) - 1) / size),
+            Units::Blocks => (j, j),
+        };
         if first >= capacity {
             break; // never carved: the tail, not a hole
         }
-        let last = ((((j + 1) << shift) - 1) / size).min(capacity - 1);
+        let last = last.min(capacity - 1);
         if (first..=last).all(is_free) {
             new |= 1 << j;
         }
@@ -161,8 +188,8 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
     // Unlink before decommitting: the walk reads link words inside the holes.
     // SAFETY: the lists are the owner's and hold blocks of this page.
     unsafe {
-        page.free = without_holes(page, page.free, size, shift, new);
-        page.local_free = without_holes(page, page.local_free, size, shift, new);
+        page.free = without_holes(page, page.free, size, units, new);
+        page.local_free = without_holes(page, page.local_free, size, units, new);
     }
     page.holes = old | new;
     let mut j = 0;
@@ -175,14 +202,28 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
         while j < os_pages && new & (1 << j) != 0 {
             j += 1;
         }
-        // The last unit may end past the span (units are powers of two; 9-slice spans
-        // are not): clamp. Spans are slice-aligned, so the range is whole OS pages.
-        let bytes = ((j << shift).min(span)) - (run_start << shift);
-        // SAFETY: every block overlapping these units is free and off every list (and
-        // the uncarved tail holds nothing), so no live data and no link word that
-        // anyone reads lives there; they are whole OS pages of the page's span, and the
-        // caller keeps them so until the batch is finished.
-        unsafe { batch.add((start + (run_start << shift)) as *mut u8, bytes) };
+        let (from, to) = match units {
+            // The last unit may end past the span (units are powers of two; 9-slice
+            // spans are not): clamp. Spans are slice-aligned, so the range is whole OS
+            // pages.
+            Units::Bytes(shift) => (run_start << shift, (j << shift).min(span)),
+            // A run of blocks: the whole OS pages inside it (the pages at its ends may
+            // hold a neighbour's bytes).
+            Units::Blocks => {
+                let os_page = crate::os::page_size();
+                (
+                    (run_start * size).next_multiple_of(os_page),
+                    (j * size) & !(os_page - 1),
+                )
+            }
+        };
+        if from < to {
+            // SAFETY: every block overlapping these units is free and off every list
+            // (and the uncarved tail holds nothing), so no live data and no link word
+            // that anyone reads lives there; they are whole OS pages of the page's
+            // span, and the caller keeps them so until the batch is finished.
+            unsafe { batch.add((start + from) as *mut u8, to - from) };
+        }
     }
 }
 
@@ -194,7 +235,7 @@ unsafe fn without_holes(
     page: &Page,
     list: *mut Block,
     size: usize,
-    shift: u32,
+    units: Units,
     mask: HoleMask,
 ) -> *mut Block {
     let mut head: *mut Block = null_mut();
@@ -207,7 +248,7 @@ unsafe fn without_holes(
         while !block.is_null() {
             let next = page.link(block);
             let index = (block as usize - start) / size;
-            if os_pages_of(index, size, shift) & mask == 0 {
+            if units_of(index, size, units) & mask == 0 {
                 if tail.is_null() {
                     head = block;
                 } else {
@@ -231,7 +272,7 @@ pub fn refill(page: &mut Page) -> bool {
     if holes == 0 {
         return false;
     }
-    let Some(shift) = unit_shift(page) else {
+    let Some(units) = units(page) else {
         debug_assert!(false, "holes in a page that cannot have them");
         return false;
     };
@@ -245,15 +286,21 @@ pub fn refill(page: &mut Page) -> bool {
     } else {
         holes & (((1 << run_len) - 1) << low)
     };
-    let first = ((low as usize) << shift) / size;
-    let end = ((((low + run_len) as usize) << shift).div_ceil(size)).min(page.capacity as usize);
+    let (first, end) = match units {
+        Units::Bytes(shift) => (
+            ((low as usize) << shift) / size,
+            (((low + run_len) as usize) << shift).div_ceil(size),
+        ),
+        Units::Blocks => (low as usize, (low + run_len) as usize),
+    };
+    let end = end.min(page.capacity as usize);
     let mut list = page.free;
     // SAFETY: these blocks are the page's, free and on no list (they overlap the run of
     // holes, whose blocks were taken off the lists); writing their link words commits
     // the OS pages again.
     unsafe {
         for i in (first..end).rev() {
-            debug_assert!(os_pages_of(i, size, shift) & run != 0);
+            debug_assert!(units_of(i, size, units) & run != 0);
             let block = page.start.add(i * size) as *mut Block;
             page.set_link(block, list);
             list = block;
@@ -272,9 +319,9 @@ pub fn refill(page: &mut Page) -> bool {
 /// Blocks in the holes of `page` (the invariant checks of tests; the profiler's cut,
 /// which counts a page's listed blocks without walking them). O(capacity).
 pub fn hole_blocks(page: &Page) -> usize {
-    let shift = unit_shift(page).unwrap();
+    let units = units(page).unwrap();
     (0..page.capacity as usize)
-        .filter(|&i| os_pages_of(i, page.block_size(), shift) & page.holes != 0)
+        .filter(|&i| units_of(i, page.block_size(), units) & page.holes != 0)
         .count()
 }
 
@@ -385,7 +432,7 @@ mod tests {
         /// hole, not live, no repeats.
         fn check(&self, live: &BTreeSet<usize>) {
             let p = &self.page;
-            let shift = unit_shift(p).unwrap();
+            let units = units(p).unwrap();
             let mut seen = BTreeSet::new();
             for head in [p.free, p.local_free] {
                 let mut b = head;
@@ -395,7 +442,7 @@ mod tests {
                     let i = offset / p.block_size();
                     assert!(i < p.capacity as usize);
                     assert_eq!(
-                        os_pages_of(i, p.block_size(), shift) & p.holes,
+                        units_of(i, p.block_size(), units) & p.holes,
                         0,
                         "block {i} of a hole on a list"
                     );
@@ -566,7 +613,9 @@ mod tests {
             (5120, 1),
             (8192, 1),
             (9216, 8),
+            (18432, 8),
             (20480, 8),
+            (26624, 8),
             (36864, 8),
             (65536, 8),
             (73728, 9),
@@ -595,6 +644,16 @@ mod tests {
                     }
                     _ => {
                         purges += usize::from(purge(&mut t.page) > 0);
+                        for &i in &live {
+                            let b = t.block(i) as *const u8;
+                            // SAFETY: live blocks are the model's, whole and readable.
+                            let (first, last) = unsafe { (*b, *b.add(size - 1)) };
+                            assert_eq!(
+                                (first, last),
+                                (0x5A, 0x5A),
+                                "size {size}: live block {i} lost its data"
+                            );
+                        }
                     }
                 }
                 t.check(&live);
