@@ -345,7 +345,16 @@ fn stats_read_remote_frees_and_heaps_without_draining() {
         remote_200 >= BLOCKS as u64 / 2,
         "{remote_200} remote frees seen of {BLOCKS}: {first:?}"
     );
-    assert!(second.remote_freed_blocks >= first.remote_freed_blocks * 9 / 10);
+    // Reading the stats takes nothing in; a takeover of the idle owner between the two
+    // reads does (on a loaded machine the reads can straddle the purge delay).
+    if second.steals == first.steals {
+        assert!(
+            second.remote_freed_blocks >= first.remote_freed_blocks * 9 / 10,
+            "{} remote frees seen, then {}: {second:?}",
+            first.remote_freed_blocks,
+            second.remote_freed_blocks
+        );
+    }
     assert!(first.remote_freed_bytes >= remote_200 * 200);
     assert!(first.heaps_live >= 3, "{first:?}");
     assert!(first.resident > 4 << 20 && first.metadata > 0, "{first:?}");
