@@ -168,7 +168,9 @@ if [ "$C" = 1 ]; then
     for a in ebb glibc jemalloc mimalloc2 mimalloc3 tcmalloc; do
         if [ "$a" = glibc ] || [ -n "${PRELOAD[$a]}" ]; then
             C_ALLOCATORS+=("$a")
-            meta "c_lib_$a" "${PRELOAD[$a]:-(none: glibc malloc)}"
+            # relative to the checkout, so the docs do not name one machine's tree
+            meta "c_lib_$a" "${PRELOAD[$a]#"$PWD"/}"
+            [ "$a" = glibc ] && meta "c_lib_$a" "(none: glibc malloc)"
         else
             log "no library for $a; leaving it out of the C runs"
         fi
