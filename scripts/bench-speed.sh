@@ -169,8 +169,11 @@ if [ "$C" = 1 ]; then
         if [ "$a" = glibc ] || [ -n "${PRELOAD[$a]}" ]; then
             C_ALLOCATORS+=("$a")
             # relative to the checkout, so the docs do not name one machine's tree
-            meta "c_lib_$a" "${PRELOAD[$a]#"$PWD"/}"
-            [ "$a" = glibc ] && meta "c_lib_$a" "(none: glibc malloc)"
+            if [ "$a" = glibc ]; then
+                meta "c_lib_$a" "(none: glibc malloc)"
+            else
+                meta "c_lib_$a" "${PRELOAD[$a]#"$PWD"/}"
+            fi
         else
             log "no library for $a; leaving it out of the C runs"
         fi
