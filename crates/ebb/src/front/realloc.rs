@@ -1,6 +1,17 @@
 //! `realloc`: in place when the block's usable size allows (large and huge blocks by
 //! growing or shrinking their span or mapping, blocks of a page by giving back the
 //! tail's OS pages), else allocate, copy and free.
+//!
+//! **A growing block leaves no empty page behind.** A block that grows by moving steps
+//! through the size classes (a list or string buffer grown by an eighth at a time
+//! passes every class), and each class above [`MID_MAX`] keeps the page it took for it,
+//! 8 blocks of 72-512 KiB, as its heap's current page once the block moved on: empty,
+//! the one block written. CPython's `json.load` of the suite's 28 MiB file left 22 such
+//! pages, 4.2 MiB resident at the program's peak. So when the move empties the old
+//! block's page, the page goes back to the arena, current or not ([`let_go_emptied`]),
+//! where the next, bigger page can take its committed slices and the retention scan
+//! returns what is not taken. Cost: a span freed, and one taken again if the class is
+//! used again, beside a copy of more than 64 KiB.
 
 use crate::diag::report_invalid_free;
 use crate::front::alloc::alloc;
@@ -8,7 +19,12 @@ use crate::front::alloc::alloc;
 use crate::front::alloc::reserved_tail;
 use crate::front::free::free;
 use crate::front::guarded;
-use crate::size_class::{LARGE_MAX, MEDIUM_MAX};
+use crate::front::heap::empty_heap;
+use crate::front::queue::queue_remove;
+use crate::front::tls;
+use crate::size_class::{LARGE_MAX, MEDIUM_MAX, MID_MAX};
+use crate::span::deadline;
+use crate::span::page::{Page, CHECK_TAG};
 use crate::span::page::{ABANDONED, DRAINING, HUGE, LARGE, MARKER_LIMIT};
 use crate::span::segment;
 use crate::span::{arena, huge};
@@ -99,6 +115,38 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
         }
         core::ptr::copy_nonoverlapping(ptr, new, old_size.min(new_size));
         free(ptr);
+        if holds_blocks && usable > MID_MAX {
+            let_go_emptied(page);
+        }
         new
+    }
+}
+
+/// After a block of `page` moved out: if the page is the calling thread's and now holds
+/// no block, give its span back to the arena, even if it is the heap's current page or
+/// its class's only one (module doc; `slow::retire` keeps those).
+///
+/// # Safety
+/// `page` is a descriptor of a normal segment (whoever owns it now).
+unsafe fn let_go_emptied(page: *mut Page) {
+    let heap = tls::heap();
+    if heap == empty_heap() {
+        return;
+    }
+    // SAFETY: the heap is ours; the page is touched only if our heap owns it, which
+    // the owner word tells once a steal in progress is waited out.
+    unsafe {
+        (*heap).enter();
+        (*heap).handshake.wait_while_stealing();
+        let owner = (*page).owner.load(Ordering::Relaxed);
+        if owner & !CHECK_TAG == heap as usize && (*page).used() == 0 {
+            queue_remove(heap, (*page).class as usize, page);
+            (*page).gather_frees();
+            // Not ours any more: a late free finds a marker, not this heap.
+            (*page).owner.store(DRAINING, Ordering::Relaxed);
+            arena::free_span(page, deadline::coarse_now_ms());
+            crate::process::purger::after_slow_path();
+        }
+        (*heap).leave();
     }
 }
