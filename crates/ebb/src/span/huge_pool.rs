@@ -481,7 +481,10 @@ mod tests {
         p.insert(W, 16 * M, 1_044);
         assert_eq!(p.next_due(delay), 1_044 + 142);
         assert_eq!(p.take_due(1_185, delay, false), None);
-        assert!(p.take_due(1_186, delay, false).is_some(), "kept past its hold");
+        assert!(
+            p.take_due(1_186, delay, false).is_some(),
+            "kept past its hold"
+        );
         // A longer gap while remembered raises the hold, up to the delay.
         d.freed(1_100);
         d.requested(1_300, delay, true);
