@@ -11,12 +11,18 @@
 //! block's page, the page goes back to the arena, current or not ([`let_go_emptied`]),
 //! where the next, bigger page can take its committed slices and the retention scan
 //! returns what is not taken. **Once per class**: a program that grows buffers
-//! through the same classes again and again (the speed suite's `compiler`, a buffer per
-//! module) would otherwise free and retake a span per move, and its freed pages, too
-//! short for the next class, stayed free beside fresh ones (peak RSS 6.9 → 8.2 MB);
-//! the second time a class's page empties this way it stays, as before
-//! ([`LET_GO_CLASSES`]). Cost: a span freed, and one taken again if the class is used
-//! again, beside a copy of more than 64 KiB, once per class.
+//! through the same classes again and again would otherwise free and retake a span per
+//! move, and its freed pages, too short for the next class's, wait for the retention
+//! scan beside fresh ones: letting go every time left the memory scenario
+//! `mixed-c-rust` at 198.7-200.9 MiB after round 50 instead of 194.0-195.4 (drift
+//! +4.5-5.8% against +2.1-3.6%, its target 5%) and the speed suite's C `compiler` at
+//! 8.2 MB peak instead of 6.9. The second time a class's page empties this way it stays,
+//! as before ([`LET_GO_CLASSES`]): `mixed-c-rust` 194.9-196.3 MiB (+3.3-3.8%),
+//! `compiler` 7.2 MB. Its price: the C `realloc` workload, which doubles a buffer to
+//! 128 MiB twice, peaks at 157.5 MB instead of 151.2 (its second pass takes the pages
+//! again where its first pass's large block had grown over them). Cost in time: a span
+//! freed, and one taken again if the class is used again, beside a copy of more than
+//! 64 KiB, once per class.
 
 use crate::diag::report_invalid_free;
 use crate::front::alloc::alloc;
