@@ -252,6 +252,7 @@ fn keep(seg: *mut Segment, mapped: usize) -> bool {
     let mut evicted = [Piece::EMPTY; POOL_SLOTS];
     {
         let mut pool = CACHE.lock();
+        pool.demand.freed(now);
         if mapped > POOL_MAX_BYTES || !pool.demand.keeps(now) {
             pool.demand.released(now);
             return false;
@@ -273,7 +274,8 @@ fn keep(seg: *mut Segment, mapped: usize) -> bool {
     for piece in evicted.into_iter().filter(|p| p.base != 0) {
         release(piece);
     }
-    deadline::schedule_purge(now);
+    // Due after its hold (`Demand::hold`), a retention period at the least.
+    deadline::schedule_retention_scan(now);
     true
 }
 
