@@ -205,6 +205,8 @@ impl Segment {
         }
         // SAFETY: just reserved; `EBB_LARGE_PAGES` asks for huge pages (a no-op if off).
         unsafe { crate::span::large_pages::advise(base, SEGMENT_SIZE) };
+        // SAFETY: just reserved, 32 MiB aligned, nothing written yet.
+        let header_unit = unsafe { crate::span::large_pages::before_segment_header(base) };
         let segment = base as *mut Segment;
         // SAFETY: the mapping is fresh, zeroed and ours; the header fits in its slices.
         // Zero is a valid bit pattern for every header field except `kind`, and a zero
@@ -219,6 +221,7 @@ impl Segment {
                 true,
             );
             (*segment).free_count = (SLICES_PER_SEGMENT - HEADER_SLICES) as u32;
+            (*segment).advised_units = header_unit;
             (*segment)
                 .committed_slices
                 .assign_range(0, HEADER_SLICES, true);
