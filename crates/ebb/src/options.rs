@@ -14,7 +14,7 @@
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
 //! | `EBB_SHARED_START` | 1 | a thread's first blocks of a small class come from pages shared by all threads (`front/shared.rs`; 0: from its own pages at once) |
 //! | `EBB_VECTORED_DECOMMIT` | 1 | the purger gives back many ranges in one `process_madvise` (`span/decommit_batch.rs`; 0: one `madvise` per range, for sandboxes that kill on unknown system calls) |
-//! | `EBB_DENSE_HUGE_PAGES` | 1 | a segment filled densely with small-block pages gets its next untouched 2 MiB unit as one transparent huge page, and a new large block's untouched whole units are advised for huge pages until it is freed (`span/large_pages.rs` "Dense growth", "Large blocks") |
+//! | `EBB_DENSE_HUGE_PAGES` | 1 | a segment filled densely with small-block pages gets its next untouched 2 MiB unit as one transparent huge page, and a new large block's untouched whole units are advised for huge pages until it is freed; so are fresh units, a new segment's first unit (one heap) and huge blocks' mappings (`span/large_pages.rs` "Dense growth", "Large blocks") |
 //! | `EBB_LARGE_PAGES` | 0 | transparent huge pages: segments advised `MADV_HUGEPAGE`, purges that keep mostly used 2 MiB pages whole (`span/large_pages.rs`) |
 
 use crate::os;
@@ -50,8 +50,9 @@ pub struct Options {
     /// `EBB_DENSE_HUGE_PAGES` (on by default; `=0` turns it off): when small-block
     /// pages fill a segment's 2 MiB unit at the fill front, fault the next, untouched
     /// unit in as one huge page, and advise the untouched units inside a new large
-    /// block for huge pages until it is freed (`span/large_pages.rs` "Dense growth",
-    /// "Large blocks").
+    /// block for huge pages until it is freed; and past lower floors a fresh unit a
+    /// small page enters first, a new segment's unit 0 (one heap) and a new huge
+    /// block's mapping (`span/large_pages.rs` "Dense growth", "Large blocks").
     pub dense_huge_pages: bool,
     /// `EBB_SHARED_START`: serve a thread's first blocks of each small class from
     /// pages all threads share (`front/shared.rs`), fixed for a heap when it is made.

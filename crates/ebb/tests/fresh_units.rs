@@ -76,8 +76,9 @@ fn main() {
         return;
     }
     fresh_units_are_advised_past_the_floor_until_a_slice_of_them_is_freed();
+    a_new_segments_first_unit_is_advised_before_its_header_is_written();
     no_fresh_unit_is_advised_while_two_heaps_live();
-    println!("fresh_units: 2 tests passed");
+    println!("fresh_units: 3 tests passed");
 }
 
 fn fresh_units_are_advised_past_the_floor_until_a_slice_of_them_is_freed() {
@@ -109,6 +110,50 @@ fn fresh_units_are_advised_past_the_floor_until_a_slice_of_them_is_freed() {
     assert!(below_floor, "a unit was advised below the floor");
     assert!(
         !advised(p),
+        "the advice outlived the unit's pages (its slices were freed)"
+    );
+}
+
+/// Past the floor, a segment reserved with one heap has its unit 0 (the header and
+/// the first pages placed after it) advised: the header is written at the reservation,
+/// so the fresh-unit rule would never find that unit untouched.
+fn a_new_segments_first_unit_is_advised_before_its_header_is_written() {
+    const SEGMENT: usize = 32 << 20;
+    let mut blocks = Vec::new();
+    // Past the floor first, then on until a block lands in a segment made past it.
+    let mut segments = u64::MAX;
+    let mut in_new_segment = None;
+    for _ in 0..12_000 {
+        let p = alloc_written();
+        blocks.push(p);
+        let stats = ebb::stats();
+        if segments == u64::MAX && stats.committed >= FLOOR {
+            segments = stats.segments;
+        } else if stats.segments > segments {
+            in_new_segment = Some(p);
+            break;
+        }
+    }
+    let p = in_new_segment.expect("no segment was reserved past the floor");
+    let header = (p as usize & !(SEGMENT - 1)) as *const u8;
+    let (header_advised, block_advised) = (advised(header), advised(p));
+    let block_unit = (p as usize - header as usize) / UNIT;
+    for &p in &blocks {
+        // SAFETY: live blocks of ours.
+        unsafe { ebb::free(p) };
+    }
+    ebb::collect(true);
+    assert_eq!(
+        block_unit, 0,
+        "the new segment's first page is not in unit 0"
+    );
+    assert!(header_advised, "a new segment's unit 0 was not advised");
+    assert!(
+        block_advised,
+        "the page after the header is not in the advised unit"
+    );
+    assert!(
+        !advised(header),
         "the advice outlived the unit's pages (its slices were freed)"
     );
 }

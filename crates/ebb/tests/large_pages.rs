@@ -370,3 +370,63 @@ fn dense_growth_advises_the_whole_units_of_a_large_block_until_it_is_freed() {
         "the advice outlived the block: {advised_after_free:?}"
     );
 }
+
+/// Dense growth's huge blocks: past the 32 MiB floor, a new huge block's mapping is
+/// advised `MADV_HUGEPAGE` over its whole 2 MiB units (its last partial unit not);
+/// with dense growth off, not at all.
+#[test]
+fn dense_growth_advises_the_whole_units_of_a_huge_block() {
+    let _turn = turn(false);
+    if !thp_in_kernel() {
+        eprintln!("skipped: no transparent huge pages in this kernel");
+        return;
+    }
+    // Past the 32 MiB floor: 40 MiB of 8 KiB blocks, each written.
+    let mut small = Vec::new();
+    for _ in 0..5120 {
+        let p = ebb::alloc(8192, 8);
+        assert!(!p.is_null());
+        // SAFETY: a live block of 8 KiB.
+        unsafe { std::ptr::write_bytes(p, 0x5a, 8192) };
+        small.push(p);
+    }
+    // No kept huge mapping: the next ones are fresh reservations.
+    ebb::collect(true);
+    // Past LARGE_MAX (16 MiB): a mapping of its own, ending 1 MiB into a unit.
+    let size = 24 * MIB + MIB - 200 * 1024;
+    let off = ebb::alloc(size, 8);
+    assert!(!off.is_null());
+    let off_advised = advised(off);
+    let mut options = ebb::options();
+    options.dense_huge_pages = true;
+    ebb::set_options(options);
+    let on = ebb::alloc(size, 8);
+    assert!(!on.is_null());
+    let (start, _) = mapping_of(on);
+    let units = (on as usize + size - start) / UNIT;
+    let advised_units: Vec<bool> = (0..units)
+        .map(|u| advised((start + u * UNIT) as *const u8))
+        .collect();
+    let tail_advised = advised((on as usize + size - 1) as *const u8);
+    options.dense_huge_pages = false;
+    ebb::set_options(options);
+    free(off);
+    free(on);
+    for p in small {
+        free(p);
+    }
+    ebb::collect(true);
+    assert!(
+        !off_advised,
+        "a huge block was advised with dense growth off"
+    );
+    assert_eq!(units, 12, "a mapping of 24.8 MiB holds {units} whole units");
+    assert!(
+        advised_units.iter().all(|&a| a),
+        "whole units of a new huge block not advised: {advised_units:?}"
+    );
+    assert!(
+        !tail_advised,
+        "the huge block's partial last unit was advised"
+    );
+}

@@ -137,7 +137,7 @@ fn search_or_reserve(
             if !may_reserve {
                 return None;
             }
-            let seg = Segment::reserve();
+            let seg = Segment::reserve_for(dense_ok);
             if seg.is_null() {
                 return None;
             }

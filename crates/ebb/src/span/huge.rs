@@ -389,6 +389,8 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     // SAFETY: just reserved and ours (a no-op unless `EBB_LARGE_PAGES`; a move by
     // `resize` keeps the advice, which belongs to the pages' mapping).
     unsafe { crate::span::large_pages::advise(base, mapped) };
+    // SAFETY: as above, and 32 MiB aligned (dense growth's rule for huge blocks).
+    unsafe { crate::span::large_pages::before_huge_block(base, mapped) };
     COUNTERS.huge_allocs.fetch_add(1, Ordering::Relaxed);
     COUNTERS
         .huge_bytes

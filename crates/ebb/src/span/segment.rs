@@ -186,9 +186,11 @@ pub fn unmap_windows(start: usize, len: usize) {
 }
 
 impl Segment {
-    /// Map a new normal segment with every slice but the header free and uncommitted.
-    /// Returns null if the OS refuses.
-    pub fn reserve() -> *mut Segment {
+    /// Map a new normal segment with every slice but the header free and uncommitted,
+    /// for a span: `small_page` if it is a one-slice page, which first fit places right
+    /// after the header (then that unit may be made one huge page:
+    /// `large_pages::before_segment_header`). Returns null if the OS refuses.
+    pub fn reserve_for(small_page: bool) -> *mut Segment {
         #[cfg(feature = "secure")]
         let base = crate::span::secure::segment_hint(SEGMENT_SIZE, SEGMENT_SIZE)
             .map(|at| os::reserve_at(at, SEGMENT_SIZE))
@@ -205,6 +207,12 @@ impl Segment {
         }
         // SAFETY: just reserved; `EBB_LARGE_PAGES` asks for huge pages (a no-op if off).
         unsafe { crate::span::large_pages::advise(base, SEGMENT_SIZE) };
+        let header_unit = if small_page {
+            // SAFETY: just reserved, 32 MiB aligned, nothing written yet.
+            unsafe { crate::span::large_pages::before_segment_header(base) }
+        } else {
+            0
+        };
         let segment = base as *mut Segment;
         // SAFETY: the mapping is fresh, zeroed and ours; the header fits in its slices.
         // Zero is a valid bit pattern for every header field except `kind`, and a zero
@@ -219,6 +227,7 @@ impl Segment {
                 true,
             );
             (*segment).free_count = (SLICES_PER_SEGMENT - HEADER_SLICES) as u32;
+            (*segment).advised_units = header_unit;
             (*segment)
                 .committed_slices
                 .assign_range(0, HEADER_SLICES, true);
@@ -313,7 +322,7 @@ mod tests {
 
     #[test]
     fn reserve_maps_and_finds() {
-        let seg = Segment::reserve();
+        let seg = Segment::reserve_for(false);
         assert!(!seg.is_null());
         assert_eq!(seg as usize % SEGMENT_SIZE, 0);
         // SAFETY: seg is a live segment.
