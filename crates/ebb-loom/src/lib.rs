@@ -35,7 +35,7 @@
 //! fault runs without its ordering or re-check, and the model must fail. Outside loom
 //! the switch is the constant `false`.
 //!
-//! ## Findings (see the modules for the interleavings; both fixed in production since,
+//! ## Findings (see the modules for the interleavings; all fixed in production since,
 //! the tests named below stay as negative controls)
 //! * `alloc::alloc_zeroed` read the page's `free_is_zero` after `malloc` returned, i.e.
 //!   outside the heap's `in_op` window, so a steal can complete in between and the read
@@ -45,6 +45,15 @@
 //!   the push/owner-load vs. store-owner/load-list Dekker pair relies on; formally a
 //!   remote free can be stranded (hardware does not do it on x86 or AArch64). See
 //!   [`collect`].
+//!
+//! * The takeover's undo (step 4) rebuilt the table with `Heap::set_current`, which
+//!   rewrites the current page's `used` word while the owner's fast path (the reason
+//!   for the undo) may be incrementing it; and step 5 took pages off the queue with
+//!   `queue_remove`, whose `refresh_current` made the next page current, so the owner's
+//!   malloc popped from a page the stealer was abandoning. Either lost a page count
+//!   (sqlite under `EBB_PURGE_DELAY=0`: a page freed under a live block). Found in
+//!   production first, then modelled ([`steal::undo_model`], [`steal::take_model`];
+//!   tests `undo_*`, `take_*`).
 //!
 //! ## What is modelled
 //! * A page's private state — `free`, `local_free`, `used`, `listed`, the link word of

@@ -79,6 +79,8 @@ const HEAP_O: usize = 0x1000;
 // Table entries (`Heap::current` for P's class).
 const EMPTY_PAGE: usize = 0;
 const PAGE_P: usize = 1;
+/// A second queued page ([`take_model`] only).
+const PAGE_Q: usize = 2;
 
 // P's blocks, as bits of a set.
 const B0: u8 = 1;
@@ -87,6 +89,8 @@ const B2: u8 = 4;
 const ALL: u8 = B0 | B1 | B2;
 /// A block of a fresh page that `slow::take_page` carved (not P's).
 const FRESH: u8 = 0x80;
+/// The block of Q ([`take_model`]).
+const Q_BLOCK: u8 = 0x40;
 
 // Branches counted in `Coverage`.
 const GAVE_UP_STEP2: &str = "stealer: gave up at step 2";
@@ -144,6 +148,17 @@ struct World {
     owner_using_p: GhostBool,
     /// Ghost: the stealer is between its step 3 and the end of `try_steal`.
     stealing: GhostBool,
+    /// The old undo (a negative control, [`undo_model`]): the table rebuilt with
+    /// `Heap::set_current`, which rewrites the page's `used` word (its `CURRENT` flag).
+    undo_rewrites_used: bool,
+    /// [`take_model`]: a second page Q queued behind P, with one free block; its
+    /// private state (`free`, `used`) and whether it is queued (owner only).
+    q_queued: UnsafeCell<bool>,
+    q_free: UnsafeCell<u8>,
+    q_used: UnsafeCell<u32>,
+    /// The old step 5 (a negative control, [`take_model`]): `queue_remove`'s
+    /// `refresh_current` makes Q current once P is off the queue.
+    take_republishes: bool,
 }
 
 fn lowest(set: u8) -> u8 {
@@ -175,6 +190,11 @@ impl World {
             holder: GhostU8::new(HOLDER_OWNER),
             owner_using_p: GhostBool::new(false),
             stealing: GhostBool::new(false),
+            undo_rewrites_used: false,
+            q_queued: UnsafeCell::new(false),
+            q_free: UnsafeCell::new(Q_BLOCK),
+            q_used: UnsafeCell::new(0),
+            take_republishes: false,
         }
     }
 
@@ -253,6 +273,16 @@ impl World {
                 return block;
             }
             self.owner_ends_using_p();
+        }
+        if page == PAGE_Q {
+            // A pop from Q (its free list holds Q_BLOCK until popped).
+            let free = get(&self.q_free);
+            if free != 0 {
+                set(&self.q_free, 0);
+                set(&self.q_used, get(&self.q_used) + 1);
+                self.leave();
+                return Q_BLOCK;
+            }
         }
         // The empty page's lists are null and never written: nothing to model.
         if page == EMPTY_PAGE {
@@ -435,12 +465,18 @@ impl World {
             }
             h.table.store(EMPTY_PAGE, Ordering::Relaxed);
         };
-        // 4's undo: the owner words back, `refresh_current`.
+        // 4's undo: the owner words back, `Heap::restore_current` (the table entry
+        // only: the owner may be inside a fast path on P, writing `used`).
         let undo = || {
             self.coverage.hit(UNDONE_STEP4);
             let queued = queued_at_mark.load(G::SeqCst);
             if queued {
                 protocol::unmark_stolen(&self.page.owner, HEAP_O);
+                if self.undo_rewrites_used {
+                    // The old `refresh_current` → `set_current` → `set_is_current(true)`:
+                    // `used.store(used() | CURRENT)` (the flag is not modelled).
+                    set(&self.page.used, get(&self.page.used));
+                }
             }
             h.table
                 .store(if queued { PAGE_P } else { EMPTY_PAGE }, Ordering::Relaxed);
@@ -460,9 +496,12 @@ impl World {
                     "the stealer takes P while someone else holds it"
                 );
                 self.coverage.hit(TOOK_P);
-                // `queue_remove`, with its `refresh_current`
+                // `queue_take_off`: the table stays at the empty page. (The old
+                // `queue_remove` made the next queued page current.)
                 set(&h.queue_has_p, false);
-                h.table.store(EMPTY_PAGE, Ordering::Relaxed);
+                if self.take_republishes && get(&self.q_queued) {
+                    h.table.store(PAGE_Q, Ordering::Relaxed);
+                }
                 // `abandon::abandon` → `Page::gather_frees`
                 self.gather_frees();
                 let p = &self.page;
@@ -478,6 +517,13 @@ impl World {
                 }
             } else {
                 self.coverage.hit(TOOK_NOTHING);
+            }
+            if get(&self.q_queued) {
+                set(&self.q_queued, false);
+                h.table.store(EMPTY_PAGE, Ordering::Relaxed);
+                // `abandon::abandon(Q)`: `set_is_current(false)`, `gather_frees`.
+                set(&self.q_used, get(&self.q_used));
+                let _ = get(&self.q_free);
             }
         };
         let took = h.handshake.try_steal(mark, undo, take);
@@ -578,6 +624,62 @@ pub fn model(owner: Owner, remote: bool, coverage: &std::sync::Arc<Coverage>) {
     if let Some(remote) = remote {
         remote.join().unwrap();
     }
+    world.check_final(held);
+}
+
+/// The owner's two fast paths ([`Owner::FastPaths`]) against one `try_steal` whose
+/// undo rebuilds the table entry as production once did (`rewrite_used`) or does
+/// (`Heap::restore_current`, the table entry only).
+///
+/// The interleaving (a bug, sqlite under `EBB_PURGE_DELAY=0`, where the purger tries a
+/// takeover on every pass, busy heap or not): step 2 sees `in_op == 0`; the owner
+/// enters `malloc`, reads P from the table before the marks; step 4 sees `in_op == 1`
+/// and undoes, and `Heap::refresh_current` → `set_current` → `set_is_current(true)`
+/// loads P's `used` word and stores it back with the flag while the owner's pop
+/// increments it: the increment is lost. A count one too low later let a full page go
+/// back to the arena with a live block in it (`free(...): block is not in use (double
+/// free?)`, or a crash on memory handed out twice). Loom reports the race on `used`.
+pub fn undo_model(rewrite_used: bool, coverage: &std::sync::Arc<Coverage>) {
+    let mut world = World::new(coverage);
+    world.undo_rewrites_used = rewrite_used;
+    let world = Arc::new(world);
+    let stealer = {
+        let world = world.clone();
+        thread::spawn(move || world.try_steal())
+    };
+    let mut held = B1 | B2;
+    held |= world.malloc(); // fast path: B0
+    world.free(B1); // fast path: local_free
+    held &= !B1;
+    stealer.join().unwrap();
+    world.check_final(held);
+}
+
+/// The owner's two fast paths against one `try_steal` of a heap whose queue holds P
+/// and, behind it, Q with a free block; step 5 as production does it
+/// (`queue::queue_take_off`: the table stays at the empty page) or as it once did
+/// (`republish`: `queue_remove` → `refresh_current` made Q current once P was off).
+///
+/// The interleaving (a bug, sqlite under `EBB_PURGE_DELAY=0`): steps 2 and 4 see
+/// `in_op == 0`; step 5 takes P off the queue and the table names Q; the owner's
+/// `malloc` (which trusts the table: the proof of step 4 is that every call sees the
+/// *marks*) pops from Q while the stealer abandons Q. Loom reports the race on Q's
+/// lists and count; in production a lost count let a page go back to the arena under
+/// a live block.
+pub fn take_model(republish: bool, coverage: &std::sync::Arc<Coverage>) {
+    let mut world = World::new(coverage);
+    world.take_republishes = republish;
+    world.q_queued = UnsafeCell::new(true);
+    let world = Arc::new(world);
+    let stealer = {
+        let world = world.clone();
+        thread::spawn(move || world.try_steal())
+    };
+    let mut held = B1 | B2;
+    held |= world.malloc(); // fast path: B0 (or Q's block, or a fresh one)
+    world.free(B1); // fast path: local_free
+    held &= !B1;
+    stealer.join().unwrap();
     world.check_final(held);
 }
 

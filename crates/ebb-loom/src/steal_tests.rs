@@ -118,3 +118,39 @@ fn alloc_zeroed_flag_read_inside_window_is_safe() {
     check(ALL, move || alloc_zeroed_model(true, &c));
     coverage.assert_reached(&[GAVE_UP_STEP2, UNDONE_STEP4, TOOK_P]);
 }
+
+/// Negative control: the old undo (`refresh_current`, which rewrites the current page's
+/// `used` word) races with the fast path that made the stealer undo (see
+/// [`undo_model`]).
+#[test]
+fn undo_that_rewrites_the_page_count_races_with_fast_path() {
+    let coverage = Coverage::new();
+    expect_failure(ALL, &[RACE], move || undo_model(true, &coverage));
+}
+
+/// Production: the undo restores the table entry only.
+#[test]
+fn undo_that_restores_the_table_only_is_safe() {
+    let coverage = Coverage::new();
+    let c = coverage.clone();
+    check(ALL, move || undo_model(false, &c));
+    coverage.assert_reached(&[GAVE_UP_STEP2, UNDONE_STEP4, TOOK_P, FREE_UNDONE]);
+}
+
+/// Negative control: step 5 as it once was (`queue_remove` made the next queued page
+/// current) lets the owner's malloc pop from a page being abandoned (see
+/// [`take_model`]).
+#[test]
+fn take_that_makes_the_next_page_current_races_with_malloc() {
+    let coverage = Coverage::new();
+    expect_failure(ALL, &[RACE], move || take_model(true, &coverage));
+}
+
+/// Production: step 5 leaves the table at the empty page.
+#[test]
+fn take_that_leaves_the_table_empty_is_safe() {
+    let coverage = Coverage::new();
+    let c = coverage.clone();
+    check(ALL, move || take_model(false, &c));
+    coverage.assert_reached(&[GAVE_UP_STEP2, UNDONE_STEP4, TOOK_P, MALLOC_EMPTY]);
+}

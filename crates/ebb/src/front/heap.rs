@@ -13,7 +13,7 @@
 //! after thread exit through the registry), never from a global allocator.
 
 use crate::counters::COUNTERS;
-use crate::front::queue::queue_remove;
+use crate::front::queue::queue_take_off;
 use crate::front::{takeover, tls};
 use crate::handoff::abandon;
 use crate::os;
@@ -165,6 +165,31 @@ impl Heap {
     pub fn refresh_current(&self, class: usize) {
         let first = self.queues[class].first;
         self.set_current(class, if first.is_null() { empty_page() } else { first });
+    }
+
+    /// Point the table entry of `class` at the queue's first page again, the way it was
+    /// before `clear_tables`, without touching any page: for a stealer undoing its
+    /// marks (`front::takeover`). It undoes because the owner is inside a call, maybe a
+    /// fast path on that very page that read the entry before the marks and is now
+    /// writing the page's `used` word with a plain read-modify-write; `set_current`
+    /// would rewrite that word (it holds the `CURRENT` flag) from a value read a moment
+    /// earlier, losing the owner's update. `clear_tables` left the flag set on the
+    /// page, so tables and flags agree again as they are.
+    pub fn restore_current(&self, class: usize) {
+        let table = if self.owner_word & CHECK_TAG != 0 {
+            &self.checked_current
+        } else {
+            &self.current
+        };
+        let first = self.queues[class].first;
+        let page = if first.is_null() {
+            empty_page()
+        } else {
+            // SAFETY: a queued page of this heap, a valid descriptor; an atomic read.
+            debug_assert!(unsafe { (*first).is_current() });
+            first
+        };
+        table[class].store(page, Ordering::Relaxed);
     }
 
     /// Point every table entry at the empty page (after a steal).
@@ -412,7 +437,9 @@ unsafe fn heap_done(heap: *mut Heap) {
 ///
 /// # Safety
 /// The caller must have exclusive use of the heap: its owner, or a stealer that has
-/// proved the owner idle.
+/// proved the owner idle. (A stealer's proof holds only while the tables name no page:
+/// the owner's malloc fast path may start any time and pops from what its table names,
+/// so the tables stay at the empty page throughout.)
 pub unsafe fn abandon_all(heap: *mut Heap, unused_since: u64) {
     // SAFETY: per the contract.
     unsafe {
@@ -423,7 +450,9 @@ pub unsafe fn abandon_all(heap: *mut Heap, unused_since: u64) {
                 if page.is_null() {
                     break;
                 }
-                queue_remove(heap, class, page);
+                // Not `queue_remove`: the tables stay at the empty page (see
+                // `queue_take_off`).
+                queue_take_off(heap, class, page);
                 abandon::abandon(page, heap as usize, unused_since);
             }
         }

@@ -52,10 +52,25 @@ pub unsafe fn queue_push_back(heap: *mut Heap, class: usize, page: *mut Page) {
 /// # Safety
 /// The caller owns `heap` and `page`, which is in `queues[class]`.
 pub unsafe fn queue_remove(heap: *mut Heap, class: usize, page: *mut Page) {
+    // SAFETY: per the contract.
+    unsafe {
+        queue_take_off(heap, class, page);
+        (*heap).refresh_current(class);
+    }
+}
+
+/// Take `page` out of its queue, leaving the tables alone: for emptying a heap whose
+/// tables were cleared (`heap::abandon_all`), where `queue_remove` would make the next
+/// page current again. A stealer empties a heap whose owner it proved outside every
+/// call only as of its marks: the owner's malloc fast path, which trusts the table,
+/// would pop from that next page while the stealer abandons it.
+///
+/// # Safety
+/// As `queue_remove`.
+pub unsafe fn queue_take_off(heap: *mut Heap, class: usize, page: *mut Page) {
     // SAFETY: the caller owns heap and page; the page is in this queue.
     unsafe {
         (*heap).queues[class].remove(page);
-        (*heap).refresh_current(class);
         let count = (*heap).page_count.load(Ordering::Relaxed);
         debug_assert!(count > 0);
         (*heap).page_count.store(count - 1, Ordering::Relaxed);

@@ -127,7 +127,9 @@ fn try_take_over(heap: *mut Heap, quiet_since: u64) -> bool {
                     page = (*page).next;
                 }
             }
-            h.refresh_current(class);
+            // Not `refresh_current`: the owner may be writing the page's `used` word
+            // right now (see `Heap::restore_current`).
+            h.restore_current(class);
         }
     };
     // Pages found unused have been since the heap went quiet (its owner made no
