@@ -1,12 +1,18 @@
 //! Small programs for the integration tests of `ebb` (not meant for users):
 //!
-//! - `tree N MIB HOLD_MS`: starts N children running `alloc MIB HOLD_MS`, waits for them.
+//! - `tree N MIB HOLD_MS`: starts N children that each allocate and touch MIB MiB; once
+//!   every child has touched its memory, all of them hold it together for HOLD_MS ms
+//!   (the children wait on a pipe, so a busy machine that starts them late cannot make
+//!   their holds miss each other), then they exit and the tree waits for them.
 //! - `alloc MIB HOLD_MS`: allocates and touches MIB MiB, holds it HOLD_MS ms, exits 0.
+//! - `alloc-held MIB`: allocates and touches MIB MiB, prints `touched`, holds it until
+//!   its stdin closes (a `tree`'s child).
 //! - `server HOLD_MS`: prints `ready` after HOLD_MS ms, then sleeps until killed.
 //! - `silent`: prints nothing and sleeps until killed.
 //! - `exit CODE`: prints a line and exits with CODE.
 
-use std::process::{Command, ExitCode};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 fn arg(args: &[String], i: usize) -> u64 {
@@ -16,19 +22,42 @@ fn arg(args: &[String], i: usize) -> u64 {
     })
 }
 
+/// MIB MiB allocated, one byte written in every OS page, so all of it is resident.
+fn touched(mib: u64) -> Vec<u8> {
+    let bytes = (mib as usize) << 20;
+    let mut v = vec![0u8; bytes];
+    for i in (0..bytes).step_by(4096) {
+        v[i] = 1;
+    }
+    v
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("tree") => {
             let exe = std::env::current_exe().expect("own path");
-            let children: Vec<_> = (0..arg(&args, 2))
+            let mut children: Vec<_> = (0..arg(&args, 2))
                 .map(|_| {
                     Command::new(&exe)
-                        .args(["alloc", &args[3], &args[4]])
+                        .args(["alloc-held", &args[3]])
+                        .stdin(Stdio::piped())
+                        .stdout(Stdio::piped())
                         .spawn()
                         .expect("spawn a child")
                 })
                 .collect();
+            for c in &mut children {
+                let mut line = String::new();
+                let out = c.stdout.as_mut().expect("piped stdout");
+                BufReader::new(out)
+                    .read_line(&mut line)
+                    .expect("child's line");
+            }
+            std::thread::sleep(Duration::from_millis(arg(&args, 4)));
+            for c in &mut children {
+                drop(c.stdin.take());
+            }
             let ok = children
                 .into_iter()
                 .all(|mut c| c.wait().is_ok_and(|s| s.success()));
@@ -38,12 +67,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        Some("alloc-held") => {
+            let v = touched(arg(&args, 2));
+            println!("touched");
+            let mut rest = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut rest);
+            std::hint::black_box(&v);
+            ExitCode::SUCCESS
+        }
         Some("alloc") => {
-            let bytes = (arg(&args, 2) as usize) << 20;
-            let mut v = vec![0u8; bytes];
-            for i in (0..bytes).step_by(4096) {
-                v[i] = 1;
-            }
+            let v = touched(arg(&args, 2));
             std::thread::sleep(Duration::from_millis(arg(&args, 3)));
             std::hint::black_box(&v);
             ExitCode::SUCCESS
@@ -63,7 +96,7 @@ fn main() -> ExitCode {
             ExitCode::from(arg(&args, 2) as u8)
         }
         _ => {
-            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | server HOLD_MS | silent | exit CODE");
+            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE");
             ExitCode::from(2)
         }
     }
