@@ -311,6 +311,20 @@ fn dense_growth_keeps_sparse_spans_out_of_the_unit_it_faulted_in() {
     );
 }
 
+/// Past dense growth's 32 MiB floor: 40 MiB of 8 KiB blocks, each written (the caller
+/// frees them).
+fn past_the_dense_floor() -> Vec<*mut u8> {
+    let mut small = Vec::new();
+    for _ in 0..5120 {
+        let p = ebb::alloc(8192, 8);
+        assert!(!p.is_null());
+        // SAFETY: a live block of 8 KiB.
+        unsafe { std::ptr::write_bytes(p, 0x5a, 8192) };
+        small.push(p);
+    }
+    small
+}
+
 /// Dense growth's large blocks: past the 32 MiB floor, the whole units inside a new
 /// large block, untouched, are advised `MADV_HUGEPAGE` (their first touch maps a huge
 /// page), a partial unit at its start is not, and the advice is taken back when the
@@ -326,15 +340,7 @@ fn dense_growth_advises_the_whole_units_of_a_large_block_until_it_is_freed() {
     let mut options = ebb::options();
     options.dense_huge_pages = true;
     ebb::set_options(options);
-    // Past the 32 MiB floor: 40 MiB of 8 KiB blocks, each written.
-    let mut small = Vec::new();
-    for _ in 0..5120 {
-        let p = ebb::alloc(8192, 8);
-        assert!(!p.is_null());
-        // SAFETY: a live block of 8 KiB.
-        unsafe { std::ptr::write_bytes(p, 0x5a, 8192) };
-        small.push(p);
-    }
+    let small = past_the_dense_floor();
     // Every free slice purged: the block's units are untouched when it takes them.
     ebb::collect(true);
     // 6 MiB starting one slice past a unit boundary: units 1 and 2 of it are whole.
@@ -381,15 +387,7 @@ fn dense_growth_advises_the_whole_units_of_a_huge_block() {
         eprintln!("skipped: no transparent huge pages in this kernel");
         return;
     }
-    // Past the 32 MiB floor: 40 MiB of 8 KiB blocks, each written.
-    let mut small = Vec::new();
-    for _ in 0..5120 {
-        let p = ebb::alloc(8192, 8);
-        assert!(!p.is_null());
-        // SAFETY: a live block of 8 KiB.
-        unsafe { std::ptr::write_bytes(p, 0x5a, 8192) };
-        small.push(p);
-    }
+    let small = past_the_dense_floor();
     // No kept huge mapping: the next ones are fresh reservations.
     ebb::collect(true);
     // Past LARGE_MAX (16 MiB): a mapping of its own, ending 1 MiB into a unit.
