@@ -309,6 +309,20 @@ pub fn faults_refused() -> u64 {
     os::fault::refused()
 }
 
+/// The calling thread's heap's activity count: the slow paths it ran and the refills
+/// from other threads' frees its fast path made (what the idle-heap stealer watches).
+/// 0 for a thread without a heap.
+#[doc(hidden)] // for tests: see `front::alloc::malloc_gather_or_slow`
+pub fn thread_activity() -> u64 {
+    // SAFETY: the calling thread's heap (or the empty heap) stays valid while the
+    // thread runs; the count is an atomic.
+    unsafe {
+        (*front::tls::heap())
+            .activity
+            .load(core::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 #[cfg(test)]
 #[global_allocator]
 static TEST_ALLOCATOR: Ebb = Ebb;

@@ -304,6 +304,48 @@ fn malloc_carve_or_slow(
             (*heap).leave();
             return block;
         }
+        if (*page).has_remote_frees() {
+            return malloc_gather_or_slow(size, page, heap, c);
+        }
+    }
+    malloc_slow_and_leave(size, heap, c)
+}
+
+/// The current page's lists are empty and other threads' frees wait on its
+/// `thread_free`: take them in here (one `swap`, `Page::gather_frees`, as the slow
+/// path's `find_page` would first) and pop, without the slow path's set-up. Out of line
+/// (a tail call from `malloc_carve_or_slow`, whose carve keeps its shape).
+///
+/// What the slow path would also have done is kept: the run counts as one for the
+/// idle-heap stealer (`Heap::activity`: a thread living on its remote frees is busy),
+/// and a sweep the purger asked for (`Heap::sweep_wanted`) goes to the slow path.
+/// Inside the fast path's `in_op` window, like its refill from `local_free`: the page's
+/// lists are the owner's to change while no stealer has taken it (`protocol::Handshake`
+/// step 4 gives up while the window is open), and taking `thread_free` is the owner's
+/// `swap`, whoever pushes meanwhile.
+#[inline(never)]
+fn malloc_gather_or_slow(
+    size: usize,
+    page: *mut crate::span::page::Page,
+    heap: *mut heap::Heap,
+    c: bool,
+) -> *mut u8 {
+    // SAFETY: as in `malloc_local_or_slow`: the page is this thread's current page (the
+    // empty page's `thread_free` is always null, so it never comes here), inside the
+    // window the fast path entered; `heap` is this thread's heap.
+    unsafe {
+        if !(*heap).sweep_wanted.load(Ordering::Relaxed) {
+            (*page).gather_frees();
+            if (*page).has_free() {
+                let activity = (*heap).activity.load(Ordering::Relaxed);
+                (*heap)
+                    .activity
+                    .store(activity.wrapping_add(1), Ordering::Relaxed);
+                let block = slow::pop(page);
+                (*heap).leave();
+                return block;
+            }
+        }
     }
     malloc_slow_and_leave(size, heap, c)
 }

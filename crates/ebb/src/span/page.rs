@@ -535,6 +535,13 @@ impl Page {
         }
     }
 
+    /// Other threads' frees wait on `thread_free` (a relaxed look: the owner takes them
+    /// with `take_remote_frees`).
+    #[inline(always)]
+    pub fn has_remote_frees(&self) -> bool {
+        !self.thread_free.load(Ordering::Relaxed).is_null()
+    }
+
     /// Take the remote-free list into the owner's lists, returning its length. Owner only.
     ///
     /// The list's length comes with its head, so it is taken whole without a walk: a

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One benchmark program under several preloaded libraries, interleaved: for comparing
+# two builds of libebb.so (a branch against its base) with peers beside them, where
+# bench-speed.sh compares one build against the peers.
+#
+# Runs the command RUNS times under each library (NAME=PATH; an empty PATH is no
+# preload, i.e. glibc), the starting library rotating from one round to the next, and
+# prints per library the median CPU (`cpu_ms`: user+sys, all threads) with its min-max,
+# the ratio of medians to the first library's, the median of the per-round ratios
+# ("paired") and the median wall time. The command must print the JSON line that
+# bench/speed's programs print (the last line with "cpu_ms" counts): the C programs
+# (bench/speed/c, built by bench-speed.sh into $OUT/c) and ebb-bench-speed's `alloc-system`
+# build (target/bench-speed/system) both do.
+#
+#   cp target/release/libebb.so /tmp/base.so      # on the base commit, then on yours:
+#   RUNS=15 scripts/ab-preload.sh base=/tmp/base.so mine=target/release/libebb.so \
+#       tcmalloc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \
+#       -- target/bench-larson/c/larson 0.5
+#   scripts/ab-preload.sh base=/tmp/base.so mine=target/release/libebb.so \
+#       -- target/bench-speed/system/release/ebb-bench-speed prodcons --scale 0.5
+#
+# Environment: RUNS (9), NICE (19: the niceness of every run; a shared machine).
+set -euo pipefail
+
+RUNS=${RUNS:-9}
+NICE=${NICE:-19}
+names=()
+libs=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    case $1 in
+        *=*) names+=("${1%%=*}"); libs+=("${1#*=}") ;;
+        *) echo "usage: $0 NAME=LIB... -- COMMAND..." >&2; exit 2 ;;
+    esac
+    shift
+done
+[ "${1:-}" = "--" ] && shift
+if [ ${#names[@]} -eq 0 ] || [ $# -eq 0 ]; then
+    echo "usage: $0 NAME=LIB... -- COMMAND..." >&2
+    exit 2
+fi
+n=${#names[@]}
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+for run in $(seq 1 "$RUNS"); do
+    for k in $(seq 0 $((n - 1))); do
+        i=$(((k + run - 1) % n))
+        line=$(nice -n "$NICE" env LD_PRELOAD="${libs[$i]}" "$@" | grep '"cpu_ms"' | tail -1)
+        printf '%s\t%s\t%s\n' "$run" "${names[$i]}" "$line" >>"$results"
+    done
+done
+python3 - "$results" "${names[@]}" <<'EOF'
+import json, statistics, sys
+
+rows = {}
+for line in open(sys.argv[1]):
+    run, name, doc = line.rstrip("\n").split("\t", 2)
+    d = json.loads(doc)
+    rows.setdefault(name, {})[int(run)] = (d["cpu_ms"], d["wall_ms"])
+names = sys.argv[2:]
+first = rows[names[0]]
+base = statistics.median(c for c, _ in first.values())
+print(f"{'library':12s} {'CPU ms':>8s} {'(min-max)':>15s} {'ratio':>6s} {'paired':>7s} {'wall ms':>8s}")
+for name in names:
+    r = rows[name]
+    cpu = [c for c, _ in r.values()]
+    paired = [r[k][0] / first[k][0] for k in r if k in first and first[k][0] > 0]
+    med = statistics.median(cpu)
+    print(f"{name:12s} {med:8.0f} {min(cpu):7.0f}-{max(cpu):<7.0f} {med / base:6.2f} "
+          f"{statistics.median(paired):7.2f} {statistics.median(w for _, w in r.values()):8.0f}")
+EOF
