@@ -4,6 +4,7 @@
 //! - `heap`: the per-thread heap, made on first use, let go at thread exit;
 //! - `queue`: a heap's page queues per size class;
 //! - `slow`: the malloc and free slow paths, sweeping and retiring pages;
+//! - `empty_pages`: empty current pages of big blocks given back when a span is taken;
 //! - `shared`: the shared start pages, a thread's first blocks of each small class;
 //! - `takeover`: which heaps are idle, and taking one over (for the purger);
 //! - `tls`: how a thread finds its heap;
@@ -15,6 +16,7 @@
 
 pub mod alloc;
 pub mod check;
+pub mod empty_pages;
 pub mod first_class;
 pub mod free;
 pub mod freed_key;

@@ -88,6 +88,7 @@ unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Optio
             }
             page = next;
         }
+        crate::front::empty_pages::let_go_empty_pages(heap, class);
         let page = take_page(class, heap);
         after_slow_path();
         if page.is_null() {

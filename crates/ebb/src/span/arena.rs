@@ -456,6 +456,28 @@ pub unsafe fn free_span(page: *mut Page, unused_since: u64) {
     }
 }
 
+/// True if `page`'s span touches a 2 MiB unit dense growth advised for huge pages
+/// (`Segment::advised_units`): freeing the span would take the advice back
+/// (`large_pages::after_slices_freed`).
+///
+/// # Safety
+/// `page` is the first descriptor of a span of a normal segment that the caller holds.
+pub unsafe fn span_in_advised_unit(page: *mut Page) -> bool {
+    let seg = segment_of_page(page);
+    let _guard = SPAN_LOCK.lock();
+    // SAFETY: per the contract; the lock guards `advised_units`.
+    unsafe {
+        let units = (*seg).advised_units;
+        if units == 0 {
+            return false;
+        }
+        let index = (*seg).page_index(page);
+        let unit = crate::span::large_pages::UNIT_SLICES;
+        let last = index + (*page).slice_count.max(1) as usize - 1;
+        (index / unit..=last / unit).any(|u| units & (1 << u) != 0)
+    }
+}
+
 /// Count committed-but-free bytes (stats).
 pub fn free_committed_bytes() -> u64 {
     let _guard = SPAN_LOCK.lock();
