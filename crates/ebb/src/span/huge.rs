@@ -75,7 +75,7 @@ pub static CACHE: Mutex<Pool> = Mutex::new(Pool::new());
 
 /// A leftover smaller than this stays with the block that takes a kept piece (a piece
 /// this small would cost a slot and a move for little).
-const MIN_LEFTOVER: usize = 2 << 20;
+const MIN_LEFTOVER: usize = SLICE_SIZE;
 
 /// The kept pieces as `(base, bytes)` (`base == 0`: an empty slot), copied under the
 /// lock (stats and the retention report).
@@ -117,6 +117,59 @@ fn take_fit(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
         .huge_cached
         .fetch_sub(take as u64, Ordering::Relaxed);
     Some((piece.base as *mut u8, take))
+}
+
+/// Build a mapping of `needed` bytes out of kept pages with no new mapping: the largest
+/// kept segment piece at a base aligned to `align` grows in place with `mremap` (the
+/// address space after it is often free: a block's mapping starts a 32 MiB window and
+/// rarely fills it), then the tails of other pieces move into the part it gained
+/// (`fill_from_kept`). Returns `(base, mapped)`, or None with the pool as it was (but
+/// for the piece's age) if no piece can grow there.
+///
+/// A request no single piece holds (a program that replaces 5-25 MiB buffers at random:
+/// a third of them) otherwise costs a fresh reservation over twice its size, two trims
+/// of it, and a move of the piece into it: four system calls of address-space work out
+/// of five, each splitting or merging mappings. Growing in place is one.
+fn grow_kept(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
+    let piece = {
+        let mut pool = CACHE.lock();
+        let index = pool.largest(Some(align))?;
+        let len = pool.pieces[index].len;
+        if len >= needed {
+            // `take_fit` takes such a piece; another thread took its place meanwhile.
+            return None;
+        }
+        pool.take_head(index, len)
+    };
+    // The piece's windows still lead to its header (FREE): a stale `free` is reported.
+    // Fresh pages right after it (a piece made of pages moved from several mappings is
+    // several of the kernel's mappings, which `mremap` cannot grow in place).
+    let gained = needed - piece.len;
+    let grown = segment::in_map_range((piece.base + needed - 1) as *const u8)
+        && !os::reserve_at(piece.end() as *mut u8, gained).is_null();
+    if !grown {
+        let mut pool = CACHE.lock();
+        // Its slot may have been filled by a free meanwhile: then it goes back.
+        if pool.pieces.iter().any(|p| p.base == 0) {
+            let merged = pool.insert(piece.base, piece.len, piece.freed_at);
+            segment::map_windows(merged.base as *mut Segment, merged.base, merged.len);
+            return None;
+        }
+        forget_windows(piece.base, piece.end());
+        drop(pool);
+        release(piece);
+        return None;
+    }
+    let grown = piece.base as *mut u8;
+    COUNTERS
+        .huge_cached
+        .fetch_sub(piece.len as u64, Ordering::Relaxed);
+    COUNTERS
+        .huge_bytes
+        .fetch_add(gained as u64, Ordering::Relaxed);
+    // SAFETY: the part gained is fresh address space of our mapping.
+    unsafe { fill_from_kept(grown, piece.len, needed, None) };
+    Some((grown, needed))
 }
 
 /// Fill `[dest + from, dest + needed)`, fresh pages of the caller's mapping, with kept
@@ -366,6 +419,18 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
             // SAFETY: a kept piece taken out of the pool is ours.
             unsafe {
                 let block = install(base, kept, offset, false);
+                set_used_bytes(base as *mut Segment, size);
+                return block;
+            }
+        }
+    }
+    if COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
+        if let Some((base, mapped)) = grow_kept(mapped, align) {
+            note_request(true);
+            COUNTERS.huge_allocs.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: a kept piece grown in place, ours.
+            unsafe {
+                let block = install(base, mapped, offset, false);
                 set_used_bytes(base as *mut Segment, size);
                 return block;
             }
