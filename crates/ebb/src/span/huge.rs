@@ -125,16 +125,17 @@ fn take_fit(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
 }
 
 /// Build a mapping of `needed` bytes out of kept pages with no new mapping: the largest
-/// kept segment piece at a base aligned to `align` grows in place with `mremap` (the
-/// address space after it is often free: a block's mapping starts a 32 MiB window and
-/// rarely fills it), then the tails of other pieces move into the part it gained
-/// (`fill_from_kept`). Returns `(base, mapped)`, or None with the pool as it was (but
-/// for the piece's age) if no piece can grow there.
+/// kept segment piece at a base aligned to `align` grows in place, fresh pages mapped
+/// right after it (the address space there is often free: a block's mapping starts a
+/// 32 MiB window and rarely fills it), then the tails of other pieces move into the
+/// part it gained (`fill_from_kept`). Returns `(base, mapped)`, or None with the piece
+/// kept as before (given back instead if frees filled every slot meanwhile) if the
+/// space after it is taken.
 ///
 /// A request no single piece holds (a program that replaces 5-25 MiB buffers at random:
 /// a third of them) otherwise costs a fresh reservation over twice its size, two trims
-/// of it, and a move of the piece into it: four system calls of address-space work out
-/// of five, each splitting or merging mappings. Growing in place is one.
+/// of it and a move of the piece into it before the other pieces' tails move in: four
+/// system calls, each splitting or merging the kernel's mappings. Growing is one.
 fn grow_kept(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
     let piece = {
         let mut pool = CACHE.lock();
@@ -154,7 +155,8 @@ fn grow_kept(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
         && !os::reserve_at(piece.end() as *mut u8, gained).is_null();
     if !grown {
         let mut pool = CACHE.lock();
-        // Its slot may have been filled by a free meanwhile: then it goes back.
+        // Back where it was, its age kept (the purger's deadline for it stands), unless
+        // frees filled every slot meanwhile: then it goes back to the OS.
         if pool.pieces.iter().any(|p| p.base == 0) {
             let merged = pool.insert(piece.base, piece.len, piece.freed_at);
             segment::map_windows(merged.base as *mut Segment, merged.base, merged.len);
