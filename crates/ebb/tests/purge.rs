@@ -522,6 +522,42 @@ fn a_huge_request_is_built_from_several_kept_mappings() {
     }
 }
 
+/// A huge request larger than every kept mapping grows the largest one in place (the
+/// rest of its 32 MiB window is free), with the pages of the others moved in behind it:
+/// no fresh reservation to move the kept block into, so the block stays where it was.
+#[test]
+fn a_huge_request_grows_the_largest_kept_mapping_in_place() {
+    let _serial = serial();
+    settle();
+    arm_huge_reuse();
+    let layout = |size| std::alloc::Layout::from_size_align(size, 8).unwrap();
+    // 30 MiB and its header leave under 2 MiB of its window: no thread stack (2 MiB and
+    // a guard page) of the test harness lands there.
+    let (big, small, wanted) = (30 * MIB, 17 * MIB, 31 * MIB);
+    // SAFETY: non-zero layouts; every block is written within bounds and freed once.
+    unsafe {
+        let a = std::hint::black_box(std::alloc::alloc(layout(big)));
+        let b = std::hint::black_box(std::alloc::alloc(layout(small)));
+        assert!(!a.is_null() && !b.is_null());
+        a.write_bytes(0xA5, big);
+        b.write_bytes(0xA5, small);
+        std::alloc::dealloc(std::hint::black_box(a), layout(big));
+        std::alloc::dealloc(std::hint::black_box(b), layout(small));
+        let c = std::hint::black_box(std::alloc::alloc(layout(wanted)));
+        assert!(!c.is_null());
+        let fresh_mib: Vec<usize> = (0..31).filter(|&m| *c.add(m * MIB) != 0xA5).collect();
+        std::alloc::dealloc(c, layout(wanted));
+        assert_eq!(
+            c, a,
+            "a 31 MiB request after a 30 and a 17 MiB free did not grow the 30 MiB mapping in place"
+        );
+        assert!(
+            fresh_mib.is_empty(),
+            "a 31 MiB request after a 30 and a 17 MiB free got fresh pages at MiB {fresh_mib:?}"
+        );
+    }
+}
+
 /// A freed huge block's mapping is reused by the next huge request of about its size
 /// (no mmap/munmap per pair), `alloc_zeroed` of a reused mapping reads zero, and the
 /// kept mapping is unmapped once its purge delay has passed, with no allocator call.

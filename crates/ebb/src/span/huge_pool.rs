@@ -6,8 +6,9 @@
 //! boundary, keeps its header with the block's descriptor `FREE`, and the segment map
 //! still leads its windows to it, so a stale `free` is reported. A request takes the
 //! smallest segment piece that holds it (with no system call; what it leaves over
-//! stays as a *raw* piece: no header, its windows forgotten), else pages are moved
-//! with `mremap` out of several pieces into one new mapping (no copy, no fault): any
+//! stays as a *raw* piece: no header, its windows forgotten), else the largest segment
+//! piece is grown in place (or moved into a new mapping) and pages are moved with
+//! `mremap` out of other pieces behind it (no copy, no fault): any
 //! kept page is worth as much as any other, which is what makes a program that
 //! replaces 5-25 MiB buffers at random fault in about its peak once and then nothing.
 //! Adjacent pieces merge where the lower one is a segment piece.
@@ -30,8 +31,11 @@
 //!
 //! Everything here is plain arithmetic on `(base, len)` records, unit-tested below.
 
-/// Pieces kept at most.
-pub const POOL_SLOTS: usize = 16;
+/// Pieces kept at most. Leftovers and shortened pieces take slots: with 16, a program
+/// replacing 5-25 MiB buffers at random ran short of slots at ~100 MiB kept and gave
+/// back pieces it faulted in again (`c-huge` at scale 0.5: 110,700 faults; 105,600
+/// with 32). The pool is scanned under its lock on huge paths only.
+pub const POOL_SLOTS: usize = 32;
 /// Bytes kept at most (and the largest mapping kept), each for at most the purge delay
 /// (a program that doubles a buffer to 256 MiB, frees it and does it again faults the
 /// second one in from kept pages).
@@ -276,18 +280,29 @@ impl Pool {
         merged
     }
 
-    /// Take out the oldest piece while fewer than `free_slots` slots are empty or more
-    /// than `max_bytes - incoming` bytes are kept; returns them one at a time (None:
-    /// there is room).
+    /// Take out a piece while fewer than `free_slots` slots are empty or more than
+    /// `max_bytes - incoming` bytes are kept; returns them one at a time (None: there
+    /// is room). Over the bytes, the oldest goes; short of a slot only, the smallest
+    /// (the oldest of equals).
+    ///
+    /// Slots run short long before bytes do where blocks are replaced at random: takes
+    /// leave leftovers and moves leave shortened pieces, so 16 slots fill at ~100 MiB
+    /// kept. Giving back the oldest then gave back a whole freed block (8-15 MiB) that
+    /// the next request had to fault in again (62 MiB of a 405 MiB peak re-faulted, at
+    /// scale 0.5 of `c-huge`); the smallest is a leftover of a few slices.
     pub fn evict(&mut self, free_slots: usize, max_bytes: usize, incoming: usize) -> Option<Piece> {
         let empty = self.pieces.iter().filter(|p| p.is_empty()).count();
-        if empty >= free_slots && self.total() + incoming <= max_bytes {
+        let over_bytes = self.total() + incoming > max_bytes;
+        if empty >= free_slots && !over_bytes {
             return None;
         }
-        let oldest = (0..POOL_SLOTS)
-            .filter(|&i| !self.pieces[i].is_empty())
-            .min_by_key(|&i| self.pieces[i].freed_at)?;
-        Some(core::mem::replace(&mut self.pieces[oldest], Piece::EMPTY))
+        let kept = (0..POOL_SLOTS).filter(|&i| !self.pieces[i].is_empty());
+        let pick = if over_bytes {
+            kept.min_by_key(|&i| self.pieces[i].freed_at)
+        } else {
+            kept.min_by_key(|&i| (self.pieces[i].len, self.pieces[i].freed_at))
+        }?;
+        Some(core::mem::replace(&mut self.pieces[pick], Piece::EMPTY))
     }
 
     /// Take out a piece whose hold ([`Demand::hold`]) has passed (any piece if `force`).
@@ -418,6 +433,27 @@ mod tests {
             Some(POOL_SLOTS * W)
         );
         assert_eq!(full.evict(1, 128 * M, M), None);
+    }
+
+    #[test]
+    fn short_of_slots_only_the_smallest_piece_goes() {
+        // Every slot taken, far under the byte cap: a freed block needs a slot only.
+        let mut full = Pool::new();
+        for i in 0..POOL_SLOTS {
+            full.pieces[i] = Piece {
+                base: (i + 1) * W,
+                len: if i == 5 { M / 4 } else { 4 * M },
+                freed_at: 100 + i as u64,
+                segment: true,
+            };
+        }
+        let evicted = full.evict(1, POOL_MAX_BYTES, 16 * M);
+        assert_eq!(
+            evicted.map(|x| x.len),
+            Some(M / 4),
+            "the oldest whole block went instead of a leftover"
+        );
+        assert_eq!(full.evict(1, POOL_MAX_BYTES, 16 * M), None);
     }
 
     #[test]
