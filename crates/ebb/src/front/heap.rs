@@ -426,6 +426,7 @@ unsafe fn heap_done(heap: *mut Heap) {
     // SAFETY: per the contract we have exclusive use of the heap and own its pages.
     unsafe {
         abandon_all(heap, deadline::coarse_now_ms());
+        crate::handoff::freed_into::forget(heap as usize);
         registry::retire(core::ptr::addr_of_mut!((*heap).link));
     }
     COUNTERS.threads.fetch_sub(1, Ordering::Relaxed);

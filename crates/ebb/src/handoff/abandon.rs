@@ -27,11 +27,16 @@ use core::sync::atomic::Ordering;
 pub static ABANDONED_LISTS: Mutex<[PageList; CLASS_COUNT]> =
     Mutex::new([PageList::new(); CLASS_COUNT]);
 
+/// `unused_since` for [`abandon`]: now, as for a page its owner lets go of, although
+/// a stealer abandons it (a heap taken over before it was idle for the purge delay:
+/// `front::takeover`), so nothing in it counts as idle yet.
+pub const NOT_IDLE: u64 = u64::MAX;
+
 /// Give up ownership of `page`: it keeps its blocks and any thread may claim it. Pages
 /// with room are listed so heaps needing the class find them. An unused page goes back
 /// to the arena, its purge delay counted from `unused_since` (now, unless the page is
-/// taken from an idle heap: then its free blocks are purged inside at once).
-/// `last_owner`: the abandoning heap, which may take the page back on a later free.
+/// taken from an idle heap: then its free blocks are purged inside at once; `NOT_IDLE`:
+/// now). `last_owner`: the abandoning heap, which may take the page back on a later free.
 ///
 /// # Safety
 /// The caller must own `page` (a heap, or a stealer holding its heap), and the page
@@ -43,13 +48,14 @@ pub unsafe fn abandon(page: *mut Page, last_owner: usize, unused_since: u64) {
         // heap's tables without touching the pages).
         (*page).set_is_current(false);
         (*page).gather_frees();
+        let now = deadline::coarse_now_ms();
+        let unused_since = unused_since.min(now);
         if (*page).is_unused() {
             // A deleted first-class heap's large span: its block, if sampled, is gone.
             crate::profile::span_released(page);
             free_span(page, unused_since);
             return;
         }
-        let now = deadline::coarse_now_ms();
         let idle = unused_since < now;
         // A page of a class whose hole walks find nothing waits like any abandoned
         // page, for longer (`span::hole_yield`): it may well be reused or freed first.

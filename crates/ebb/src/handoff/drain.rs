@@ -12,6 +12,7 @@
 
 use crate::counters::COUNTERS;
 use crate::handoff::abandon::{self, ABANDONED_LISTS};
+use crate::handoff::freed_into;
 use crate::protocol;
 use crate::span::arena::{free_span, segments};
 use crate::span::deadline;
@@ -95,7 +96,11 @@ pub fn drain_page(page: *mut Page) {
     }
     // SAFETY: we own the page (DRAINING).
     unsafe {
-        (*page).take_remote_frees();
+        if (*page).take_remote_frees() != 0 {
+            // Another thread frees blocks its last owner allocated: a hint that the
+            // pages that heap still holds get such frees too (`freed_into`).
+            freed_into::note((*page).last_owner.load(Ordering::Relaxed));
+        }
         finish_drain(page, true);
     }
 }

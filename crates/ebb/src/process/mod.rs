@@ -11,7 +11,7 @@
 pub mod purger;
 pub mod registry;
 
-use crate::handoff::{abandon, steal};
+use crate::handoff::{abandon, freed_into, steal};
 use crate::os;
 use crate::span::{arena, deadline, huge};
 use core::ffi::c_void;
@@ -142,6 +142,7 @@ unsafe extern "C" fn fork_child() {
     }
     purger::reset_after_fork();
     steal::reset_after_fork();
+    freed_into::reset_after_fork();
     if let Some(hooks) = hooks() {
         // SAFETY: we are the child and every lock is free.
         unsafe { (hooks.after_fork_child)() };

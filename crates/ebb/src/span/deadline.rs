@@ -72,6 +72,14 @@ pub fn schedule_idle_check(now: u64) {
     wake_if_later_than(due);
 }
 
+/// Ask the purger to look at idle heaps now (`handoff::freed_into`: a heap whose
+/// blocks other threads free may be taken over sooner, counted from this look).
+pub fn schedule_steal_check_now() {
+    let now = coarse_now_ms();
+    NEXT_STEAL.fetch_min(now, Ordering::SeqCst);
+    wake_if_later_than(now);
+}
+
 /// Memory became free at `now`: its purge is due at `now + delay`.
 pub fn schedule_purge(now: u64) {
     let due = now + crate::options::get().purge_delay_ms;
