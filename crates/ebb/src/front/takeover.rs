@@ -60,8 +60,9 @@ pub fn take_over_idle(now: u64, idle_ms: u64) -> u64 {
     loop {
         // Pick candidates under the lock; heaps are never unmapped, so the pointers stay
         // valid after it is released (a heap that dies meanwhile is DEAD and skipped).
-        let mut candidates: [(*mut Heap, u64); CANDIDATE_BATCH] =
-            [(core::ptr::null_mut(), 0); CANDIDATE_BATCH];
+        // (heap, quiet since, how long it must be quiet)
+        let mut candidates: [(*mut Heap, u64, u64); CANDIDATE_BATCH] =
+            [(core::ptr::null_mut(), 0, 0); CANDIDATE_BATCH];
         let mut count = 0;
         let mut more = false;
         {
@@ -90,7 +91,7 @@ pub fn take_over_idle(now: u64, idle_ms: u64) -> u64 {
                             more = true;
                             break;
                         }
-                        candidates[count] = (h, quiet_since.min(now));
+                        candidates[count] = (h, quiet_since.min(now), wait);
                         count += 1;
                     } else {
                         next_due = next_due.min(due);
@@ -106,7 +107,7 @@ pub fn take_over_idle(now: u64, idle_ms: u64) -> u64 {
                 link = unsafe { (*link).next };
             }
         }
-        for &(h, quiet_since) in &candidates[..count] {
+        for &(h, quiet_since, wait) in &candidates[..count] {
             // Quiet for less than `idle_ms` (taken for `freed_into`): its pages are
             // abandoned as their owner would, nothing purged at once.
             let unused_since = if quiet_since.saturating_add(idle_ms) <= now {
@@ -117,8 +118,8 @@ pub fn take_over_idle(now: u64, idle_ms: u64) -> u64 {
             if try_take_over(h, unused_since) {
                 freed_into::forget(h as usize);
             } else {
-                // Busy right now: look again after another idle period.
-                next_due = next_due.min(now.saturating_add(idle_ms.max(1)));
+                // Busy right now: look again after another idle period (its own).
+                next_due = next_due.min(now.saturating_add(wait.max(1)));
             }
         }
         if !more {
