@@ -7,10 +7,29 @@
 //! - any allocator slow path that notices the earliest deadline has passed
 //!   ([`after_slow_path`]), and
 //! - a background thread, started lazily the first time there is something to purge or
-//!   drain. It sleeps on a futex until the next deadline, and *indefinitely* while
-//!   there is nothing to do, so a clean heap costs no wake-ups. Freeing a span (or a
-//!   notification of remote frees into an abandoned page) wakes it only if it is
-//!   sleeping indefinitely or past the new deadline.
+//!   drain *and* a second thread has allocated (below). It sleeps on a futex until the
+//!   next deadline, and *indefinitely* while there is nothing to do, so a clean heap
+//!   costs no wake-ups. Freeing a span (or a notification of remote frees into an
+//!   abandoned page) wakes it only if it is sleeping indefinitely or past the new
+//!   deadline.
+//!
+//! **Why not in a single-threaded process.** A second thread costs the program
+//! something even while it sleeps. The kernel gives every system call on a file
+//! descriptor of a process whose file table is shared a reference count on the file
+//! (`fdget`/`fput`: two atomics), and on a regular file also the file's position lock;
+//! glibc, once `pthread_create` has run, wraps every cancellable system call (`read`,
+//! `write`, ...) in cancellation-state atomics and makes stdio take its locks. Measured
+//! on this project's machine (docs/REAL-PROGRAMS.md "The purger thread's cost to a
+//! single-threaded program"): a 41-byte `write` to `/dev/null` 198 → 238 ns, to a file
+//! 760 → 860 ns, with one thread asleep in `pause()`; CPython writing its JSON output
+//! unbuffered (1.3 M `write`s) paid 3-5% of its CPU. No other allocator we compare with
+//! starts a thread, and a process of one thread gains little from one: its own slow
+//! paths purge what is due ([`after_slow_path`]), there are no remote frees to drain and
+//! no other heap to take over. What it loses is the purge of memory freed in the last
+//! purge delay before it stops calling the allocator altogether (a daemon going idle):
+//! `EBB_BACKGROUND=always` starts the thread in such processes too. Once a second
+//! thread has had a heap, the program pays the multi-threaded costs anyway and the
+//! purger starts at the next slow path that finds work for it.
 //!
 //! The purger also takes over the pages of threads that have been idle for the purge
 //! delay (`front::takeover`), so memory stranded in a sleeping thread's heap is taken and
@@ -36,7 +55,7 @@ use crate::span::deadline::{
     WAKE, WANTED,
 };
 use crate::span::{decommit, huge};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// How long the purger lets remote frees into abandoned pages gather before it drains
 /// again (ms; at most a quarter of the purge delay).
@@ -74,10 +93,26 @@ pub fn after_slow_path() {
     if inline && next_purge != u64::MAX && next_purge <= os::now_ms() {
         purge(os::now_ms(), false);
     }
-    if options.background
-        && WANTED.load(Ordering::Relaxed) != 0
-        && PURGER.load(Ordering::Relaxed) == NOT_STARTED
-    {
+    if WANTED.load(Ordering::Relaxed) != 0 && PURGER.load(Ordering::Relaxed) == NOT_STARTED {
+        start_if_worth_it();
+    }
+}
+
+/// `COUNTERS.threads_created` before this process's first heap (0), or in a fork child
+/// the count inherited, less the forking thread's heap: more heaps than one since then
+/// means a second thread has allocated in this process.
+static HEAPS_BEFORE: AtomicU64 = AtomicU64::new(0);
+
+/// True if a thread other than the first has had a heap in this process (the purger
+/// is then worth its cost: module documentation).
+fn second_thread_allocated() -> bool {
+    COUNTERS.threads_created.load(Ordering::Relaxed) > HEAPS_BEFORE.load(Ordering::Relaxed) + 1
+}
+
+/// Start the background purger if the options ask for it in a process like this one.
+fn start_if_worth_it() {
+    let options = crate::options::get();
+    if options.background && (options.background_alone || second_thread_allocated()) {
         start();
     }
 }
@@ -90,8 +125,8 @@ pub fn after_slow_path() {
 /// reported as a double free (README "Security"). A slow path only (large frees).
 #[inline]
 pub fn before_span_free() {
-    if PURGER.load(Ordering::Relaxed) == NOT_STARTED && crate::options::get().background {
-        start();
+    if PURGER.load(Ordering::Relaxed) == NOT_STARTED {
+        start_if_worth_it();
     }
 }
 
@@ -223,5 +258,8 @@ pub fn reset_after_fork() {
     if PURGER.load(Ordering::Relaxed) != FAILED {
         PURGER.store(NOT_STARTED, Ordering::Relaxed);
     }
+    // The child is single-threaded whatever the parent was.
+    let created = COUNTERS.threads_created.load(Ordering::Relaxed);
+    HEAPS_BEFORE.store(created.saturating_sub(1), Ordering::Relaxed);
     PURGER_WAKES_AT.store(u64::MAX, Ordering::Relaxed);
 }
