@@ -19,10 +19,10 @@
 //! (`fdget`/`fput`: two atomics), and on a regular file also the file's position lock;
 //! glibc, once `pthread_create` has run, wraps every cancellable system call (`read`,
 //! `write`, ...) in cancellation-state atomics and makes stdio take its locks. Measured
-//! on this project's machine (docs/REAL-PROGRAMS.md "The purger thread's cost to a
-//! single-threaded program"): a 41-byte `write` to `/dev/null` 198 → 238 ns, to a file
-//! 760 → 860 ns, with one thread asleep in `pause()`; CPython writing its JSON output
-//! unbuffered (1.3 M `write`s) paid 3-5% of its CPU. No other allocator we compare with
+//! on this project's machine (docs/REAL-PROGRAMS.md, section "python1"): a 41-byte
+//! `write` to `/dev/null` 198 → 238 ns, to a file 760 → 860 ns, with one thread asleep
+//! in `pause()`; CPython writing its JSON output unbuffered (1.3 M `write`s) paid 1.5-4%
+//! of its CPU. No other allocator we compare with
 //! starts a thread, and a process of one thread gains little from one: its own slow
 //! paths purge what is due ([`after_slow_path`]), there are no remote frees to drain and
 //! no other heap to take over. What it loses is the purge of memory freed in the last
