@@ -451,8 +451,12 @@ pub unsafe fn option_get(name: *const c_char) -> i64 {
     // SAFETY: per the contract.
     match unsafe { option_name(name) } {
         Some(OptionName::PurgeDelay) => o.purge_delay_ms as i64,
-        // 2: `always` (also in a single-threaded process).
-        Some(OptionName::Background) => o.background as i64 + o.background_alone as i64,
+        // 2: `threads` (only once a second thread has allocated).
+        Some(OptionName::Background) => match (o.background, o.background_alone) {
+            (false, _) => 0,
+            (true, true) => 1,
+            (true, false) => 2,
+        },
         Some(OptionName::ShowStats) => o.show_stats as i64,
         Some(OptionName::ShowErrors) => o.show_errors as i64,
         Some(OptionName::Check) => o.check as i64,
@@ -480,7 +484,7 @@ pub unsafe fn option_set(name: *const c_char, value: i64) -> c_int {
                 return -1;
             }
             o.background = value != 0;
-            o.background_alone = value == 2;
+            o.background_alone = value != 2;
         }
         Some(OptionName::ShowStats) => o.show_stats = value != 0,
         Some(OptionName::ShowErrors) => o.show_errors = value != 0,

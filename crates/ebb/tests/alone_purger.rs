@@ -1,10 +1,11 @@
-//! A process of one thread gets no background purger (process/purger.rs, "Why not in a
-//! single-threaded process"): a second thread, even asleep, puts every system call on a
-//! file descriptor and glibc's stdio on their multi-threaded paths. Its own slow paths
-//! purge what is due instead. Once a second thread has allocated, the purger starts at
-//! the next slow path that finds work for it; `EBB_BACKGROUND=always` starts it in a
-//! single-threaded process too. A test binary without the harness (`harness = false` in
-//! Cargo.toml), whose threads would make the process multi-threaded from the start.
+//! The background purger in a process of one thread (process/purger.rs, "A
+//! single-threaded process"): by default it starts there too, so a process that goes
+//! idle gives back what it freed last. With `EBB_BACKGROUND=threads` it waits for a
+//! second thread's heap (a second thread, even asleep, puts every system call on a file
+//! descriptor and glibc's stdio on their multi-threaded paths), and the process's own
+//! slow paths purge what is due meanwhile. A test binary without the harness
+//! (`harness = false` in Cargo.toml), whose threads would make the process
+//! multi-threaded from the start.
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::time::Duration;
@@ -48,7 +49,7 @@ fn small_pages_freed() {
 }
 
 fn main() {
-    let always = std::env::args().nth(1).as_deref() == Some("always");
+    let threads_only = std::env::args().nth(1).as_deref() == Some("threads");
     let mut options = ebb::options();
     options.purge_delay_ms = DELAY_MS;
     ebb::set_options(options);
@@ -56,19 +57,28 @@ fn main() {
 
     small_pages_freed();
     large_blocks_freed(8);
-    if always {
-        // EBB_BACKGROUND=always: the purger starts with one thread too.
+    if !threads_only {
+        // The default: the purger starts with one thread too.
         assert!(options.background_alone);
         assert!(
             ebb::background_purger_running(),
-            "EBB_BACKGROUND=always started no purger"
+            "a single-threaded process started no background purger by default"
         );
         assert_eq!(threads(), 2);
+        // And EBB_BACKGROUND=threads, in a process of its own.
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .arg("threads")
+            .env("EBB_BACKGROUND", "threads")
+            .status()
+            .unwrap();
+        assert!(status.success(), "EBB_BACKGROUND=threads: {status}");
+        println!("alone_purger: ok");
         return;
     }
+    assert!(!options.background_alone);
     assert!(
         !ebb::background_purger_running(),
-        "a single-threaded process started the background purger"
+        "EBB_BACKGROUND=threads: a single-threaded process started the background purger"
     );
     assert_eq!(threads(), 1, "the process has a thread it did not make");
 
@@ -95,13 +105,4 @@ fn main() {
         ebb::background_purger_running(),
         "a process that has had two threads with heaps started no purger"
     );
-
-    // And EBB_BACKGROUND=always, in a process of its own.
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .arg("always")
-        .env("EBB_BACKGROUND", "always")
-        .status()
-        .unwrap();
-    assert!(status.success(), "EBB_BACKGROUND=always: {status}");
-    println!("alone_purger: ok");
 }

@@ -7,29 +7,29 @@
 //! - any allocator slow path that notices the earliest deadline has passed
 //!   ([`after_slow_path`]), and
 //! - a background thread, started lazily the first time there is something to purge or
-//!   drain *and* a second thread has allocated (below). It sleeps on a futex until the
-//!   next deadline, and *indefinitely* while there is nothing to do, so a clean heap
-//!   costs no wake-ups. Freeing a span (or a notification of remote frees into an
-//!   abandoned page) wakes it only if it is sleeping indefinitely or past the new
-//!   deadline.
+//!   drain. It sleeps on a futex until the next deadline, and *indefinitely* while
+//!   there is nothing to do, so a clean heap costs no wake-ups. Freeing a span (or a
+//!   notification of remote frees into an abandoned page) wakes it only if it is
+//!   sleeping indefinitely or past the new deadline.
 //!
-//! **Why not in a single-threaded process.** A second thread costs the program
-//! something even while it sleeps. The kernel gives every system call on a file
-//! descriptor of a process whose file table is shared a reference count on the file
-//! (`fdget`/`fput`: two atomics), and on a regular file also the file's position lock;
-//! glibc, once `pthread_create` has run, wraps every cancellable system call (`read`,
-//! `write`, ...) in cancellation-state atomics and makes stdio take its locks. Measured
-//! on this project's machine (docs/REAL-PROGRAMS.md, section "python1"): a 41-byte
-//! `write` to `/dev/null` 198 → 238 ns, to a file 760 → 860 ns, with one thread asleep
-//! in `pause()`; CPython writing its JSON output unbuffered (1.3 M `write`s) paid 1.5-4%
-//! of its CPU. No other allocator we compare with
-//! starts a thread, and a process of one thread gains little from one: its own slow
-//! paths purge what is due ([`after_slow_path`]), there are no remote frees to drain and
-//! no other heap to take over. What it loses is the purge of memory freed in the last
-//! purge delay before it stops calling the allocator altogether (a daemon going idle):
-//! `EBB_BACKGROUND=always` starts the thread in such processes too. Once a second
-//! thread has had a heap, the program pays the multi-threaded costs anyway and the
-//! purger starts at the next slow path that finds work for it.
+//! **A single-threaded process** gets the thread too, by default: without it, memory it
+//! frees in the last purge delay before it stops calling the allocator (a daemon going
+//! idle) would stay committed until its next slow path, and the promise is memory back
+//! with no help from the program. The thread is not free to such a process, though,
+//! even asleep. The kernel gives every system call on a file descriptor of a process
+//! whose file table is shared a reference count on the file (`fdget`/`fput`: two
+//! atomics), and on a regular file also the file's position lock; glibc, once
+//! `pthread_create` has run, wraps every cancellable system call (`read`, `write`, ...)
+//! in cancellation-state atomics and makes stdio take its locks. Measured on this
+//! project's machine (docs/REAL-PROGRAMS.md, section "python1"): a 41-byte `write` to
+//! `/dev/null` 198 → 238 ns, to a file 760 → 860 ns, with one thread asleep in
+//! `pause()`; CPython writing its JSON output unbuffered (1.3 M `write`s) paid 1.5-4% of
+//! its CPU. No other allocator we compare with starts a thread. A program that makes
+//! millions of such calls and never idles can ask for `EBB_BACKGROUND=threads`: the
+//! purger then starts only once a second thread has had a heap (the program pays the
+//! multi-threaded costs anyway from then on), and until then the process purges from
+//! its own slow paths (due purges, kept huge mappings; there are no remote frees to
+//! drain and no other heap to take over).
 //!
 //! The purger also takes over the pages of threads that have been idle for the purge
 //! delay (`front::takeover`), so memory stranded in a sleeping thread's heap is taken and
@@ -113,8 +113,8 @@ pub fn after_slow_path_at(now: Option<u64>) {
 /// means a second thread has allocated in this process.
 static HEAPS_BEFORE: AtomicU64 = AtomicU64::new(0);
 
-/// True if a thread other than the first has had a heap in this process (the purger
-/// is then worth its cost: module documentation).
+/// True if a thread other than the first has had a heap in this process (with
+/// `EBB_BACKGROUND=threads`, the purger is then worth its cost: module documentation).
 fn second_thread_allocated() -> bool {
     COUNTERS.threads_created.load(Ordering::Relaxed) > HEAPS_BEFORE.load(Ordering::Relaxed) + 1
 }
