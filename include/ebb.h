@@ -92,9 +92,10 @@ void ebb_profile_stop(void);
 int ebb_profile_dump(const char *path);
 /* Options by name, with or without the EBB_ prefix, any case: "purge_delay" (ms),
  * "background", "show_stats", "show_errors", "check", "abort_on_error", "large_pages",
- * "dense_huge_pages" (0/1; "large_pages" advises only segments made after the change).
+ * "dense_huge_pages" (0/1; "large_pages" advises only segments made after the change;
+ * "background" 2 is EBB_BACKGROUND=threads).
  * ebb_option_get returns -1 for an unknown name; ebb_option_set returns 0 on success,
- * -1 for an unknown name or a negative value. "check" is fixed when the process starts
+ * -1 for an unknown name or a value out of range. "check" is fixed when the process starts
  * (EBB_CHECK): setting it to another value returns -1. */
 int64_t ebb_option_get(const char *name);
 int ebb_option_set(const char *name, int64_t value);

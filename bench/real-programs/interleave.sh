@@ -13,7 +13,9 @@
 #       mi3-nothp:LD_PRELOAD=$M,MIMALLOC_ALLOW_THP=0
 #
 # (The environment goes to GNU time too, which a preloaded allocator then also runs in;
-# it allocates next to nothing.)
+# it allocates next to nothing.) OUT=FILE sends the program's stdout to FILE instead of
+# /dev/null (the suite's run.py writes it to a file).
+OUT=${OUT:-/dev/null}
 set -euo pipefail
 R=$1; shift; PROG=$1; shift; N=$1; shift
 IN=/dev/null
@@ -37,7 +39,7 @@ for r in $(seq "$R"); do
         c=${configs[$(((i + r - 1) % n))]}
         name=${c%%:*}; envs=${c#*:}
         # shellcheck disable=SC2086
-        out=$(env ${envs//,/ } /usr/bin/time -f "%U %S %e %M %R" $CMD <"$IN" 2>&1 >/dev/null | tail -1)
+        out=$(env ${envs//,/ } /usr/bin/time -f "%U %S %e %M %R" $CMD <"$IN" 2>&1 >"$OUT" | tail -1)
         echo "$PROG $name $out"
     done
 done

@@ -451,7 +451,12 @@ pub unsafe fn option_get(name: *const c_char) -> i64 {
     // SAFETY: per the contract.
     match unsafe { option_name(name) } {
         Some(OptionName::PurgeDelay) => o.purge_delay_ms as i64,
-        Some(OptionName::Background) => o.background as i64,
+        // 2: `threads` (only once a second thread has allocated).
+        Some(OptionName::Background) => match (o.background, o.background_alone) {
+            (false, _) => 0,
+            (true, true) => 1,
+            (true, false) => 2,
+        },
         Some(OptionName::ShowStats) => o.show_stats as i64,
         Some(OptionName::ShowErrors) => o.show_errors as i64,
         Some(OptionName::Check) => o.check as i64,
@@ -474,7 +479,13 @@ pub unsafe fn option_set(name: *const c_char, value: i64) -> c_int {
     // SAFETY: per the contract.
     match unsafe { option_name(name) } {
         Some(OptionName::PurgeDelay) => o.purge_delay_ms = value as u64,
-        Some(OptionName::Background) => o.background = value != 0,
+        Some(OptionName::Background) => {
+            if value > 2 {
+                return -1;
+            }
+            o.background = value != 0;
+            o.background_alone = value != 2;
+        }
         Some(OptionName::ShowStats) => o.show_stats = value != 0,
         Some(OptionName::ShowErrors) => o.show_errors = value != 0,
         // Check mode is fixed when the process starts (see check.rs).

@@ -6,7 +6,7 @@
 //! | variable | default | meaning |
 //! |---|---|---|
 //! | `EBB_PURGE_DELAY` | 500 | at most this many ms a free span stays committed before it goes back to the OS (0: at once); spans beyond what the program has been reusing go back after a quarter of it |
-//! | `EBB_BACKGROUND` | 1 | purge from a background thread, so idle processes give memory back (0: only inside allocator calls) |
+//! | `EBB_BACKGROUND` | 1 | purge from a background thread, so idle processes give memory back (`threads`: only once a second thread has allocated, for single-threaded programs heavy on `read`/`write`; 0: only inside allocator calls) |
 //! | `EBB_SHOW_STATS` | 0 | print statistics to stderr at exit (`json`: as one JSON line) |
 //! | `EBB_STATS_FILE` | unset | write statistics as JSON to this file at exit (`%p`: the process id); read at exit, not kept here |
 //! | `EBB_SHOW_ERRORS` | 1 | report invalid and double frees on stderr |
@@ -30,6 +30,12 @@ pub const DEFAULT_PURGE_DELAY_MS: u64 = 500;
 pub struct Options {
     pub purge_delay_ms: u64,
     pub background: bool,
+    /// With `background`, start the purger in a process whose only thread allocates
+    /// too (the default). `EBB_BACKGROUND=threads` clears it: a second thread, even
+    /// asleep, makes every system call on a file descriptor and glibc's stdio take
+    /// their multi-threaded paths (`process::purger`, "A single-threaded process"),
+    /// which a program that makes millions of them and never idles may not want.
+    pub background_alone: bool,
     pub show_stats: bool,
     /// With `show_stats`: print the exit report as one JSON line (`EBB_SHOW_STATS=json`).
     pub stats_json: bool,
@@ -66,6 +72,7 @@ impl Options {
     pub const DEFAULT: Options = Options {
         purge_delay_ms: DEFAULT_PURGE_DELAY_MS,
         background: true,
+        background_alone: true,
         show_stats: false,
         stats_json: false,
         show_errors: true,
@@ -84,8 +91,14 @@ impl Options {
         if let Some(v) = lookup(b"EBB_PURGE_DELAY\0").and_then(parse_u64) {
             o.purge_delay_ms = v;
         }
-        if let Some(v) = lookup(b"EBB_BACKGROUND\0").and_then(parse_bool) {
-            o.background = v;
+        if let Some(text) = lookup(b"EBB_BACKGROUND\0") {
+            if trim(text).eq_ignore_ascii_case(b"threads") {
+                o.background = true;
+                o.background_alone = false;
+            } else if let Some(v) = parse_bool(text) {
+                o.background = v;
+                o.background_alone = true;
+            }
         }
         if let Some(text) = lookup(b"EBB_SHOW_STATS\0") {
             if trim(text).eq_ignore_ascii_case(b"json") {
@@ -264,6 +277,16 @@ mod tests {
         assert_eq!(o.purge_delay_ms, 0);
         assert!(!o.background);
         assert!(o.show_stats);
+        let threads = Options::from_lookup(|name| match name {
+            b"EBB_BACKGROUND\0" => Some(b" Threads"),
+            _ => None,
+        });
+        assert!(threads.background && !threads.background_alone);
+        let on = Options::from_lookup(|name| match name {
+            b"EBB_BACKGROUND\0" => Some(b"1"),
+            _ => None,
+        });
+        assert!(on.background && on.background_alone);
         assert!(!o.check, "unparsable values keep the default");
         assert_eq!(Options::from_lookup(|_| None), Options::DEFAULT);
     }

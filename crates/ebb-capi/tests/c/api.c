@@ -911,6 +911,18 @@ static void t_ebb(void) {
     ok("ebb: ebb_option_get/ebb_option_set round-trip purge_delay (any case, EBB_ prefix, "
        "unknown names and negative values rejected)");
 
+    int64_t background = ebb.option_get("background");
+    CHECK(background == 0 || background == 1, "ebb_option_get(background) = %lld",
+          (long long)background);
+    CHECK(ebb.option_set("background", 2) == 0 && ebb.option_get("background") == 2,
+          "background 2 (EBB_BACKGROUND=threads)");
+    CHECK(ebb.option_set("background", 3) == -1 && ebb.option_get("background") == 2,
+          "background 3 accepted");
+    CHECK(ebb.option_set("background", background) == 0 &&
+              ebb.option_get("background") == background,
+          "background restore");
+    ok("ebb: ebb_option_get/ebb_option_set round-trip background (0, 1, 2 = threads)");
+
     int64_t large_pages = ebb.option_get("large_pages");
     CHECK(large_pages == 0 || large_pages == 1, "ebb_option_get(large_pages) = %lld",
           (long long)large_pages);

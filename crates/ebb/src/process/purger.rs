@@ -12,6 +12,25 @@
 //!   notification of remote frees into an abandoned page) wakes it only if it is
 //!   sleeping indefinitely or past the new deadline.
 //!
+//! **A single-threaded process** gets the thread too, by default: without it, memory it
+//! frees in the last purge delay before it stops calling the allocator (a daemon going
+//! idle) would stay committed until its next slow path, and the promise is memory back
+//! with no help from the program. The thread is not free to such a process, though,
+//! even asleep. The kernel gives every system call on a file descriptor of a process
+//! whose file table is shared a reference count on the file (`fdget`/`fput`: two
+//! atomics), and on a regular file also the file's position lock; glibc, once
+//! `pthread_create` has run, wraps every cancellable system call (`read`, `write`, ...)
+//! in cancellation-state atomics and makes stdio take its locks. Measured on this
+//! project's machine (docs/REAL-PROGRAMS.md, section "python1"): a 41-byte `write` to
+//! `/dev/null` 198 → 238 ns, to a file 760 → 860 ns, with one thread asleep in
+//! `pause()`; CPython writing its JSON output unbuffered (1.3 M `write`s) paid 1.5-4% of
+//! its CPU. No other allocator we compare with starts a thread. A program that makes
+//! millions of such calls and never idles can ask for `EBB_BACKGROUND=threads`: the
+//! purger then starts only once a second thread has had a heap (the program pays the
+//! multi-threaded costs anyway from then on), and until then the process purges from
+//! its own slow paths (due purges, kept huge mappings; there are no remote frees to
+//! drain and no other heap to take over).
+//!
 //! The purger also takes over the pages of threads that have been idle for the purge
 //! delay (`front::takeover`), so memory stranded in a sleeping thread's heap is taken and
 //! purged too. It wakes for that only while some heap owns pages and has not been taken
@@ -36,7 +55,7 @@ use crate::span::deadline::{
     WAKE, WANTED,
 };
 use crate::span::{decommit, huge};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// How long the purger lets remote frees into abandoned pages gather before it drains
 /// again (ms; at most a quarter of the purge delay).
@@ -65,19 +84,47 @@ pub fn purge(now: u64, force: bool) -> u64 {
 /// Called at the end of slow paths, with no lock held: purge if something is due, and
 /// start the background purger if it is wanted and not running.
 pub fn after_slow_path() {
+    after_slow_path_at(None);
+}
+
+/// [`after_slow_path`] for a slow path that has just read the time (`now`, from
+/// `deadline::coarse_now_ms`): a large free, which without a background purger (a
+/// single-threaded process) would otherwise read the clock twice.
+pub fn after_slow_path_at(now: Option<u64>) {
     let options = crate::options::get();
     // With a running purger, slow paths leave due purges to it (unless the delay is 0,
     // which asks for purging at once).
     let inline = options.purge_delay_ms == 0 || PURGER.load(Ordering::Relaxed) != RUNNING;
     let next_purge = NEXT_PURGE.load(Ordering::Relaxed);
     // No clock read while nothing is scheduled (every malloc slow path comes here).
-    if inline && next_purge != u64::MAX && next_purge <= os::now_ms() {
-        purge(os::now_ms(), false);
+    if inline && next_purge != u64::MAX {
+        let now = now.unwrap_or_else(os::now_ms);
+        if next_purge <= now {
+            purge(now, false);
+        }
     }
-    if options.background
-        && WANTED.load(Ordering::Relaxed) != 0
-        && PURGER.load(Ordering::Relaxed) == NOT_STARTED
-    {
+    if WANTED.load(Ordering::Relaxed) != 0 && PURGER.load(Ordering::Relaxed) == NOT_STARTED {
+        start_if_worth_it();
+    }
+}
+
+/// `COUNTERS.threads_created` before this process's first heap (0), or in a fork child
+/// the count inherited, less the forking thread's heap: more heaps than one since then
+/// means a second thread has allocated in this process.
+static HEAPS_BEFORE: AtomicU64 = AtomicU64::new(0);
+
+/// True if a thread other than the first has had a heap in this process (with
+/// `EBB_BACKGROUND=threads`, the purger is then worth its cost: module documentation).
+fn second_thread_allocated() -> bool {
+    COUNTERS.threads_created.load(Ordering::Relaxed) > HEAPS_BEFORE.load(Ordering::Relaxed) + 1
+}
+
+/// Start the background purger if the options ask for it in a process like this one.
+/// (Every slow path of a single-threaded process comes here: the thread count first.)
+#[inline]
+fn start_if_worth_it() {
+    let options = crate::options::get();
+    if (second_thread_allocated() || options.background_alone) && options.background {
         start();
     }
 }
@@ -90,8 +137,8 @@ pub fn after_slow_path() {
 /// reported as a double free (README "Security"). A slow path only (large frees).
 #[inline]
 pub fn before_span_free() {
-    if PURGER.load(Ordering::Relaxed) == NOT_STARTED && crate::options::get().background {
-        start();
+    if PURGER.load(Ordering::Relaxed) == NOT_STARTED {
+        start_if_worth_it();
     }
 }
 
@@ -223,5 +270,8 @@ pub fn reset_after_fork() {
     if PURGER.load(Ordering::Relaxed) != FAILED {
         PURGER.store(NOT_STARTED, Ordering::Relaxed);
     }
+    // The child is single-threaded whatever the parent was.
+    let created = COUNTERS.threads_created.load(Ordering::Relaxed);
+    HEAPS_BEFORE.store(created.saturating_sub(1), Ordering::Relaxed);
     PURGER_WAKES_AT.store(u64::MAX, Ordering::Relaxed);
 }

@@ -1,0 +1,108 @@
+//! The background purger in a process of one thread (process/purger.rs, "A
+//! single-threaded process"): by default it starts there too, so a process that goes
+//! idle gives back what it freed last. With `EBB_BACKGROUND=threads` it waits for a
+//! second thread's heap (a second thread, even asleep, puts every system call on a file
+//! descriptor and glibc's stdio on their multi-threaded paths), and the process's own
+//! slow paths purge what is due meanwhile. A test binary without the harness
+//! (`harness = false` in Cargo.toml), whose threads would make the process
+//! multi-threaded from the start.
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::time::Duration;
+
+#[global_allocator]
+static A: ebb::Ebb = ebb::Ebb;
+
+const DELAY_MS: u64 = 50;
+
+/// Threads of this process, from /proc/self/status.
+fn threads() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+    line["Threads:".len()..].trim().parse().unwrap()
+}
+
+/// `n` large blocks (spans of their own: their frees go back to the arena, which gives
+/// the purger work and, before this change, started it), written, then freed.
+fn large_blocks_freed(n: usize) {
+    let layout = Layout::from_size_align(1 << 20, 16).unwrap();
+    let blocks: Vec<*mut u8> = (0..n)
+        .map(|_| {
+            // SAFETY: a non-zero size.
+            let p = unsafe { alloc(layout) };
+            assert!(!p.is_null());
+            // SAFETY: the block just allocated.
+            unsafe { p.write_bytes(1, layout.size()) };
+            p
+        })
+        .collect();
+    for p in blocks {
+        // SAFETY: allocated above with this layout, freed once.
+        unsafe { dealloc(p, layout) };
+    }
+}
+
+/// Small blocks over many pages, freed: free spans to purge.
+fn small_pages_freed() {
+    let blocks: Vec<Box<[u8; 256]>> = (0..20_000).map(|_| Box::new([1; 256])).collect();
+    drop(blocks);
+}
+
+fn main() {
+    let threads_only = std::env::args().nth(1).as_deref() == Some("threads");
+    let mut options = ebb::options();
+    options.purge_delay_ms = DELAY_MS;
+    ebb::set_options(options);
+    assert!(options.background, "run without EBB_BACKGROUND=0");
+
+    small_pages_freed();
+    large_blocks_freed(8);
+    if !threads_only {
+        // The default: the purger starts with one thread too.
+        assert!(options.background_alone);
+        assert!(
+            ebb::background_purger_running(),
+            "a single-threaded process started no background purger by default"
+        );
+        assert_eq!(threads(), 2);
+        // And EBB_BACKGROUND=threads, in a process of its own.
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .arg("threads")
+            .env("EBB_BACKGROUND", "threads")
+            .status()
+            .unwrap();
+        assert!(status.success(), "EBB_BACKGROUND=threads: {status}");
+        println!("alone_purger: ok");
+        return;
+    }
+    assert!(!options.background_alone);
+    assert!(
+        !ebb::background_purger_running(),
+        "EBB_BACKGROUND=threads: a single-threaded process started the background purger"
+    );
+    assert_eq!(threads(), 1, "the process has a thread it did not make");
+
+    // With no purger, the program's own slow paths purge what is due: the large block
+    // takes one of the free spans, and its slow path purges the others.
+    let purged = ebb::stats().purged;
+    std::thread::sleep(Duration::from_millis(3 * DELAY_MS));
+    large_blocks_freed(1);
+    assert!(
+        ebb::stats().purged > purged,
+        "nothing purged by a slow path past the purge delay ({} B before and after)",
+        purged
+    );
+    assert!(!ebb::background_purger_running());
+
+    // A second thread that allocates: the purger starts at the next slow path with
+    // work for it.
+    std::thread::spawn(|| drop(std::hint::black_box(Box::new([2u8; 64]))))
+        .join()
+        .unwrap();
+    small_pages_freed();
+    large_blocks_freed(8);
+    assert!(
+        ebb::background_purger_running(),
+        "a process that has had two threads with heaps started no purger"
+    );
+}
