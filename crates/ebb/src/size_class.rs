@@ -92,7 +92,7 @@ pub const fn page_slices(class: usize) -> usize {
 pub const SLICE_BYTES: usize = 64 * 1024;
 
 /// Slices of the pages a class of one-slice pages takes once its blocks turn out to be
-/// replaced at random (`front::slow::count_refill`): 256 KiB. Measured against 8
+/// replaced at random (`front::spread::count_refill`): 256 KiB. Measured against 8
 /// slices (c-alloctest: L1 data misses within 2% of each other), 8 kept more memory
 /// waiting where threads free each other's blocks before the heap knows it
 /// (`Heap::took_remote_frees`; larson +10% peak RSS, 4 slices +1-3%).

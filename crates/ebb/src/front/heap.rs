@@ -88,11 +88,11 @@ pub struct Heap {
     // mode. Every field from here on is valid as all-zero bytes (`new_heap`).
     pub queues: [PageList; CLASS_COUNT],
     /// Per class of one-slice pages, the malloc slow path's refills in a row from a
-    /// nearly full page, up to `slow::SPREAD_REFILLS`, where it stays: the class's
+    /// nearly full page, up to `spread::SPREAD_REFILLS`, where it stays: the class's
     /// blocks are replaced at random, and its new pages are bigger (`slow::take_page`).
     pub dense_refills: [u8; CLASS_COUNT],
     /// The heap has taken in other threads' frees into its pages since it was handed
-    /// to its thread: its classes keep one-slice pages (`slow::count_refill`).
+    /// to its thread: its classes keep one-slice pages (`spread::count_refill`).
     pub took_remote_frees: bool,
     /// Check mode (`CHECK_TAG` in `owner_word`): the current page of each class. The
     /// tables above then always name the empty page, so every malloc takes the slow

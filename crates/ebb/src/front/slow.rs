@@ -5,7 +5,7 @@
 use crate::counters::COUNTERS;
 use crate::front::heap::{empty_heap, ensure_heap, Heap};
 use crate::front::queue::{queue_is_short, queue_push_back, queue_push_front, queue_remove};
-use crate::front::{check, freed_key, guarded, shared, tls};
+use crate::front::{check, freed_key, guarded, shared, spread, tls};
 use crate::handoff::{abandon, drain};
 use crate::os;
 use crate::process::purger::after_slow_path;
@@ -67,7 +67,7 @@ unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Optio
             let remote = (*page).has_remote_frees();
             let local_len = (*page).gather_frees();
             if (*page).has_free() || (*page).extend() {
-                if count_refill(heap, class, page, remote) {
+                if spread::count_refill(heap, class, page, remote) {
                     // The class just turned out to be replaced at random: leave this
                     // page's few free blocks for later and take a bigger page now.
                     spread = true;
@@ -96,7 +96,7 @@ unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Optio
             }
             page = next;
         }
-        if !spread && (*heap).dense_refills[class] < SPREAD_REFILLS {
+        if !spread && (*heap).dense_refills[class] < spread::SPREAD_REFILLS {
             (*heap).dense_refills[class] = 0;
         }
         crate::front::empty_pages::let_go_empty_pages(heap, class);
@@ -115,57 +115,6 @@ unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Optio
     }
 }
 
-/// Count a refill of `class` from `page` (which has room) in the heap's
-/// `dense_refills`, and say whether the class has just turned out to be replaced at
-/// random: `SPREAD_REFILLS` refills in a row from nearly full pages of one slice.
-///
-/// Why: when a program replaces blocks of a class at random (a cache, a server's
-/// sessions, alloc-test), each free lands on one of the class's pages at random, and
-/// only those landing on the current page are handed out again while their lines are
-/// in cache; the rest wait on their pages until these become current, long after. So
-/// a class spread over fewer pages reuses its blocks hot: its blocks in one bigger page
-/// (`SPREAD_PAGE_SLICES`), frees land on the current page. The sign is the refills:
-/// pages that see frees only here and there are nearly full when they come round
-/// again (at most an eighth of their blocks free). A program that builds and drops
-/// structures in phases frees many blocks of a page at once, and a fresh page taken
-/// (or a roomy one found) resets the count, so it keeps its one-slice pages. So does a
-/// heap that takes in other threads' frees (`remote`, here or on the fast path's
-/// refill, `Heap::took_remote_frees`): a page that other threads free into empties
-/// only when the last of them has, and bigger pages kept more memory waiting
-/// (larson, batches of blocks freed by the next thread: +25-45% peak RSS with them,
-/// whether the bigger pages came from this count or from every second page of a
-/// class); their blocks come from other cores' caches anyway.
-///
-/// # Safety
-/// `heap` is the calling thread's heap, `page` one of its pages of `class`.
-#[inline]
-unsafe fn count_refill(heap: *mut Heap, class: usize, page: *mut Page, remote: bool) -> bool {
-    // SAFETY: per the contract.
-    unsafe {
-        if remote {
-            (*heap).took_remote_frees = true;
-        }
-        if page_slices(class) != 1 || (*page).slice_count != 1 {
-            return false;
-        }
-        let count = &mut (*heap).dense_refills[class];
-        let free = (*page).reserved - (*page).used();
-        if (*heap).took_remote_frees || free > (*page).reserved / 8 {
-            *count = 0;
-            return false;
-        }
-        if *count >= SPREAD_REFILLS {
-            return false;
-        }
-        *count += 1;
-        *count == SPREAD_REFILLS
-    }
-}
-
-/// Refills in a row from nearly full one-slice pages after which a class counts as
-/// replaced at random (`count_refill`).
-pub const SPREAD_REFILLS: u8 = 16;
-
 /// Find a page with room for `class` for `heap`: drain notified abandoned pages, claim
 /// a listed one of the class, or carve a fresh span. Returns the page owned by `heap`
 /// (not yet in its queue), or null if the OS refused memory.
@@ -178,7 +127,7 @@ fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
         return page;
     }
     // SAFETY: `heap` is the calling thread's heap.
-    let spread = unsafe { (*heap).dense_refills[class] } == SPREAD_REFILLS;
+    let spread = unsafe { (*heap).dense_refills[class] } == spread::SPREAD_REFILLS;
     let slices = if spread {
         SPREAD_PAGE_SLICES
     } else {
