@@ -11,7 +11,7 @@
 //! paths are unchanged.
 //!
 //! Measured (docs/BENCHMARKS.md, "Classes replaced at random get bigger pages"):
-//! c-alloctest's L1 data misses 11.02 M -> 9.64 M (tcmalloc 9.32 M), CPU 0.91-0.94.
+//! c-alloctest's L1 data misses 11.02 M -> 9.64 M (tcmalloc 9.32 M), CPU 0.89-0.94.
 
 use crate::front::heap::Heap;
 use crate::size_class::page_slices;
