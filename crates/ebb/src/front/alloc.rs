@@ -335,6 +335,7 @@ fn malloc_gather_or_slow(
     // window the fast path entered; `heap` is this thread's heap.
     unsafe {
         if !(*heap).sweep_wanted.load(Ordering::Relaxed) {
+            (*heap).took_remote_frees = true;
             (*page).gather_frees();
             if (*page).has_free() {
                 let activity = (*heap).activity.load(Ordering::Relaxed);

@@ -87,6 +87,13 @@ pub struct Heap {
     // by a thread that holds no page of its own, does not sample and is not in check
     // mode. Every field from here on is valid as all-zero bytes (`new_heap`).
     pub queues: [PageList; CLASS_COUNT],
+    /// Per class of one-slice pages, the malloc slow path's refills in a row from a
+    /// nearly full page, up to `spread::SPREAD_REFILLS`, where it stays: the class's
+    /// blocks are replaced at random, and its new pages are bigger (`slow::take_page`).
+    pub dense_refills: [u8; CLASS_COUNT],
+    /// The heap has taken in other threads' frees into its pages since it was handed
+    /// to its thread: its classes keep one-slice pages (`spread::count_refill`).
+    pub took_remote_frees: bool,
     /// Check mode (`CHECK_TAG` in `owner_word`): the current page of each class. The
     /// tables above then always name the empty page, so every malloc takes the slow
     /// path, where `check::mark_allocated` records the block. Null (never read)
@@ -128,6 +135,8 @@ impl Heap {
             #[cfg(feature = "secure")]
             small_limit: crate::size_class::SMALL_MAX - crate::front::alloc::CANARY,
             queues: [PageList::new(); CLASS_COUNT],
+            dense_refills: [0; CLASS_COUNT],
+            took_remote_frees: false,
             checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             sampler: crate::profile::HeapSampler::new(),
             guard: crate::front::guarded::HeapGuard::new(),
@@ -329,6 +338,13 @@ fn new_heap() -> *mut Heap {
                 .all(|q| q.first.is_null() && q.last.is_null()));
             debug_assert_eq!(h.page_count.load(Ordering::Relaxed), 0);
             h.local_mask = usize::MAX;
+            // (Read first, so a heap that never wrote it keeps that page untouched.)
+            if h.dense_refills.iter().any(|&n| n != 0) {
+                h.dense_refills = [0; CLASS_COUNT];
+            }
+            if h.took_remote_frees {
+                h.took_remote_frees = false;
+            }
             // Written only if profiling ever started (epoch 0 otherwise: a sampler that
             // never sampled is as good as a new one), or guarded sampling is on, so the
             // cold page stays untouched.

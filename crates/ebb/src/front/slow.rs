@@ -5,13 +5,13 @@
 use crate::counters::COUNTERS;
 use crate::front::heap::{empty_heap, ensure_heap, Heap};
 use crate::front::queue::{queue_is_short, queue_push_back, queue_push_front, queue_remove};
-use crate::front::{check, freed_key, guarded, shared, tls};
+use crate::front::{check, freed_key, guarded, shared, spread, tls};
 use crate::handoff::{abandon, drain};
 use crate::os;
 use crate::process::purger::after_slow_path;
 use crate::profile;
 use crate::protocol;
-use crate::size_class::{class_size, page_slices, CLASS_COUNT};
+use crate::size_class::{class_size, page_slices, CLASS_COUNT, SPREAD_PAGE_SLICES};
 use crate::span::page::{
     Block, Page, ABANDONED, CHECK_TAG, DRAINING, FREE, HUGE, LARGE, MARKER_LIMIT, STOLEN,
 };
@@ -61,10 +61,18 @@ unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Optio
         let mut full_kept = 0;
         let mut abandoned = false;
         let mut page = (*heap).queues[class].first;
+        let mut spread = false;
         while !page.is_null() {
             let next = (*page).next;
+            let remote = (*page).has_remote_frees();
             let local_len = (*page).gather_frees();
             if (*page).has_free() || (*page).extend() {
+                if spread::count_refill(heap, class, page, remote) {
+                    // The class just turned out to be replaced at random: leave this
+                    // page's few free blocks for later and take a bigger page now.
+                    spread = true;
+                    break;
+                }
                 if page != (*heap).queues[class].first {
                     (*heap).queues[class].remove(page);
                     (*heap).queues[class].push_front(page);
@@ -87,6 +95,9 @@ unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Optio
                 abandoned = true;
             }
             page = next;
+        }
+        if !spread && (*heap).dense_refills[class] < spread::SPREAD_REFILLS {
+            (*heap).dense_refills[class] = 0;
         }
         crate::front::empty_pages::let_go_empty_pages(heap, class);
         let page = take_page(class, heap);
@@ -115,7 +126,14 @@ fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
     if !page.is_null() {
         return page;
     }
-    let Some((page, _)) = arena::alloc_span(page_slices(class), 1) else {
+    // SAFETY: `heap` is the calling thread's heap.
+    let spread = unsafe { (*heap).dense_refills[class] } == spread::SPREAD_REFILLS;
+    let slices = if spread {
+        SPREAD_PAGE_SLICES
+    } else {
+        page_slices(class)
+    };
+    let Some((page, _)) = arena::alloc_span(slices, 1) else {
         return null_mut();
     };
     // SAFETY: the span is ours; set it up before publishing the owner.

@@ -32,8 +32,10 @@ use core::ptr::null_mut;
 pub type HoleMask = u32;
 /// Bits in `Page::holes`.
 pub const MAX_OS_PAGES: usize = HoleMask::BITS as usize;
-/// Blocks in a page of one slice, at most (8-byte blocks).
-const MAX_BLOCKS: usize = SLICE_SIZE / crate::size_class::MIN_BLOCK;
+/// Blocks in a page of small blocks, at most (8-byte blocks in a page of a class
+/// replaced at random, `size_class::SPREAD_PAGE_SLICES`).
+const MAX_BLOCKS: usize =
+    crate::size_class::SPREAD_PAGE_SLICES * SLICE_SIZE / crate::size_class::MIN_BLOCK;
 
 /// What one bit of `Page::holes` stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +47,9 @@ pub enum Units {
 }
 
 /// How `page.holes` divides `page`, or None if the page cannot have holes. A page of
-/// one slice (blocks up to 8 KiB): one OS page per bit. A page of big blocks (more than
+/// one slice (blocks up to 8 KiB): one OS page per bit; a bigger page of such blocks
+/// (a class replaced at random, `size_class::SPREAD_PAGE_SLICES`): a 32nd of the span
+/// (8 KiB). A page of big blocks (more than
 /// 8 KiB, 8 to 64 slices, at most 64 blocks): one block per bit if it has at most 32,
 /// so a free block goes back whole, link word and all, whatever its neighbours hold
 /// (only the OS pages it shares with them stay); otherwise a 32nd of the span rounded
@@ -61,6 +65,13 @@ pub fn units(page: &Page) -> Option<Units> {
     let os_shift = os_page.trailing_zeros();
     if page.slice_count == 1 && page.block_size() < PURGE_INSIDE_MIN {
         return Some(Units::Bytes(os_shift));
+    }
+    // The bigger pages of small blocks of a class replaced at random
+    // (`size_class::SPREAD_PAGE_SLICES`): a 32nd of the span.
+    if page.block_size() < PURGE_INSIDE_MIN {
+        debug_assert!(page.slice_count as usize <= crate::size_class::SPREAD_PAGE_SLICES);
+        let unit = (page.span_bytes() / MAX_OS_PAGES).next_power_of_two();
+        return Some(Units::Bytes(unit.trailing_zeros().max(os_shift)));
     }
     if page.slice_count > 1 && page.block_size() >= PURGE_INSIDE_MIN {
         if page.reserved as usize <= MAX_OS_PAGES {
@@ -664,6 +675,47 @@ mod tests {
 
     /// A page of 16 KiB blocks in 8 slices with one survivor: every 16 KiB unit free of
     /// it goes back whole (link words too), and the blocks come back out once each.
+    /// A bigger page of small blocks (a class replaced at random,
+    /// `size_class::SPREAD_PAGE_SLICES`) gives back 8 KiB units: 8-byte blocks, so
+    /// more blocks than a one-slice page holds, with one survivor in the middle.
+    /// (Without units for such pages nothing is given back.)
+    #[test]
+    fn spread_pages_of_small_blocks_have_holes() {
+        let slices = crate::size_class::SPREAD_PAGE_SLICES;
+        let mut t = TestPage::with_slices(8, slices);
+        let reserved = t.page.reserved as usize;
+        assert_eq!(reserved, slices * SLICE_SIZE / 8);
+        let mut live = BTreeSet::new();
+        while let Some(i) = t.pop() {
+            // SAFETY: a handed-out block, ours to write.
+            unsafe { core::ptr::write_bytes(t.block(i) as *mut u8, 0x5A, 8) };
+            live.insert(i);
+        }
+        let survivor = reserved / 2 + 3;
+        for i in 0..reserved {
+            if i != survivor {
+                t.push(i);
+                live.remove(&i);
+            }
+        }
+        let purged = t.page.purge_free_blocks();
+        t.check(&live);
+        let unit = slices * SLICE_SIZE / 32;
+        assert_eq!(t.page.holes.count_ones(), 31);
+        assert_eq!(purged, slices * SLICE_SIZE - unit);
+        // SAFETY: the live block is untouched.
+        assert_eq!(unsafe { *(t.block(survivor) as *const u8) }, 0x5A);
+        let mut out = BTreeSet::new();
+        while let Some(i) = t.pop() {
+            assert!(
+                i != survivor && out.insert(i),
+                "block {i} handed out twice or live"
+            );
+        }
+        assert_eq!(out.len(), reserved - 1);
+        assert_eq!(t.page.holes, 0);
+    }
+
     #[test]
     fn big_blocks_go_back_whole() {
         let size = 16 << 10;
