@@ -635,6 +635,27 @@ impl Page {
     #[inline]
     pub unsafe fn free_remote(&self, block: *mut Block) -> *mut Block {
         debug_assert!(block as usize <= THREAD_FREE_ADDR_MASK);
+        #[cfg(feature = "secure")]
+        {
+            // The encoding's `key ^ block` is worked out once, before the loop (inside
+            // it the compiler read the key again after the store of the link: the
+            // block could alias the descriptor), and the new head word from the old
+            // one less its address part, which the compiler cannot turn back into a
+            // mask of the count (`secure::opaque`): with both masks and the key in
+            // registers the push needed one more than a leaf has free (a push and a
+            // pop of a saved register per cross-thread free).
+            let tweak = crate::span::secure::tweak(self.key, block as usize);
+            let block_and_one = block as usize + (1 << THREAD_FREE_COUNT_SHIFT);
+            protocol::push_remote(&self.thread_free, |head| {
+                debug_assert!(head as usize >> THREAD_FREE_COUNT_SHIFT < 0xffff);
+                let next = crate::span::secure::opaque(head as usize & THREAD_FREE_ADDR_MASK);
+                // SAFETY: the block is ours until the CAS publishes it.
+                unsafe { (*block).next = (next ^ tweak) as *mut Block };
+                // The old count, one more, and the block's address.
+                (head as usize - next + block_and_one) as *mut Block
+            })
+        }
+        #[cfg(not(feature = "secure"))]
         protocol::push_remote(&self.thread_free, |head| {
             let tag = head as usize & !THREAD_FREE_ADDR_MASK;
             debug_assert!(tag >> THREAD_FREE_COUNT_SHIFT < 0xffff);
