@@ -361,20 +361,34 @@ fn malloc_sampled_refill_or_slow(
     malloc_slow_and_leave(size, heap, c)
 }
 
+/// The secure build's first allocation: read the options, then the slow path (whose
+/// stack capture, for this one allocation, has this frame in it).
+#[cfg(feature = "secure")]
+#[cold]
+#[inline(never)]
+fn read_options_and_malloc(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8 {
+    crate::span::secure::level();
+    malloc_slow_and_leave(size, heap, c)
+}
+
 /// The malloc slow path, out of line so the fast path needs no stack frame (this is a
 /// tail call); it leaves the heap's `in_op` window the fast path entered.
 #[cold]
 #[inline(never)]
 fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8 {
+    // The secure build reads its options (the padding) before the class is picked
+    // again here: the process's first allocation, which sets it up, comes here, and
+    // goes through `read_options_and_malloc` (a call to read them here made this
+    // function save five more registers on every slow path).
+    #[cfg(feature = "secure")]
+    if !crate::span::secure::level_read() {
+        return read_options_and_malloc(size, heap, c);
+    }
     // This frame is the first below the caller's (the fast path reached it by tail
     // calls): where a sample's stack capture starts (`profile::Entry`), taken first,
     // while the frame pointer register is still the caller's.
     let marker = 0u8;
     let entry = crate::profile::Entry::here(&marker);
-    // The secure build reads its options (the padding) before the class is picked
-    // again here: the process's first allocation, which sets it up, comes here.
-    #[cfg(feature = "secure")]
-    crate::span::secure::level();
     let class = {
         // The fast path's choice: the tables up to `SMALL_MAX` bytes with the padding,
         // the classes above `SMALL_MAX` beyond.

@@ -92,6 +92,12 @@ pub fn full() -> bool {
     level() == FULL
 }
 
+/// True once the level (and the other options of this module) are read.
+#[inline(always)]
+pub fn level_read() -> bool {
+    LEVEL.load(Ordering::Acquire) != 0
+}
+
 /// [`full`] where the level is known to be read already: for a page's owner (its
 /// set-up, `Page::secure_init`, read it), without `level`'s call to read it.
 #[inline(always)]
