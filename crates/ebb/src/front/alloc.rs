@@ -651,6 +651,29 @@ fn alloc_zeroed_any(size: usize, align: usize) -> *mut u8 {
 // build inlines: 3.7 million of prodcons's 83 million instructions at level light.)
 #[cfg_attr(feature = "secure", inline)]
 pub unsafe fn usable_size(ptr: *const u8) -> usize {
+    // SAFETY: per the contract.
+    unsafe { usable_size_of::<false>(ptr) }
+}
+
+/// [`usable_size`] of a pointer known to be the start of a block, as C `realloc`
+/// knows it in the secure build (`c_api::is_ours` checked it): a block of a page of
+/// blocks then needs no remainder (a division) to find its end.
+///
+/// # Safety
+/// As [`usable_size`]; a non-null `ptr` in a segment is the start of its block.
+#[cfg(feature = "secure")]
+#[inline]
+pub unsafe fn usable_size_of_start(ptr: *const u8) -> usize {
+    // SAFETY: per the contract.
+    unsafe { usable_size_of::<true>(ptr) }
+}
+
+/// [`usable_size`]; `START`: `ptr` is known to be the start of its block.
+///
+/// # Safety
+/// As [`usable_size`] (and [`usable_size_of_start`] with `START`).
+#[inline(always)]
+unsafe fn usable_size_of<const START: bool>(ptr: *const u8) -> usize {
     let seg = segment::segment_holding(ptr);
     if seg.is_null() {
         return guarded::live_size(ptr, "malloc_usable_size")
@@ -668,6 +691,7 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
             owner if owner == LARGE || (*page).large_canary => {
                 (*page).block_size() - (ptr as usize - (*page).start as usize)
             }
+            _ if START => (*page).block_size().saturating_sub(reserved_tail(page)),
             _ => ((*page).block_size()
                 - (ptr as usize - (*page).start as usize) % (*page).block_size())
             .saturating_sub(reserved_tail(page)),

@@ -520,7 +520,7 @@ impl Page {
     // (Inlined in the secure build, as the default build's compiler chooses: out of
     // line it was a call and five saved registers each time an owner took its frees
     // in, `append_local_free`.)
-    #[cfg_attr(feature = "secure", inline(always))]
+    #[cfg_attr(feature = "secure", inline)]
     pub fn gather_frees(&mut self) -> Option<u32> {
         let both = !self.free.is_null() && !self.local_free.is_null();
         let remote = self.take_remote_frees();
