@@ -290,6 +290,14 @@ fn malloc_carve_or_slow(
         if mask == 0 {
             return malloc_sampled_refill_or_slow(size, page, heap, c);
         }
+        // The secure build at level light carves and hands out the first block in one
+        // (`Page::carve_light_and_pop`: no link written and read back for it).
+        #[cfg(feature = "secure")]
+        if !crate::span::secure::full_set_up() && (*page).can_carve_in_place() {
+            let block = (*page).carve_light_and_pop();
+            (*heap).leave();
+            return block;
+        }
         if (*page).can_carve_in_place() && (*page).carve_in_place() {
             let block = slow::pop(page);
             (*heap).leave();

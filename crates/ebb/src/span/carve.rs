@@ -194,6 +194,23 @@ impl Page {
     /// batch) where most carves there are of one block of 1-64 KiB.
     #[inline(always)]
     fn carve_light(&mut self) {
+        self.carve_light_in::<false>();
+    }
+
+    /// [`Page::carve_light`] for the malloc fast path (`alloc::malloc_carve_or_slow`),
+    /// which hands out the batch's first block right away: returned here, counted in
+    /// `used` and its link word cleared (as `slow::pop` would), and the list starts at
+    /// the second block, without reading back and checking the link just written.
+    /// Owner only; the page passed [`Page::can_carve_in_place`].
+    #[inline(always)]
+    pub fn carve_light_and_pop(&mut self) -> *mut u8 {
+        self.carve_light_in::<true>()
+    }
+
+    /// [`Page::carve_light`], handing out the first block if `POP` (returned; null
+    /// otherwise).
+    #[inline(always)]
+    fn carve_light_in<const POP: bool>(&mut self) -> *mut u8 {
         debug_assert!(self.free.is_null() && self.holes == 0);
         let size = self.block_size();
         let count = (CARVE_BATCH[self.class as usize] as u32)
@@ -204,19 +221,31 @@ impl Page {
         // span (count <= reserved - capacity, which is > 0 per the caller's test),
         // which the owner has exclusive use of; nobody else has seen them yet.
         let first = unsafe { self.start.add(self.capacity as usize * size) };
+        // The list's first block: the second one if the first is handed out.
+        let (head, linked) = if POP {
+            ((first as usize + size) * (count > 1) as usize, count - 1)
+        } else {
+            (first as usize, count)
+        };
         // SAFETY: as above.
         unsafe {
             crate::memcheck::carving(first, count as usize * size);
-            // `Page::set_link`'s encoding with the key read once: the compiler
-            // reloaded it after every store (a block could alias the descriptor).
-            let key = self.key;
-            let mut block = first as usize;
-            for _ in 1..count {
-                let next = block + size;
-                (block as *mut usize).write(crate::span::secure::encode(key, block, next));
-                block = next;
+            if POP {
+                // Cleared as a pop clears it: a block in use holds no link.
+                (first as *mut usize).write(0);
             }
-            (block as *mut usize).write(crate::span::secure::encode(key, block, 0));
+            if linked > 0 {
+                // `Page::set_link`'s encoding with the key read once: the compiler
+                // reloaded it after every store (a block could alias the descriptor).
+                let key = self.key;
+                let mut block = head;
+                for _ in 1..linked {
+                    let next = block + size;
+                    (block as *mut usize).write(crate::span::secure::encode(key, block, next));
+                    block = next;
+                }
+                (block as *mut usize).write(crate::span::secure::encode(key, block, 0));
+            }
             if self.small_canary {
                 crate::span::secure::write_canaries(self, first, count as usize);
             }
@@ -227,11 +256,21 @@ impl Page {
         } else {
             crate::span::secure::start_limit_with(self.block_magic, size, self.capacity as usize)
         };
-        // On `free` last, as in `extend` (step order for a `fork` mid-carve).
+        if POP {
+            self.inc_used();
+        }
+        // On `free` last, as in `extend` (step order for a `fork` mid-carve: a child
+        // then sees the carved blocks on no list, or all of them, the first one
+        // handed out).
         core::sync::atomic::compiler_fence(Ordering::SeqCst);
-        self.free = first as *mut Block;
+        self.free = head as *mut Block;
         self.free_is_zero = self.is_zero;
         self.frees_to_local = self.is_zero;
+        if POP {
+            first
+        } else {
+            core::ptr::null_mut()
+        }
     }
 }
 
