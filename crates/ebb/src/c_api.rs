@@ -94,7 +94,11 @@ pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
         let p = if memcheck::ENABLED {
             crate::front::valgrind::realloc(ptr, size, C_ALIGN)
         } else {
-            crate::front::realloc::realloc(ptr, alloc::usable_size(ptr), size, C_ALIGN)
+            #[cfg(feature = "secure")]
+            let old = alloc::usable_size_of_start(ptr);
+            #[cfg(not(feature = "secure"))]
+            let old = alloc::usable_size(ptr);
+            crate::front::realloc::realloc(ptr, old, size, C_ALIGN)
         };
         if p.is_null() {
             fail_enomem()

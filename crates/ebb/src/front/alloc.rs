@@ -129,11 +129,14 @@ fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut
         // (The secure build pads no request this big, `padded`: those of `SMALL_MAX`
         // bytes or less that come here, at most `CANARY` below it, would take a class
         // above it with their padding, and take it by the table below without.)
+        // Without padding the table covers every size up to `MID_MAX`: 64 KiB
+        // requests (the common size of the last 8) took `class_of`'s branch below, 5
+        // instructions more, at level light too.
         #[cfg(feature = "secure")]
-        let pad = 0;
+        let (pad, mid_limit) = (0, MID_MAX);
         #[cfg(not(feature = "secure"))]
-        let pad = pad();
-        let page = if size <= MID_MAX - CANARY {
+        let (pad, mid_limit) = (pad(), MID_MAX - CANARY);
+        let page = if size <= mid_limit {
             (*heap).enter();
             let index = (size + pad - 1) >> 7;
             // (Unpadded, sizes up to SMALL_MAX come here too: the limit above counts
@@ -146,19 +149,7 @@ fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut
             (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
         } else if size <= MEDIUM_MAX - CANARY {
             (*heap).enter();
-            let padded = size + pad;
-            // (The secure build: the last `CANARY` sizes up to `MID_MAX` come here, and
-            // take the table when their padding is less: at level light, 64 KiB
-            // requests cost 22 instructions more without.)
-            let class = if cfg!(feature = "secure") && padded <= MID_MAX {
-                #[cfg(feature = "secure")]
-                let table = &crate::front::secure::MID_CLASS;
-                #[cfg(not(feature = "secure"))]
-                let table = &MID_CLASS;
-                *table.get_unchecked((padded - 1) >> 7) as usize
-            } else {
-                class_of(padded)
-            };
+            let class = class_of(size + pad);
             (*heap).current.get_unchecked(class).load(Ordering::Relaxed)
         } else if C {
             return alloc_big_c(size);
@@ -299,6 +290,14 @@ fn malloc_carve_or_slow(
         if mask == 0 {
             return malloc_sampled_refill_or_slow(size, page, heap, c);
         }
+        // The secure build at level light carves and hands out the first block in one
+        // (`Page::carve_light_and_pop`: no link written and read back for it).
+        #[cfg(feature = "secure")]
+        if !crate::span::secure::full_set_up() && (*page).can_carve_in_place() {
+            let block = (*page).carve_light_and_pop();
+            (*heap).leave();
+            return block;
+        }
         if (*page).can_carve_in_place() && (*page).carve_in_place() {
             let block = slow::pop(page);
             (*heap).leave();
@@ -371,20 +370,34 @@ fn malloc_sampled_refill_or_slow(
     malloc_slow_and_leave(size, heap, c)
 }
 
+/// The secure build's first allocation: read the options, then the slow path (whose
+/// stack capture, for this one allocation, has this frame in it).
+#[cfg(feature = "secure")]
+#[cold]
+#[inline(never)]
+fn read_options_and_malloc(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8 {
+    crate::span::secure::level();
+    malloc_slow_and_leave(size, heap, c)
+}
+
 /// The malloc slow path, out of line so the fast path needs no stack frame (this is a
 /// tail call); it leaves the heap's `in_op` window the fast path entered.
 #[cold]
 #[inline(never)]
 fn malloc_slow_and_leave(size: usize, heap: *mut heap::Heap, c: bool) -> *mut u8 {
+    // The secure build reads its options (the padding) before the class is picked
+    // again here: the process's first allocation, which sets it up, comes here, and
+    // goes through `read_options_and_malloc` (a call to read them here made this
+    // function save five more registers on every slow path).
+    #[cfg(feature = "secure")]
+    if !crate::span::secure::level_read() {
+        return read_options_and_malloc(size, heap, c);
+    }
     // This frame is the first below the caller's (the fast path reached it by tail
     // calls): where a sample's stack capture starts (`profile::Entry`), taken first,
     // while the frame pointer register is still the caller's.
     let marker = 0u8;
     let entry = crate::profile::Entry::here(&marker);
-    // The secure build reads its options (the padding) before the class is picked
-    // again here: the process's first allocation, which sets it up, comes here.
-    #[cfg(feature = "secure")]
-    crate::span::secure::level();
     let class = {
         // The fast path's choice: the tables up to `SMALL_MAX` bytes with the padding,
         // the classes above `SMALL_MAX` beyond.
@@ -647,6 +660,29 @@ fn alloc_zeroed_any(size: usize, align: usize) -> *mut u8 {
 // build inlines: 3.7 million of prodcons's 83 million instructions at level light.)
 #[cfg_attr(feature = "secure", inline)]
 pub unsafe fn usable_size(ptr: *const u8) -> usize {
+    // SAFETY: per the contract.
+    unsafe { usable_size_of::<false>(ptr) }
+}
+
+/// [`usable_size`] of a pointer known to be the start of a block, as C `realloc`
+/// knows it in the secure build (`c_api::is_ours` checked it): a block of a page of
+/// blocks then needs no remainder (a division) to find its end.
+///
+/// # Safety
+/// As [`usable_size`]; a non-null `ptr` in a segment is the start of its block.
+#[cfg(feature = "secure")]
+#[inline]
+pub unsafe fn usable_size_of_start(ptr: *const u8) -> usize {
+    // SAFETY: per the contract.
+    unsafe { usable_size_of::<true>(ptr) }
+}
+
+/// [`usable_size`]; `START`: `ptr` is known to be the start of its block.
+///
+/// # Safety
+/// As [`usable_size`] (and [`usable_size_of_start`] with `START`).
+#[inline(always)]
+unsafe fn usable_size_of<const START: bool>(ptr: *const u8) -> usize {
     let seg = segment::segment_holding(ptr);
     if seg.is_null() {
         return guarded::live_size(ptr, "malloc_usable_size")
@@ -664,6 +700,7 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
             owner if owner == LARGE || (*page).large_canary => {
                 (*page).block_size() - (ptr as usize - (*page).start as usize)
             }
+            _ if START => (*page).block_size().saturating_sub(reserved_tail(page)),
             _ => ((*page).block_size()
                 - (ptr as usize - (*page).start as usize) % (*page).block_size())
             .saturating_sub(reserved_tail(page)),

@@ -56,31 +56,58 @@ pub unsafe fn free_passes(page: *mut Page, ptr: *mut u8) -> bool {
 
 /// What is wrong with `ptr` as a live block of `page`, a page of blocks (C
 /// `realloc`, `malloc_usable_size`, sized `delete`): not the start of a carved
-/// block, or a free one; None for a live block. One multiply and one compare for the
-/// start (`secure::is_block_start`, with the carved blocks' limit worked out here:
-/// `Page::block_limit` is 0 with `EBB_ZERO_ON_FREE`), where a remainder was a
-/// division; then the block is free if its first word is an encoded link of the page
-/// (`secure::looks_like_link`).
+/// block, or a free one; None for a live block. The free fast path's tests
+/// ([`free_passes`]): one multiply and one compare for the start
+/// (`secure::is_block_start`; the carved blocks' limit is worked out here only with
+/// `EBB_ZERO_ON_FREE`, where `Page::block_limit` is 0), where a remainder was a
+/// division; then the first word's filter (`secure::may_be_link`), and only a word
+/// that passes it is told apart with the range (`secure::looks_like_link`).
 ///
 /// # Safety
 /// `page` is the descriptor `ptr` maps to, a page of blocks.
 #[cfg_attr(not(feature = "c-api"), allow(dead_code))]
 #[inline]
 pub unsafe fn small_block_problem(page: *mut Page, ptr: *mut u8) -> Option<&'static str> {
-    // SAFETY: per the contract; a carved block's first word is readable.
+    // SAFETY: per the contract; a carved block's first word is readable. `block_limit`
+    // only grows while the page holds blocks (as in `free_passes`).
     unsafe {
-        let size = (*page).block_size();
         let start = (*page).start as usize;
         let offset = (ptr as usize).wrapping_sub(start);
         let magic = (*page).block_magic;
-        let limit = secure::start_limit_with(magic, size, (*page).capacity as usize);
+        let mut limit = core::ptr::read_volatile(&(*page).block_limit);
+        if limit == 0 {
+            limit = carved_limit(page);
+        }
         if !secure::is_block_start(offset, magic, limit) {
-            return Some(not_a_carved_start(size, offset));
+            return Some(not_a_carved_start((*page).block_size(), offset));
         }
         let word = *(ptr as *const usize);
+        let key = (*page).key;
+        if !secure::may_be_link(secure::tweak(key, ptr as usize), word) {
+            return None;
+        }
         let span = (*page).span_bytes();
-        secure::looks_like_link((*page).key, start, span, ptr as usize, word)
+        secure::looks_like_link(key, start, span, ptr as usize, word)
             .then_some("block is not in use (freed)")
+    }
+}
+
+/// The `is_block_start` limit of `page`'s carved blocks from its capacity, for
+/// [`small_block_problem`] where `Page::block_limit` is 0 (`EBB_ZERO_ON_FREE`, or
+/// nothing carved).
+///
+/// # Safety
+/// `page` is a descriptor of a page of blocks.
+#[cold]
+#[inline(never)]
+unsafe fn carved_limit(page: *mut Page) -> u64 {
+    // SAFETY: per the contract.
+    unsafe {
+        secure::start_limit_with(
+            (*page).block_magic,
+            (*page).block_size(),
+            (*page).capacity as usize,
+        )
     }
 }
 

@@ -7,9 +7,10 @@
 //! because a `fork` taken by another thread may snapshot this thread mid-carve and the
 //! child adopts the page (`stress::fork_while_allocating`).
 
-use core::sync::atomic::Ordering;
+use crate::span::page::Block;
 #[cfg(not(feature = "secure"))]
-use {crate::span::page::Block, core::ptr::null_mut};
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
 
 use crate::span::page::Page;
 
@@ -23,30 +24,34 @@ pub const CARVE_BYTES: usize = 16 * 1024;
 /// missed. (16 lines: a few fewer misses, 0.1% more instructions over a whole run.) A carve this small stays in L1 until its blocks are popped, and the
 /// program's own first write to the block then hits too. The malloc fast path carves
 /// the next batch itself when its page runs dry (`alloc::malloc_carve_or_slow`), so
-/// the small batches cost no slow path. Not in the secure build, whose carve is also the
-/// unit its randomised order shuffles within (`secure::link_carved`).
+/// the small batches cost no slow path. Not in `Page::extend` of the secure build,
+/// whose carve is also the unit level full's randomised order shuffles within
+/// (`secure::link_carved`); the malloc fast path's carve at level light keeps them.
 pub const CARVE_LINES: usize = 32;
 
 /// The most blocks of `size` bytes one carve may hold by [`CARVE_LINES`] (no limit in
-/// the secure build).
+/// the secure build's `Page::extend`).
 pub const fn carve_line_cap(size: usize) -> usize {
     if cfg!(feature = "secure") {
         return usize::MAX;
     }
+    line_cap(size)
+}
+
+const fn line_cap(size: usize) -> usize {
     CARVE_LINES * 64 / if size < 64 { size } else { 64 }
 }
 
 /// Blocks of each class the malloc fast path carves at most at a time
-/// ([`Page::carve_in_place`]): [`CARVE_BYTES`] and [`carve_line_cap`] worth, at least
+/// ([`Page::carve_in_place`]): [`CARVE_BYTES`] and [`CARVE_LINES`] worth, at least
 /// one. A table, so the fast path's carve divides nothing.
-#[cfg(not(feature = "secure"))]
 const CARVE_BATCH: [u16; crate::size_class::CLASS_COUNT] = {
     let mut table = [0u16; crate::size_class::CLASS_COUNT];
     let mut class = 0;
     while class < table.len() {
         let size = crate::size_class::class_size(class);
         let by_bytes = CARVE_BYTES / size;
-        let by_lines = carve_line_cap(size);
+        let by_lines = line_cap(size);
         let count = if by_bytes < by_lines {
             by_bytes
         } else {
@@ -138,12 +143,20 @@ impl Page {
     /// [`Page::extend`] for the malloc fast path, on a page that passed
     /// [`Page::can_carve_in_place`]: the same blocks (what was carved so far, up to the
     /// class's batch: 4 KiB of big blocks first, doubling), without the division and the
-    /// call. The secure build calls `extend` (its carve shuffles the blocks). True if
-    /// `free` holds blocks now. Owner only.
+    /// call. The secure build at level full calls `extend` (its carve shuffles the
+    /// blocks); at level light it carves here too, in address order as `extend` does
+    /// there, with encoded links ([`Page::carve_light`]). True if `free` holds blocks
+    /// now. Owner only.
     #[inline(always)]
     pub fn carve_in_place(&mut self) -> bool {
         #[cfg(feature = "secure")]
-        return self.extend();
+        {
+            if crate::span::secure::full_set_up() {
+                return self.extend();
+            }
+            self.carve_light();
+            true
+        }
         #[cfg(not(feature = "secure"))]
         {
             debug_assert!(self.free.is_null() && self.holes == 0);
@@ -168,6 +181,95 @@ impl Page {
             self.free_is_zero = self.is_zero;
             self.frees_to_local = self.is_zero;
             true
+        }
+    }
+}
+
+#[cfg(feature = "secure")]
+impl Page {
+    /// [`Page::carve_in_place`] at level light: the default build's batch, in address
+    /// order, each link encoded (`Page::set_link`), then `block_limit` and the
+    /// canaries (pages with `small_canary`) as `extend` keeps them. `extend` out of line
+    /// cost sweep about 100 instructions per carve (a stack frame, a division for the
+    /// batch) where most carves there are of one block of 1-64 KiB.
+    #[inline(always)]
+    fn carve_light(&mut self) {
+        self.carve_light_in::<false>();
+    }
+
+    /// [`Page::carve_light`] for the malloc fast path (`alloc::malloc_carve_or_slow`),
+    /// which hands out the batch's first block right away: returned here, counted in
+    /// `used` and its link word cleared (as `slow::pop` would), and the list starts at
+    /// the second block, without reading back and checking the link just written.
+    /// Owner only; the page passed [`Page::can_carve_in_place`].
+    #[inline(always)]
+    pub fn carve_light_and_pop(&mut self) -> *mut u8 {
+        self.carve_light_in::<true>()
+    }
+
+    /// [`Page::carve_light`], handing out the first block if `POP` (returned; null
+    /// otherwise).
+    #[inline(always)]
+    fn carve_light_in<const POP: bool>(&mut self) -> *mut u8 {
+        debug_assert!(self.free.is_null() && self.holes == 0);
+        let size = self.block_size();
+        let count = (CARVE_BATCH[self.class as usize] as u32)
+            .min(self.capacity)
+            .min(self.reserved - self.capacity)
+            .max(1);
+        // SAFETY: as in `extend`: blocks capacity..capacity+count lie inside the page's
+        // span (count <= reserved - capacity, which is > 0 per the caller's test),
+        // which the owner has exclusive use of; nobody else has seen them yet.
+        let first = unsafe { self.start.add(self.capacity as usize * size) };
+        // The list's first block: the second one if the first is handed out.
+        let (head, linked) = if POP {
+            ((first as usize + size) * (count > 1) as usize, count - 1)
+        } else {
+            (first as usize, count)
+        };
+        // SAFETY: as above.
+        unsafe {
+            crate::memcheck::carving(first, count as usize * size);
+            if POP {
+                // Cleared as a pop clears it: a block in use holds no link.
+                (first as *mut usize).write(0);
+            }
+            if linked > 0 {
+                // `Page::set_link`'s encoding with the key read once: the compiler
+                // reloaded it after every store (a block could alias the descriptor).
+                let key = self.key;
+                let mut block = head;
+                for _ in 1..linked {
+                    let next = block + size;
+                    (block as *mut usize).write(crate::span::secure::encode(key, block, next));
+                    block = next;
+                }
+                (block as *mut usize).write(crate::span::secure::encode(key, block, 0));
+            }
+            if self.small_canary {
+                crate::span::secure::write_canaries(self, first, count as usize);
+            }
+        }
+        self.capacity += count;
+        self.block_limit = if crate::span::secure::zero_on_free() {
+            0
+        } else {
+            crate::span::secure::start_limit_with(self.block_magic, size, self.capacity as usize)
+        };
+        if POP {
+            self.inc_used();
+        }
+        // On `free` last, as in `extend` (step order for a `fork` mid-carve: a child
+        // then sees the carved blocks on no list, or all of them, the first one
+        // handed out).
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        self.free = head as *mut Block;
+        self.free_is_zero = self.is_zero;
+        self.frees_to_local = self.is_zero;
+        if POP {
+            first
+        } else {
+            core::ptr::null_mut()
         }
     }
 }

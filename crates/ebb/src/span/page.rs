@@ -517,6 +517,10 @@ impl Page {
     /// move the owner's frees to `free` if it is empty. Owner only. Returns the length
     /// of `local_free` if known (0, or just the remote list taken; for the sampler's
     /// hand-out, `profile/handout.rs`), None if it holds the owner's frees.
+    // (Inlined in the secure build, as the default build's compiler chooses: out of
+    // line it was a call and five saved registers each time an owner took its frees
+    // in, `append_local_free`.)
+    #[cfg_attr(feature = "secure", inline)]
     pub fn gather_frees(&mut self) -> Option<u32> {
         let both = !self.free.is_null() && !self.local_free.is_null();
         let remote = self.take_remote_frees();
@@ -569,21 +573,35 @@ impl Page {
             self.frees_to_local = false;
         } else {
             // SAFETY: blocks on the list were freed to this page and are ours now; the
-            // Acquire swap makes their link words visible; the list has `count` blocks.
-            unsafe {
-                let mut tail = list;
-                loop {
-                    let next = self.link(tail);
-                    if next.is_null() {
-                        break;
-                    }
-                    tail = next;
-                }
-                self.set_link(tail, self.local_free);
-            }
-            self.local_free = list;
+            // Acquire swap makes their link words visible.
+            unsafe { self.append_local_free(list) };
         }
         count
+    }
+
+    /// The walk of [`Page::take_remote_frees`] when both of the owner's lists hold
+    /// blocks: `list` goes in front of `local_free`. Out of line in the secure build,
+    /// whose checked links (`secure::decode`) made `gather_frees` too big to inline
+    /// into its callers (a call and five saved registers each time the owner takes its
+    /// remote frees in, for a walk it rarely needs).
+    ///
+    /// # Safety
+    /// `list` is a list of free blocks of this page, the caller's (the owner's).
+    #[cfg_attr(feature = "secure", inline(never))]
+    unsafe fn append_local_free(&mut self, list: *mut Block) {
+        // SAFETY: per the contract.
+        unsafe {
+            let mut tail = list;
+            loop {
+                let next = self.link(tail);
+                if next.is_null() {
+                    break;
+                }
+                tail = next;
+            }
+            self.set_link(tail, self.local_free);
+        }
+        self.local_free = list;
     }
 
     /// Owner-local free: push on `free` (on `local_free` while `free_is_zero`). Returns
@@ -635,6 +653,27 @@ impl Page {
     #[inline]
     pub unsafe fn free_remote(&self, block: *mut Block) -> *mut Block {
         debug_assert!(block as usize <= THREAD_FREE_ADDR_MASK);
+        #[cfg(feature = "secure")]
+        {
+            // The encoding's `key ^ block` is worked out once, before the loop (inside
+            // it the compiler read the key again after the store of the link: the
+            // block could alias the descriptor), and the new head word from the old
+            // one less its address part, which the compiler cannot turn back into a
+            // mask of the count (`secure::opaque`): with both masks and the key in
+            // registers the push needed one more than a leaf has free (a push and a
+            // pop of a saved register per cross-thread free).
+            let tweak = crate::span::secure::tweak(self.key, block as usize);
+            let block_and_one = block as usize + (1 << THREAD_FREE_COUNT_SHIFT);
+            protocol::push_remote(&self.thread_free, |head| {
+                debug_assert!(head as usize >> THREAD_FREE_COUNT_SHIFT < 0xffff);
+                let next = crate::span::secure::opaque(head as usize & THREAD_FREE_ADDR_MASK);
+                // SAFETY: the block is ours until the CAS publishes it.
+                unsafe { (*block).next = (next ^ tweak) as *mut Block };
+                // The old count, one more, and the block's address.
+                (head as usize - next + block_and_one) as *mut Block
+            })
+        }
+        #[cfg(not(feature = "secure"))]
         protocol::push_remote(&self.thread_free, |head| {
             let tag = head as usize & !THREAD_FREE_ADDR_MASK;
             debug_assert!(tag >> THREAD_FREE_COUNT_SHIFT < 0xffff);

@@ -300,3 +300,49 @@ fn carve_in_place_carves_as_extend_does() {
         assert_eq!(b.capacity, b.reserved);
     }
 }
+
+/// Level light's carve on the malloc fast path (`Page::carve_light_and_pop`): each
+/// batch's first block is handed out (counted, its word cleared, not on the list),
+/// the rest are on `free` with links that decode into the page, and free's
+/// block-start test covers exactly the blocks carved so far.
+#[cfg(feature = "secure")]
+#[test]
+fn light_carve_hands_out_the_first_block_of_each_batch() {
+    use crate::span::secure::is_block_start;
+    for size in [16, 48, 64, 256, 1024, 8192] {
+        let mut buf = vec![0xA5u8; 65536];
+        let mut page = page_over(&mut buf, size);
+        assert!(page.extend(), "first carve: the slow path's");
+        let mut carved = page.capacity;
+        let mut batches = 0;
+        loop {
+            page.free = null_mut();
+            if !page.can_carve_in_place() {
+                break;
+            }
+            let used = page.used();
+            // SAFETY: block `carved` lies inside `buf`.
+            let first = unsafe { page.start.add(carved as usize * size) };
+            let p = page.carve_light_and_pop();
+            assert_eq!(p, first, "{size}-byte blocks");
+            // SAFETY: `p` is a block of `buf`.
+            assert_eq!(unsafe { (p as *const usize).read() }, 0, "its link cleared");
+            assert_eq!(page.used(), used + 1);
+            assert!(page.capacity > carved);
+            let count = (page.capacity - carved) as usize;
+            assert_eq!(list_len(&page, page.free), count - 1, "{size}-byte blocks");
+            for j in 0..=page.capacity as usize + 1 {
+                let start = is_block_start(j * size, page.block_magic, page.block_limit);
+                assert_eq!(
+                    start,
+                    j < page.capacity as usize,
+                    "block {j} of {size} bytes"
+                );
+            }
+            carved = page.capacity;
+            batches += 1;
+        }
+        assert_eq!(page.capacity, page.reserved);
+        assert!(batches > 0 || page.reserved <= 2, "{size}-byte blocks");
+    }
+}

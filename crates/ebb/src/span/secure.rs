@@ -92,6 +92,21 @@ pub fn full() -> bool {
     level() == FULL
 }
 
+/// True once the level (and the other options of this module) are read.
+#[inline(always)]
+pub fn level_read() -> bool {
+    LEVEL.load(Ordering::Acquire) != 0
+}
+
+/// [`full`] where the level is known to be read already: for a page's owner (its
+/// set-up, `Page::secure_init`, read it), without `level`'s call to read it.
+#[inline(always)]
+pub fn full_set_up() -> bool {
+    let level = LEVEL.load(Ordering::Relaxed);
+    debug_assert!(level != 0, "the level is read when a page is set up");
+    level == FULL
+}
+
 /// Zero blocks as they are freed.
 #[inline(always)]
 pub fn zero_on_free() -> bool {
@@ -148,14 +163,22 @@ pub const KEY_SMALL_CANARY: usize = 1;
 /// level full).
 #[inline(always)]
 pub fn tweak(key: usize, slot: usize) -> usize {
+    opaque(key ^ slot)
+}
+
+/// `value`, through an empty `asm!` (a register in, the same register out): the
+/// compiler cannot see where it came from, so it keeps the computation as written
+/// (see [`tweak`], `Page::free_remote`).
+#[inline(always)]
+pub fn opaque(value: usize) -> usize {
     #[allow(unused_mut)]
-    let mut tweak = key ^ slot;
+    let mut value = value;
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     // SAFETY: an empty template: the value passes through its register unchanged.
     unsafe {
-        core::arch::asm!("/* {0} */", inout(reg) tweak, options(pure, nomem, nostack, preserves_flags));
+        core::arch::asm!("/* {0} */", inout(reg) value, options(pure, nomem, nostack, preserves_flags));
     }
-    tweak
+    value
 }
 
 /// The word stored in the free block at `slot` to link it to `next` (null allowed).
