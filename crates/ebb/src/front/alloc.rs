@@ -670,7 +670,7 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 ///
 /// # Safety
 /// As [`usable_size`]; a non-null `ptr` in a segment is the start of its block.
-#[cfg(feature = "secure")]
+#[cfg(all(feature = "secure", feature = "c-api"))]
 #[inline]
 pub unsafe fn usable_size_of_start(ptr: *const u8) -> usize {
     // SAFETY: per the contract.
