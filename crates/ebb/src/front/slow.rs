@@ -616,11 +616,10 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
                 let sample = profile::freed(page, block);
                 (*page).set_used(0);
                 COUNTERS.large_frees.fetch_add(1, Ordering::Relaxed);
-                let now = deadline::coarse_now_ms();
                 if !sample.is_some_and(|size| profile::keep_sampled_span(page, size)) {
-                    arena::free_span(page, now);
+                    arena::free_span(page, deadline::coarse_now_ms());
                 }
-                crate::process::purger::after_slow_path_at(Some(now));
+                after_slow_path();
             }
             HUGE => {
                 profile::freed(page, block);

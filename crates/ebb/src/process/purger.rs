@@ -84,24 +84,14 @@ pub fn purge(now: u64, force: bool) -> u64 {
 /// Called at the end of slow paths, with no lock held: purge if something is due, and
 /// start the background purger if it is wanted and not running.
 pub fn after_slow_path() {
-    after_slow_path_at(None);
-}
-
-/// [`after_slow_path`] for a slow path that has just read the time (`now`, from
-/// `deadline::coarse_now_ms`): a large free, which without a background purger (a
-/// single-threaded process) would otherwise read the clock twice.
-pub fn after_slow_path_at(now: Option<u64>) {
     let options = crate::options::get();
     // With a running purger, slow paths leave due purges to it (unless the delay is 0,
     // which asks for purging at once).
     let inline = options.purge_delay_ms == 0 || PURGER.load(Ordering::Relaxed) != RUNNING;
     let next_purge = NEXT_PURGE.load(Ordering::Relaxed);
     // No clock read while nothing is scheduled (every malloc slow path comes here).
-    if inline && next_purge != u64::MAX {
-        let now = now.unwrap_or_else(os::now_ms);
-        if next_purge <= now {
-            purge(now, false);
-        }
+    if inline && next_purge != u64::MAX && next_purge <= os::now_ms() {
+        purge(os::now_ms(), false);
     }
     if WANTED.load(Ordering::Relaxed) != 0 && PURGER.load(Ordering::Relaxed) == NOT_STARTED {
         start_if_worth_it();
