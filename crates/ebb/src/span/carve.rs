@@ -140,6 +140,16 @@ impl Page {
             && self.thread_free.load(Ordering::Relaxed).is_null()
     }
 
+    /// Blocks a carve in place makes: the class's batch, no more than the page has
+    /// carved so far (so a page's batches double) nor than it has left, at least one.
+    #[inline(always)]
+    fn carve_batch(&self) -> u32 {
+        (CARVE_BATCH[self.class as usize] as u32)
+            .min(self.capacity)
+            .min(self.reserved - self.capacity)
+            .max(1)
+    }
+
     /// [`Page::extend`] for the malloc fast path, on a page that passed
     /// [`Page::can_carve_in_place`]: the same blocks (what was carved so far, up to the
     /// class's batch: 4 KiB of big blocks first, doubling), without the division and the
@@ -161,10 +171,7 @@ impl Page {
         {
             debug_assert!(self.free.is_null() && self.holes == 0);
             let size = self.block_size();
-            let count = (CARVE_BATCH[self.class as usize] as u32)
-                .min(self.capacity)
-                .min(self.reserved - self.capacity)
-                .max(1);
+            let count = self.carve_batch();
             // SAFETY: as in `extend`: blocks capacity..capacity+count lie inside the
             // page's span (count <= reserved - capacity, which is > 0 per the caller's
             // test), which the owner has exclusive use of.
@@ -213,10 +220,7 @@ impl Page {
     fn carve_light_in<const POP: bool>(&mut self) -> *mut u8 {
         debug_assert!(self.free.is_null() && self.holes == 0);
         let size = self.block_size();
-        let count = (CARVE_BATCH[self.class as usize] as u32)
-            .min(self.capacity)
-            .min(self.reserved - self.capacity)
-            .max(1);
+        let count = self.carve_batch();
         // SAFETY: as in `extend`: blocks capacity..capacity+count lie inside the page's
         // span (count <= reserved - capacity, which is > 0 per the caller's test),
         // which the owner has exclusive use of; nobody else has seen them yet.
