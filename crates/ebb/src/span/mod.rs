@@ -12,6 +12,8 @@ pub mod carve;
 pub mod deadline;
 pub mod decommit;
 pub mod decommit_batch;
+#[cfg(feature = "secure")]
+pub mod guard_pages;
 pub mod header_purge;
 pub mod hole_yield;
 pub mod holes;
