@@ -9,9 +9,9 @@
 //!   attacker chose. A popped block's link word is cleared, so only a *free* block's
 //!   first word decodes into its page: that is how a double free is recognised on the
 //!   free path (`front::secure`).
-//! - **Guard pages** (level full; `guard_pages.rs`): the last OS page of every page of blocks, and the
-//!   last one of each segment's header (between the page descriptors and the first
-//!   blocks), are made inaccessible ([`guard`], `os::protect`).
+//! - **Guard pages** (level full; `guard_pages.rs`): the last OS page of every page of
+//!   blocks, and the last one of each segment's header (between the page descriptors
+//!   and the first blocks), are made inaccessible ([`guard`], `os::protect`).
 //! - **Randomisation** (level full): blocks carved onto a free list come in a random
 //!   order ([`Shuffle`]); segments are placed at random addresses ([`segment_hint`]).
 //! - **Canaries in small blocks** (`EBB_CANARY`; on at level full, off at light):
