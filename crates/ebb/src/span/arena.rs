@@ -123,7 +123,12 @@ fn search_or_reserve(
     let dense_ok = crate::span::large_pages::fills_densely(small, count);
     let mut found = None;
     if reuse.committed_free() >= count {
-        found = find_free_run(count, align, true, dense_ok);
+        if small && count <= SHORT_RUN_PAGE_SLICES && align <= 1 {
+            found = find_committed_in_short_run(count, dense_ok);
+        }
+        if found.is_none() {
+            found = find_free_run(count, align, true, dense_ok);
+        }
     }
     if found.is_none() {
         found = find_free_run(count, align, false, dense_ok);
@@ -221,6 +226,44 @@ fn faulted_in_unit_locked(reuse: &mut Reuse, seg_ref: &mut Segment, unit: usize)
         .fetch_add((count * SLICE_SIZE) as u64, Ordering::Relaxed);
     reuse.freed(count);
     deadline::schedule_retention_scan(now);
+}
+
+/// Pages of up to this many slices (one-slice pages, and the 4-slice pages of classes
+/// replaced at random: `size_class::SPREAD_PAGE_SLICES`) look for a short free run
+/// first ([`find_committed_in_short_run`]).
+const SHORT_RUN_PAGE_SLICES: usize = crate::size_class::SPREAD_PAGE_SLICES;
+
+/// A free run of at most this many slices is short: a small page takes its committed
+/// slices before it breaks a longer run. A page of big blocks that emptied is a long
+/// run (48 slices for 384 KiB blocks), mostly resident but for the tails its blocks'
+/// users never wrote or gave back (`span::shrink`); a page of the same class takes it
+/// again whole without faulting those in, while a one-slice page carved out of it
+/// writes its whole slice, and the big page then needs another span. Issue 14's
+/// refresher (strings in one-slice pages, each item's vector a 384 KiB block) faulted
+/// in 7.5 MiB that way in round 1, with first fit.
+const SHORT_RUN_SLICES: usize = 8;
+
+/// The first run of `count` committed free slices that lies inside a free run of at
+/// most [`SHORT_RUN_SLICES`] slices, in segment order (span lock held by the caller;
+/// no alignment: small pages need none).
+fn find_committed_in_short_run(count: usize, dense_ok: bool) -> Option<(*mut Segment, usize)> {
+    for seg in segments() {
+        // SAFETY: segments are valid; the bitmaps are guarded by the span lock the
+        // caller holds.
+        let seg_ref = unsafe { &*seg };
+        if (seg_ref.free_count as usize) < count {
+            continue;
+        }
+        let mut runs = seg_ref.free_slices;
+        runs.and_assign(&seg_ref.committed_slices);
+        if !dense_ok {
+            crate::span::large_pages::exclude_dense_units(&mut runs, seg_ref);
+        }
+        if let Some(index) = runs.find_run_in_short(count, &seg_ref.free_slices, SHORT_RUN_SLICES) {
+            return Some((seg, index));
+        }
+    }
+    None
 }
 
 /// The first run of `count` free slices (committed ones only if `committed`; none of a
