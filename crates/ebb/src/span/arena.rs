@@ -50,7 +50,7 @@ pub fn segments() -> impl Iterator<Item = *mut Segment> {
 /// Returns the span's first descriptor, set up as a span but owned by nobody yet
 /// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
 pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
-    let found = take_span(count, align, true, true);
+    let found = take_span::<true>(count, align, true);
     // A page keeps a guard at its end (`secure::guard_span`), none inside.
     #[cfg(feature = "secure")]
     if let Some((page, _)) = found {
@@ -90,30 +90,29 @@ pub const LARGE_NEW_SEGMENT_MAX_SLICES: usize = SLICES_PER_SEGMENT / 8;
 /// `alloc_span`, reserving a new segment only if `may_reserve`. If the OS refuses a
 /// segment while freed huge mappings are kept, they go back first (they hold address
 /// space the OS may be short of) and the search runs again.
-/// `small`: the span is a page of blocks (dense growth of one-slice pages advises the
+/// `SMALL`: the span is a page of blocks (dense growth of one-slice pages advises the
 /// next 2 MiB unit for huge pages: `large_pages::after_small_span`); else it is a
 /// large block (its whole untouched units are advised:
 /// `large_pages::before_large_span_taken`).
-fn take_span(
+fn take_span<const SMALL: bool>(
     count: usize,
     align: usize,
     may_reserve: bool,
-    small: bool,
 ) -> Option<(*mut Page, bool)> {
-    let found = search_or_reserve(count, align, may_reserve, small);
+    let found = search_or_reserve::<SMALL>(count, align, may_reserve);
     if found.is_none() && may_reserve && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
         crate::span::huge::purge_cache(os::now_ms(), 0, true);
-        return search_or_reserve(count, align, may_reserve, small);
+        return search_or_reserve::<SMALL>(count, align, may_reserve);
     }
     found
 }
 
-fn search_or_reserve(
+fn search_or_reserve<const SMALL: bool>(
     count: usize,
     align: usize,
     may_reserve: bool,
-    small: bool,
 ) -> Option<(*mut Page, bool)> {
+    let small = SMALL;
     debug_assert!(count > 0 && count < SLICES_PER_SEGMENT);
     let mut reuse = SPAN_LOCK.lock();
     // Committed runs first, so the free committed slices retention keeps are the ones
@@ -311,11 +310,10 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
     if count + align_slices > SLICES_PER_SEGMENT {
         return None;
     }
-    let (page, _) = take_span(
+    let (page, _) = take_span::<false>(
         count,
         align_slices,
         count + align_slices <= LARGE_NEW_SEGMENT_MAX_SLICES,
-        false,
     )?;
     #[cfg(feature = "secure")]
     // SAFETY: the span is ours.
