@@ -50,7 +50,7 @@ pub fn segments() -> impl Iterator<Item = *mut Segment> {
 /// Returns the span's first descriptor, set up as a span but owned by nobody yet
 /// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
 pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
-    let found = take_span(count, align, true, true);
+    let found = take_span::<true>(count, align, true);
     // A page keeps a guard at its end (`secure::guard_span`), none inside.
     #[cfg(feature = "secure")]
     if let Some((page, _)) = found {
@@ -90,30 +90,29 @@ pub const LARGE_NEW_SEGMENT_MAX_SLICES: usize = SLICES_PER_SEGMENT / 8;
 /// `alloc_span`, reserving a new segment only if `may_reserve`. If the OS refuses a
 /// segment while freed huge mappings are kept, they go back first (they hold address
 /// space the OS may be short of) and the search runs again.
-/// `small`: the span is a page of blocks (dense growth of one-slice pages advises the
+/// `SMALL`: the span is a page of blocks (dense growth of one-slice pages advises the
 /// next 2 MiB unit for huge pages: `large_pages::after_small_span`); else it is a
 /// large block (its whole untouched units are advised:
 /// `large_pages::before_large_span_taken`).
-fn take_span(
+fn take_span<const SMALL: bool>(
     count: usize,
     align: usize,
     may_reserve: bool,
-    small: bool,
 ) -> Option<(*mut Page, bool)> {
-    let found = search_or_reserve(count, align, may_reserve, small);
+    let found = search_or_reserve::<SMALL>(count, align, may_reserve);
     if found.is_none() && may_reserve && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
         crate::span::huge::purge_cache(os::now_ms(), 0, true);
-        return search_or_reserve(count, align, may_reserve, small);
+        return search_or_reserve::<SMALL>(count, align, may_reserve);
     }
     found
 }
 
-fn search_or_reserve(
+fn search_or_reserve<const SMALL: bool>(
     count: usize,
     align: usize,
     may_reserve: bool,
-    small: bool,
 ) -> Option<(*mut Page, bool)> {
+    let small = SMALL;
     debug_assert!(count > 0 && count < SLICES_PER_SEGMENT);
     let mut reuse = SPAN_LOCK.lock();
     // Committed runs first, so the free committed slices retention keeps are the ones
@@ -123,7 +122,12 @@ fn search_or_reserve(
     let dense_ok = crate::span::large_pages::fills_densely(small, count);
     let mut found = None;
     if reuse.committed_free() >= count {
-        found = find_free_run(count, align, true, dense_ok);
+        if small && count <= SHORT_RUN_PAGE_SLICES && align <= 1 {
+            found = find_committed_in_short_run(count, dense_ok);
+        }
+        if found.is_none() {
+            found = find_free_run(count, align, true, dense_ok);
+        }
     }
     if found.is_none() {
         found = find_free_run(count, align, false, dense_ok);
@@ -223,6 +227,44 @@ fn faulted_in_unit_locked(reuse: &mut Reuse, seg_ref: &mut Segment, unit: usize)
     deadline::schedule_retention_scan(now);
 }
 
+/// Pages of up to this many slices (one-slice pages, and the 4-slice pages of classes
+/// replaced at random: `size_class::SPREAD_PAGE_SLICES`) look for a short free run
+/// first ([`find_committed_in_short_run`]).
+const SHORT_RUN_PAGE_SLICES: usize = crate::size_class::SPREAD_PAGE_SLICES;
+
+/// A free run of at most this many slices is short: a small page takes its committed
+/// slices before it breaks a longer run. A page of big blocks that emptied is a long
+/// run (48 slices for 384 KiB blocks), mostly resident but for the tails its blocks'
+/// users never wrote or gave back (`span::shrink`); a page of the same class takes it
+/// again whole without faulting those in, while a one-slice page carved out of it
+/// writes its whole slice, and the big page then needs another span. Issue 14's
+/// refresher (strings in one-slice pages, each item's vector a 384 KiB block) faulted
+/// in 7.5 MiB that way in round 1, with first fit.
+const SHORT_RUN_SLICES: usize = 8;
+
+/// The first run of `count` committed free slices that lies inside a free run of at
+/// most [`SHORT_RUN_SLICES`] slices, in segment order (span lock held by the caller;
+/// no alignment: small pages need none).
+fn find_committed_in_short_run(count: usize, dense_ok: bool) -> Option<(*mut Segment, usize)> {
+    for seg in segments() {
+        // SAFETY: segments are valid; the bitmaps are guarded by the span lock the
+        // caller holds.
+        let seg_ref = unsafe { &*seg };
+        if (seg_ref.free_count as usize) < count {
+            continue;
+        }
+        let mut runs = seg_ref.free_slices;
+        runs.and_assign(&seg_ref.committed_slices);
+        if !dense_ok {
+            crate::span::large_pages::exclude_dense_units(&mut runs, seg_ref);
+        }
+        if let Some(index) = runs.find_run_in_short(count, &seg_ref.free_slices, SHORT_RUN_SLICES) {
+            return Some((seg, index));
+        }
+    }
+    None
+}
+
 /// The first run of `count` free slices (committed ones only if `committed`; none of a
 /// unit dense growth faulted in unless `dense_ok`) starting at a multiple of `align`
 /// slices, in segment order. Inlined: out of line it cost a 1 MiB malloc+free pair
@@ -268,11 +310,10 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
     if count + align_slices > SLICES_PER_SEGMENT {
         return None;
     }
-    let (page, _) = take_span(
+    let (page, _) = take_span::<false>(
         count,
         align_slices,
         count + align_slices <= LARGE_NEW_SEGMENT_MAX_SLICES,
-        false,
     )?;
     #[cfg(feature = "secure")]
     // SAFETY: the span is ours.

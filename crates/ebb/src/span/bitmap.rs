@@ -108,6 +108,31 @@ impl Bitmap512 {
             start = self.next(gap, true);
         }
     }
+
+    /// Start of the first run of `n` bits set in `self` (aligned to nothing) that lies
+    /// inside a run of at most `max_len` bits set in `outer` (a superset of `self`).
+    pub fn find_run_in_short(&self, n: usize, outer: &Bitmap512, max_len: usize) -> Option<usize> {
+        debug_assert!(n > 0 && n <= max_len);
+        let mut start = outer.next(0, true);
+        while start < BITS {
+            let end = outer.next(start, false);
+            if end - start <= max_len && end - start >= n {
+                let mut i = self.next(start, true);
+                while i + n <= end {
+                    let gap = self.next(i, false).min(end);
+                    if gap >= i + n {
+                        return Some(i);
+                    }
+                    i = self.next(gap, true);
+                }
+            }
+            if end >= BITS {
+                break;
+            }
+            start = outer.next(end, true);
+        }
+        None
+    }
 }
 
 #[cfg(test)]
@@ -169,6 +194,56 @@ mod tests {
                         .step_by(align)
                         .find(|&s| s + n <= 512 && b.all(s, n, true));
                     assert_eq!(b.find_run(n, align, 0), brute, "n {n} align {align}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn find_run_in_short_matches_brute_force() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..200 {
+            let mut outer = Bitmap512::new();
+            for _ in 0..40 {
+                let r = next();
+                let start = (r % 512) as usize;
+                let n = ((r >> 20) % 40) as usize;
+                outer.assign_range(start, n.min(512 - start), (r >> 40) & 1 == 1);
+            }
+            let mut inner = outer;
+            for _ in 0..20 {
+                let r = next();
+                let start = (r % 512) as usize;
+                let n = ((r >> 20) % 6) as usize;
+                inner.assign_range(start, n.min(512 - start), false);
+            }
+            // The outer run holding bit `i`, as (start, end).
+            let run_of = |i: usize| {
+                let mut s = i;
+                while s > 0 && outer.get(s - 1) {
+                    s -= 1;
+                }
+                (s, outer.next(i, false))
+            };
+            for n in [1, 2, 4] {
+                for max_len in [4, 8, 16] {
+                    let brute = (0..512).find(|&s| {
+                        s + n <= 512 && inner.all(s, n, true) && {
+                            let (rs, re) = run_of(s);
+                            re - rs <= max_len && s + n <= re
+                        }
+                    });
+                    assert_eq!(
+                        inner.find_run_in_short(n, &outer, max_len),
+                        brute,
+                        "n {n} max_len {max_len}"
+                    );
                 }
             }
         }

@@ -18,7 +18,10 @@
 //!   `PERIODS` quiet periods (one purge delay) nothing is kept. Like jemalloc's decay
 //!   curve, but driven by what was reused rather than by what was freed.
 //! * **Which slices.** Allocation takes committed runs first (`arena::search_or_reserve`:
-//!   committed first, then any free run, first fit in segment order), so the kept slices
+//!   committed first, then any free run, first fit in segment order; small pages look
+//!   in short free runs anywhere before that, `arena::find_committed_in_short_run`, and
+//!   the kept slices serve them once the short runs past them are taken or decommitted),
+//!   so the kept slices
 //!   are the first `keep` committed free slices in that order and the scan decommits the
 //!   ones after them, once they have been free for one period (a span freed a moment ago
 //!   in the middle of a burst gets that much grace). `EBB_PURGE_DELAY` stays the upper
