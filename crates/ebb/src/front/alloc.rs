@@ -3,7 +3,7 @@
 //!
 //! malloc (size <= 512 KiB, alignment <= 16):
 //!   heap = TLS; page = heap.current[class], class = heap.small_class[size] (<= 1 KiB),
-//!   else MID_CLASS[(size-1)/128] (<= 64 KiB), else class_of(size);
+//!   else MID_CLASS[(size-1)/16] (<= 64 KiB), else class_of(size);
 //!   block = page.free; if null -> page.local_free, else carve a few more blocks
 //!   (out of line), else slow path; page.free = block.next; page.used += 1.
 
