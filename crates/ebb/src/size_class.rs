@@ -6,15 +6,19 @@
 //! [`MEDIUM_MAX`]; bigger blocks get a span of their own (see `arena.rs`) or, above
 //! [`LARGE_MAX`], a mapping of their own (see `huge.rs`).
 //!
-//! **Fine classes.** From 1 KiB to 8 KiB ([`FINE_MIN_LOG2`], [`FINE_END_LOG2`]) the
-//! first step above each power of two is split further: `2^k + 16` and
-//! `2^k + j * 2^(k-5)` for `j` in 1..=3 (1,040, 1,056, 1,088, 1,120 below 1,152). A
-//! power of two plus a small header (a length prefix, a page-cache entry with its
-//! header: sqlite's 1,032 and 4,368 B) is a common C request, and those otherwise lost
-//! up to 12.5% to rounding (sqlite: 11 MiB at its peak, docs/REAL-PROGRAMS.md "Size
-//! classes for a power of two plus a header"). Above 8 KiB a class's pages are 512
-//! KiB, and a heap keeps a churned class's empty page (`front/empty_pages.rs`): more
-//! classes there would cost more pages than the rounding they save.
+//! **Fine classes.** From 1 KiB to 8 KiB ([`FINE_MIN_LOG2`], [`FINE_END_LOG2`]) two
+//! more classes lie in the first step above each power of two: `2^k + 16` and
+//! `2^k + 3 * 2^(k-5)` (1,040 and 1,120 below 1,152; 4,112 and 4,480 below 4,608). A
+//! power of two plus a small header (a length prefix; a page-cache entry with its
+//! header, sqlite's 1,032 and 4,368 B) is a common C request, and those lost up to
+//! 12.5% to rounding (sqlite: 11 MiB at its peak, docs/REAL-PROGRAMS.md "Size classes
+//! for a power of two plus a header"); the first catches headers of up to 16 bytes
+//! exactly, the second halves the loss for headers of up to 3/32. Two, not four (every
+//! 2^(k-5)): a class in use keeps a partly used page in every heap, and four cost a
+//! scenario of 8 threads allocating 64 B-8 KiB at random twice as much (+5 MiB of
+//! 195). Above 8 KiB a class's pages are 512 KiB, and a heap keeps a churned class's
+//! empty page (`front/empty_pages.rs`): more classes there would cost more pages than
+//! the rounding they save.
 //!
 //! Invariants (const-asserted below): class sizes increase; every power of two from 16
 //! to `MEDIUM_MAX` is a class, which is what lets [`class_for_aligned`] always find a
@@ -55,7 +59,7 @@ pub const FINE_MIN_LOG2: u32 = 10;
 /// See [`FINE_MIN_LOG2`]: up to 8 KiB, the blocks of one-slice pages.
 pub const FINE_END_LOG2: u32 = 13;
 /// Fine classes below `2^k + 2^(k-3)` in each such doubling.
-const FINE_PER_DOUBLING: usize = 4;
+const FINE_PER_DOUBLING: usize = 2;
 const FINE_DOUBLINGS: usize = (FINE_END_LOG2 - FINE_MIN_LOG2) as usize;
 /// Number of size classes.
 pub const CLASS_COUNT: usize = LINEAR_CLASSES
@@ -66,7 +70,7 @@ pub const CLASS_COUNT: usize = LINEAR_CLASSES
 /// all below its first regular class `2^k + 2^(k-3)`.
 const fn fine_classes(k: u32) -> [usize; FINE_PER_DOUBLING] {
     let (p, step) = (1usize << k, 1usize << (k - 5));
-    [p + 16, p + step, p + 2 * step, p + 3 * step]
+    [p + 16, p + 3 * step]
 }
 
 const fn class_sizes() -> [u32; CLASS_COUNT] {
@@ -353,10 +357,10 @@ mod tests {
         for (request, block) in [
             (1024 + 8, 1040),
             (1024 + 16, 1040),
-            (1024 + 24, 1056),
+            (1024 + 24, 1120),
             (1024 + 100, 1152),
             (2048 + 8, 2064),
-            (2048 + 64, 2112),
+            (2048 + 64, 2240),
             (4096 + 8, 4112),
             (4096 + 272, 4480),
             (4096 + 400, 4608),
