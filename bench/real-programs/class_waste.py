@@ -46,10 +46,13 @@ CANDIDATES = {
     # 16 B and the first step split in four
     "p2+16,j/32": with_extra([(1 << k) + 16 for k in pow2s(10)]
                              + [(1 << k) + (j << (k - 5)) for k in pow2s(10) for j in (1, 2, 3)]),
-    # what branch classes1 built: 16 B and the first step split in four, 1 KiB to 8 KiB
-    # (blocks of one-slice pages)
+    # branch classes1's first build: 16 B and the first step split in four, 1 KiB to 8 KiB
+    "four": with_extra([(1 << k) + 16 for k in pow2s(10, 12)]
+                       + [(1 << k) + (j << (k - 5)) for k in pow2s(10, 12) for j in (1, 2, 3)]),
+    # what branch classes1 kept: 2^k + 16 and 2^k + 3/32, 1 KiB to 8 KiB (blocks of
+    # one-slice pages)
     "new": with_extra([(1 << k) + 16 for k in pow2s(10, 12)]
-                      + [(1 << k) + (j << (k - 5)) for k in pow2s(10, 12) for j in (1, 2, 3)]),
+                      + [(1 << k) + (3 << (k - 5)) for k in pow2s(10, 12)]),
     # sixteen classes per doubling from 1 KiB
     "16/doubling": with_extra((1 << k) + (j << (k - 4)) for k in pow2s(10) for j in range(1, 16, 2)),
 }
