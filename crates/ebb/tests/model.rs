@@ -52,7 +52,7 @@ fn class_boundaries_all_alignments() {
         .collect();
     let mut seed = 0u64;
     // The secure build pads every request by 8 bytes at its default level (full): a
-    // 1 KiB request then takes the next class (1152 bytes, no canary in it).
+    // 1 KiB request then takes the next class (1040 bytes, no canary in it).
     // SAFETY: a valid layout; the block is freed right away.
     let pad_bytes: usize = unsafe {
         let p = alloc(layout(1024, 8));
@@ -101,6 +101,59 @@ fn class_boundaries_all_alignments() {
     unsafe {
         assert!(ebb::usable_size(p) >= 8);
         ebb::free(p);
+    }
+}
+
+/// Every request up to `MEDIUM_MAX` gets a block of the smallest class of the model's
+/// scheme (`common::class_sizes`) that holds it: in particular a power of two plus a
+/// small header from 1 KiB to 8 KiB gets a fine class (sqlite's 1,032 B in 1,040, not
+/// 1,152; 4,368 B in 4,480, not 4,608).
+#[test]
+fn usable_size_is_the_smallest_class() {
+    let classes = class_sizes();
+    // The secure build pads a request for its canary (8 bytes at its default level):
+    // a 1 KiB request then takes the class above it.
+    // SAFETY: a valid layout; the block is freed right away.
+    let pad = unsafe {
+        let p = alloc(layout(1024, 8));
+        let pad = if ebb::usable_size(p) > 1024 { 8 } else { 0 };
+        dealloc(p, layout(1024, 8));
+        pad
+    };
+    let mut sizes = boundary_sizes();
+    sizes.extend([1032, 2056, 4104, 4368, 8200]);
+    for size in sizes {
+        if !(16..=ebb::MEDIUM_MAX).contains(&size) {
+            continue;
+        }
+        // (The secure build pads only requests whose padded size is at most 1 KiB; the
+        // rest take the classes above 1 KiB as they are.)
+        let padded = if size + pad <= 1024 {
+            size + pad
+        } else {
+            size.max(1025)
+        };
+        let want = *classes.iter().find(|&&c| c >= padded).unwrap();
+        // SAFETY: non-zero size, valid layout; freed right away.
+        unsafe {
+            let p = alloc(layout(size, 8));
+            let usable = ebb::usable_size(p);
+            // (A block with a canary has it in its last `pad` bytes.)
+            assert!(
+                usable == want || usable == want - pad,
+                "request {size}: {usable}"
+            );
+            dealloc(p, layout(size, 8));
+        }
+    }
+    if pad == 0 {
+        for (size, block) in [(1032, 1040), (4368, 4480), (8200, 9216)] {
+            let p = ebb::alloc(size, 8);
+            // SAFETY: a live block.
+            assert_eq!(unsafe { ebb::usable_size(p) }, block);
+            // SAFETY: `p` came from `ebb::alloc` and is freed once.
+            unsafe { ebb::free(p) };
+        }
     }
 }
 

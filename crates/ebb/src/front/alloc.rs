@@ -3,7 +3,7 @@
 //!
 //! malloc (size <= 512 KiB, alignment <= 16):
 //!   heap = TLS; page = heap.current[class], class = heap.small_class[size] (<= 1 KiB),
-//!   else MID_CLASS[(size-1)/128] (<= 64 KiB), else class_of(size);
+//!   else MID_CLASS[(size-1)/16] (<= 64 KiB), else class_of(size);
 //!   block = page.free; if null -> page.local_free, else carve a few more blocks
 //!   (out of line), else slow path; page.free = block.next; page.used += 1.
 
@@ -14,7 +14,8 @@ use crate::front::slow::{self, malloc_slow};
 use crate::front::tls;
 use crate::os;
 use crate::size_class::{
-    class_for_aligned, class_of, class_size, LARGE_MAX, MEDIUM_MAX, MID_CLASS, MID_MAX, SMALL_MAX,
+    class_for_aligned, class_of, class_size, LARGE_MAX, MEDIUM_MAX, MID_CLASS, MID_MAX, MID_SHIFT,
+    SMALL_MAX,
 };
 use crate::span::huge;
 use crate::span::page::{Block, CHECK_TAG, HUGE, LARGE};
@@ -138,7 +139,7 @@ fn malloc_above_small<const C: bool>(size: usize, heap: *mut heap::Heap) -> *mut
         let (pad, mid_limit) = (pad(), MID_MAX - CANARY);
         let page = if size <= mid_limit {
             (*heap).enter();
-            let index = (size + pad - 1) >> 7;
+            let index = (size + pad - 1) >> MID_SHIFT;
             // (Unpadded, sizes up to SMALL_MAX come here too: the limit above counts
             // the most padding. The secure build's table gives them the class above
             // SMALL_MAX, as the slow path does.)
@@ -224,9 +225,9 @@ unsafe fn current_page<const C: bool>(
         // (Beyond `SMALL_MAX - CANARY`, the classes above `SMALL_MAX`, as `malloc`'s.)
         #[cfg(feature = "secure")]
         let size = size.max(SMALL_MAX + 1);
-        // Classes above SMALL_MAX are multiples of 128 bytes: no rounding for C.
+        // Classes above SMALL_MAX are multiples of 16 bytes: no rounding for C.
         let class = if size <= MID_MAX {
-            *MID_CLASS.get_unchecked((size - 1) >> 7) as usize
+            *MID_CLASS.get_unchecked((size - 1) >> MID_SHIFT) as usize
         } else {
             class_of(size)
         };
@@ -485,7 +486,8 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
         let pad = pad();
         if let Some(class) = class_for_aligned(padded(size), align) {
             // (A request of the class size less the padding takes the class, whether
-            // it is padded or not: the classes above `SMALL_MAX` are 128 bytes apart.)
+            // it is padded or not: the classes above `SMALL_MAX` are `MID_STEP` (16) bytes
+            // apart, more than the padding.)
             let p = malloc(class_size(class) - pad);
             #[cfg(feature = "secure")]
             if p as usize % align != 0 {

@@ -34,7 +34,7 @@ use crate::process::purger::after_slow_path;
 use crate::profile;
 use crate::size_class::{
     class_for_aligned, class_of, class_size, page_slices, CLASS_COUNT, MEDIUM_MAX, MID_CLASS,
-    MID_MAX, SMALL_MAX,
+    MID_MAX, MID_SHIFT, SMALL_MAX,
 };
 use crate::span::deadline;
 use crate::span::page::{Block, Page, PageList, CHECK_TAG, DRAINING};
@@ -180,7 +180,7 @@ pub unsafe fn alloc(fc: *mut FirstClass, size: usize, align: usize) -> *mut u8 {
             if size <= SMALL_MAX {
                 *(*fc).heap.small_class.get_unchecked(size) as usize
             } else if size <= MID_MAX {
-                *MID_CLASS.get_unchecked((size - 1) >> 7) as usize
+                *MID_CLASS.get_unchecked((size - 1) >> MID_SHIFT) as usize
             } else {
                 class_of(size)
             }

@@ -25,7 +25,9 @@
 
 use crate::front::heap::Heap;
 use crate::front::slow;
-use crate::size_class::{class_of, small_classes, MEDIUM_MAX, MID_COUNT, SMALL_COUNT, SMALL_MAX};
+use crate::size_class::{
+    class_of, small_classes, MEDIUM_MAX, MID_COUNT, MID_STEP, SMALL_COUNT, SMALL_MAX,
+};
 use crate::span::page::{Page, FREE, HUGE, LARGE};
 use crate::span::{secure, segment};
 use core::sync::atomic::Ordering;
@@ -198,14 +200,14 @@ pub static CLASSES_C: [u8; SMALL_COUNT] = small_classes(true);
 
 /// `size_class::MID_CLASS` for `malloc_above_small`, where requests of `SMALL_MAX -
 /// CANARY + 1` to `SMALL_MAX` bytes come too (unpadded there, `alloc::padded`): their
-/// entry (`SMALL_MAX / 128 - 1`, all of whose sizes are at most
-/// `SMALL_MAX`) holds the class above `SMALL_MAX`, as the slow path picks, where
-/// taking the larger of the index and `SMALL_MAX / 128` cost 3 instructions per call.
+/// entries (from `(SMALL_MAX - CANARY) / MID_STEP`, all of whose sizes are at most
+/// `SMALL_MAX`) hold the class above `SMALL_MAX`, as the slow path picks, where
+/// taking the larger of the index and `SMALL_MAX / MID_STEP` cost 3 instructions per call.
 pub static MID_CLASS: [u8; MID_COUNT] = {
     let mut table = [0u8; MID_COUNT];
-    let mut i = SMALL_MAX / 128 - 1;
+    let mut i = (SMALL_MAX - crate::front::alloc::CANARY) / MID_STEP;
     while i < MID_COUNT {
-        let first = i * 128 + 1;
+        let first = i * MID_STEP + 1;
         table[i] = class_of(if first > SMALL_MAX {
             first
         } else {
@@ -316,9 +318,9 @@ mod tests {
     /// gives the sizes just below it the class above it.
     #[test]
     fn mid_table_matches_the_classes() {
-        use crate::size_class::{MID_CLASS, MID_MAX, SMALL_MAX};
+        use crate::size_class::{MID_CLASS, MID_MAX, MID_SHIFT, SMALL_MAX};
         for size in SMALL_MAX - 7..=MID_MAX {
-            let index = (size - 1) >> 7;
+            let index = (size - 1) >> MID_SHIFT;
             let expected = if size > SMALL_MAX {
                 MID_CLASS[index]
             } else {

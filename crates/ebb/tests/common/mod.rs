@@ -178,12 +178,16 @@ pub unsafe fn first_nonzero(p: *const u8, len: usize) -> Option<usize> {
 
 // ---------------------------------------------------------------------------------
 // Size classes, replicated from ebb's documented scheme: multiples of 8 up to 128,
-// then eight classes per power of two up to MEDIUM_MAX.
+// then eight classes per power of two up to MEDIUM_MAX; from 1 KiB to 8 KiB, two fine
+// classes below the first of each doubling (2^k + 16 and 2^k + 3 * 2^k / 32).
 
 pub fn class_sizes() -> Vec<usize> {
     let mut v: Vec<usize> = (1..=16).map(|i| i * 8).collect();
     let mut k = 128usize;
     while k < ebb::MEDIUM_MAX {
+        if (1024..8192).contains(&k) {
+            v.extend([k + 16, k + 3 * k / 32]);
+        }
         for j in 1..=8 {
             v.push(k + j * (k / 8));
         }
