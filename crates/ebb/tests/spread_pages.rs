@@ -39,6 +39,19 @@ fn no_shared_start() {
     });
 }
 
+/// Free a block of `slots` chosen at random and allocate its replacement, 20,000 times
+/// (the random-replacement shape the spread rule looks for).
+fn replace_at_random(slots: &mut [*mut u8], size: usize, mut rng: u64) {
+    for _ in 0..20_000 {
+        let k = (next(&mut rng) % slots.len() as u64) as usize;
+        // SAFETY: the slot's block, allocated by the caller or below with this size
+        // and alignment.
+        unsafe { ebb::free(slots[k]) };
+        slots[k] = ebb::alloc(size, 8);
+        assert!(!slots[k].is_null());
+    }
+}
+
 #[test]
 fn random_replacement_takes_a_bigger_page() {
     no_shared_start();
@@ -52,14 +65,7 @@ fn random_replacement_takes_a_bigger_page() {
             pages * SLICE / SIZE as u64,
             "one-slice pages at first"
         );
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..20_000 {
-            let k = (next(&mut rng) % LIVE as u64) as usize;
-            // SAFETY: the slot's block, allocated with this size and alignment.
-            unsafe { ebb::free(slots[k]) };
-            slots[k] = ebb::alloc(SIZE, 8);
-            assert!(!slots[k].is_null());
-        }
+        replace_at_random(&mut slots, SIZE, 0x9e37_79b9_7f4a_7c15);
         let (pages, capacity) = class_pages(SIZE as u64);
         assert!(
             capacity > pages * SLICE / SIZE as u64,
@@ -129,14 +135,7 @@ fn a_heap_that_takes_in_remote_frees_keeps_one_slice_pages() {
         .join()
         .unwrap();
         slots.extend((0..LIVE / 10).map(|_| ebb::alloc(SIZE, 8)));
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..20_000 {
-            let k = (next(&mut rng) % LIVE as u64) as usize;
-            // SAFETY: the slot's block.
-            unsafe { ebb::free(slots[k]) };
-            slots[k] = ebb::alloc(SIZE, 8);
-            assert!(!slots[k].is_null());
-        }
+        replace_at_random(&mut slots, SIZE, 0x2545_f491_4f6c_dd1d);
         let (pages, capacity) = class_pages(SIZE as u64);
         assert_eq!(
             capacity,
