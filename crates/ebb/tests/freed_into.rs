@@ -7,7 +7,8 @@
 //! usual takeover (after the delay) cannot come within the test's wait: the two rules
 //! are told apart by seconds, not by a tight timing.
 
-use std::process::Command;
+mod common;
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -26,23 +27,10 @@ const BLOCKS: usize = 250_000;
 #[test]
 fn quiet_owner_freed_into_is_taken_over_before_the_purge_delay() {
     if std::env::var_os(CHILD_ENV).is_none() {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "quiet_owner_freed_into_is_taken_over_before_the_purge_delay",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, "1")
-            .env("EBB_PURGE_DELAY", DELAY_MS.to_string())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-            "child: {:?}\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        common::run_test_in_child(
+            "quiet_owner_freed_into_is_taken_over_before_the_purge_delay",
+            CHILD_ENV,
+            &[("EBB_PURGE_DELAY", &DELAY_MS.to_string())],
         );
         return;
     }

@@ -9,7 +9,7 @@
 //! child process with a long purge delay, so no free span is decommitted meanwhile (the
 //! rule is about committed runs).
 
-use std::process::Command;
+mod common;
 
 #[global_allocator]
 static GLOBAL: ebb::Ebb = ebb::Ebb;
@@ -29,23 +29,10 @@ fn slice_of(p: *mut u8) -> usize {
 #[test]
 fn a_small_page_takes_a_short_free_run_before_a_big_pages_span() {
     if std::env::var_os(CHILD_ENV).is_none() {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "a_small_page_takes_a_short_free_run_before_a_big_pages_span",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, "1")
-            .env("EBB_PURGE_DELAY", "600000")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-            "child: {:?}\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        common::run_test_in_child(
+            "a_small_page_takes_a_short_free_run_before_a_big_pages_span",
+            CHILD_ENV,
+            &[("EBB_PURGE_DELAY", "600000")],
         );
         return;
     }

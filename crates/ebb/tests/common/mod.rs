@@ -278,3 +278,23 @@ pub fn arm_huge_reuse() {
         }
     }
 }
+
+/// Run `test` of the calling test binary alone in a child process with `child_env` set
+/// (the child runs the body; the parent only checks that it passed) and `env` added:
+/// for options read once at start, such as `EBB_PURGE_DELAY`.
+pub fn run_test_in_child(test: &str, child_env: &str, env: &[(&str, &str)]) {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(child_env, "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "{test} in a child with {env:?}: {:?}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
