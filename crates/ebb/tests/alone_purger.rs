@@ -48,6 +48,35 @@ fn small_pages_freed() {
     drop(blocks);
 }
 
+/// The purger's thread holds none of the program's file descriptors (it has a table of
+/// its own: process/purger.rs), and blocks every signal the program could send.
+fn purger_holds_no_descriptor() {
+    let me = std::process::id().to_string();
+    let purger = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|tid| *tid != me)
+        .expect("the purger's task");
+    let task = format!("/proc/self/task/{purger}");
+    let own = std::fs::read_dir("/proc/self/fd").unwrap().count();
+    assert!(own >= 3, "the program's own table: {own} descriptors");
+    let status = std::fs::read_to_string(format!("{task}/status")).unwrap();
+    // Under seccomp the purger keeps the shared table (os/linux_threads.rs).
+    if status.contains("\nSeccomp:\t0") {
+        let fds = std::fs::read_dir(format!("{task}/fd")).unwrap().count();
+        assert_eq!(fds, 0, "the purger shares the program's descriptor table");
+    }
+    let line = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
+    let blocked = u64::from_str_radix(line["SigBlk:".len()..].trim(), 16).unwrap();
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1, libc::SIGCHLD] {
+        assert_ne!(
+            blocked & 1 << (signal - 1),
+            0,
+            "signal {signal} reaches the purger"
+        );
+    }
+}
+
 fn main() {
     let threads_only = std::env::args().nth(1).as_deref() == Some("threads");
     let mut options = ebb::options();
@@ -65,6 +94,7 @@ fn main() {
             "a single-threaded process started no background purger by default"
         );
         assert_eq!(threads(), 2);
+        purger_holds_no_descriptor();
         // And EBB_BACKGROUND=threads, in a process of its own.
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .arg("threads")

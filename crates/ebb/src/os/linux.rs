@@ -454,18 +454,39 @@ pub fn yield_now() {
     unsafe { libc::sched_yield() };
 }
 
-/// Write all of `bytes` to `fd`, giving up on an error (errno is preserved).
-pub fn write_fd(fd: c_int, mut bytes: &[u8]) {
+/// Write all of `bytes` to `fd`, giving up on an error (errno is preserved). On a
+/// thread that left the process's descriptor table (`detach_files`: the purger), the
+/// standard descriptors 0-2 are the process's.
+pub fn write_fd(fd: c_int, bytes: &[u8]) {
+    if write_all(fd, bytes) == Err(libc::EBADF) && (0..=2).contains(&fd) {
+        if let Some(own) = super::process_descriptor(fd) {
+            let _ = write_all(own, bytes);
+            close_fd(own);
+        }
+    }
+}
+
+/// `write_fd` on the calling thread's own table: Err(errno) of the first failed write.
+fn write_all(fd: c_int, mut bytes: &[u8]) -> Result<(), c_int> {
     while !bytes.is_empty() {
         // SAFETY: the pointer and length come from a live slice.
         let n = preserving_errno(|| unsafe {
-            libc::write(fd, bytes.as_ptr() as *const c_void, bytes.len())
+            let n = libc::write(fd, bytes.as_ptr() as *const c_void, bytes.len());
+            if n < 0 {
+                -(*libc::__errno_location() as isize)
+            } else {
+                n
+            }
         });
-        if n <= 0 {
-            return;
+        if n < 0 {
+            return Err(-n as c_int);
+        }
+        if n == 0 {
+            return Err(0);
         }
         bytes = &bytes[n as usize..];
     }
+    Ok(())
 }
 
 /// The calling process's id.
@@ -521,28 +542,6 @@ pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
         }
         let len = libc::strlen(value);
         Some(core::slice::from_raw_parts(value as *const u8, len))
-    }
-}
-
-/// Start a detached thread running `entry` with a stack of `stack_bytes`. Returns
-/// false if it could not be made.
-pub fn spawn_detached(
-    entry: extern "C" fn(*mut c_void) -> *mut c_void,
-    stack_bytes: usize,
-) -> bool {
-    // SAFETY: attr and thread are valid out-pointers; the attribute object is destroyed
-    // after use.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        if libc::pthread_attr_init(&mut attr) != 0 {
-            return false;
-        }
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-        libc::pthread_attr_setstacksize(&mut attr, stack_bytes);
-        let mut thread: libc::pthread_t = 0;
-        let rc = libc::pthread_create(&mut thread, &attr, entry, null_mut());
-        libc::pthread_attr_destroy(&mut attr);
-        rc == 0
     }
 }
 

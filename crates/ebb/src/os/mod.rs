@@ -87,7 +87,13 @@
 //! [`HAS_MEMBARRIER`]).
 //!
 //! Threads and process: `spawn_detached(entry, stack_bytes) -> bool` (a detached
-//! thread; it may call malloc), `process_thread_count() -> Option<u64>` (live threads
+//! thread; it may call malloc) and `spawn_joinable(entry, stack_bytes) -> Option<u64>`
+//! / `join(handle)`, both starting the thread with every signal blocked (the program's
+//! handlers never run on the allocator's threads); `detach_files() -> bool` (the
+//! calling thread leaves the process's file-descriptor table for an empty one of its
+//! own, so the program's descriptor calls take the kernel's single-user fast path; true
+//! if done; `write_fd` on 0-2 still reaches the process's descriptors from such a
+//! thread), `process_thread_count() -> Option<u64>` (live threads
 //! of the process; None if unknown: the purger then never ends itself),
 //! `thread_key_create(dtor) -> Option<u32>` / `thread_key_set` / `thread_key_get` (a
 //! per-thread value whose destructor runs at thread exit, where the thread may still
@@ -135,6 +141,10 @@ pub use linux_advice::*;
 mod linux_signals;
 #[cfg(target_os = "linux")]
 pub use linux_signals::*;
+#[cfg(target_os = "linux")]
+mod linux_threads;
+#[cfg(target_os = "linux")]
+pub use linux_threads::*;
 
 #[cfg(not(target_os = "linux"))]
 compile_error!(
@@ -180,6 +190,9 @@ mod contract {
     const _: fn() -> bool = membarrier_register;
     const _: fn() -> bool = membarrier;
     const _: fn(extern "C" fn(*mut c_void) -> *mut c_void, usize) -> bool = spawn_detached;
+    const _: fn(extern "C" fn(*mut c_void) -> *mut c_void, usize) -> Option<u64> = spawn_joinable;
+    const _: fn(u64) = join;
+    const _: fn() -> bool = detach_files;
     const _: fn() -> Option<u64> = process_thread_count;
     const _: fn(unsafe extern "C" fn(*mut c_void)) -> Option<u32> = thread_key_create;
     const _: fn(u32, *mut c_void) = thread_key_set;

@@ -13,7 +13,7 @@ pub mod registry;
 
 use crate::handoff::{abandon, freed_into, steal};
 use crate::os;
-use crate::span::{arena, deadline, huge};
+use crate::span::{arena, huge};
 use core::ffi::c_void;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
@@ -149,11 +149,10 @@ unsafe extern "C" fn fork_child() {
     }
 }
 
-/// A thread with a heap exited: if it was the last one, the purger must check whether
-/// it is alone in the process (and then end).
+/// A thread with a heap is exiting: if it was the last one, it stops the purger
+/// before it goes (`purger`, "must never keep a process alive", step 1).
 pub fn heap_thread_exited() {
-    if crate::counters::COUNTERS.threads.load(Ordering::Acquire) == 0 && deadline::purger_running()
-    {
-        deadline::wake();
+    if crate::counters::COUNTERS.threads.load(Ordering::Acquire) == 0 {
+        purger::stop();
     }
 }

@@ -17,7 +17,9 @@ pub const NOT_STARTED: u8 = 0;
 pub const STARTING: u8 = 1;
 pub const RUNNING: u8 = 2;
 pub const FAILED: u8 = 3;
-/// `NOT_STARTED`, `STARTING`, `RUNNING` or `FAILED`.
+/// Asked to end, and about to be joined (`process::purger::stop`).
+pub const STOPPING: u8 = 4;
+/// `NOT_STARTED`, `STARTING`, `RUNNING`, `FAILED` or `STOPPING`.
 pub static PURGER: AtomicU8 = AtomicU8::new(NOT_STARTED);
 /// Futex word: bumped by every wake-up request.
 pub static WAKE: AtomicU32 = AtomicU32::new(0);
