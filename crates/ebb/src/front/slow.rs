@@ -568,6 +568,8 @@ pub unsafe fn free_slow(page: *mut Page, block: *mut u8) {
 /// # Safety
 /// `page` is the descriptor of a live large span whose block `block` nobody uses any
 /// more, checked by the caller.
+// (Inlined: a call here cost a 1 MiB malloc+free pair 19 instructions.)
+#[inline(always)]
 pub(crate) unsafe fn free_large(page: *mut Page, block: *mut u8, moved_out: bool) {
     // SAFETY: per the contract.
     unsafe {
