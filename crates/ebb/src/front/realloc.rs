@@ -28,7 +28,7 @@ use crate::diag::report_invalid_free;
 use crate::front::alloc::alloc;
 #[cfg(feature = "secure")]
 use crate::front::alloc::reserved_tail;
-use crate::front::free::free;
+use crate::front::free::{free, free_in};
 use crate::front::guarded;
 use crate::front::heap::empty_heap;
 use crate::front::queue::queue_remove;
@@ -80,7 +80,25 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
                 }
             };
         }
-        let page = segment::page_of(seg, ptr);
+        realloc_in(ptr, segment::page_of(seg, ptr), old_size, new_size, align)
+    }
+}
+
+/// [`realloc`] of a block whose descriptor the caller found (C `realloc`, which looks
+/// it up to check the pointer).
+///
+/// # Safety
+/// As [`realloc`]; `page` is `ptr`'s descriptor.
+#[inline(always)]
+pub unsafe fn realloc_in(
+    ptr: *mut u8,
+    page: *mut Page,
+    old_size: usize,
+    new_size: usize,
+    align: usize,
+) -> *mut u8 {
+    // SAFETY: per the contract.
+    unsafe {
         let owner = (*page).owner.load(Ordering::Relaxed);
         let holds_blocks = owner >= MARKER_LIMIT || owner == ABANDONED || owner == DRAINING;
         let usable = (*page).block_size();
@@ -137,7 +155,7 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
             return null_mut();
         }
         core::ptr::copy_nonoverlapping(ptr, new, old_size.min(new_size));
-        free(ptr);
+        free_in(ptr, page);
         if holds_blocks && usable > MID_MAX {
             let_go_emptied(page);
         }
