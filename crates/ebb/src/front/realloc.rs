@@ -20,7 +20,9 @@
 //! as before ([`LET_GO_CLASSES`]): `mixed-c-rust` 194.9-196.3 MiB (+3.3-3.8%),
 //! `compiler` 7.2 MB. Its price: the C `realloc` workload, which doubles a buffer to
 //! 128 MiB twice, peaks at 157.5 MB instead of 151.2 (its second pass takes the pages
-//! again where its first pass's large block had grown over them). Cost in time: a span
+//! again where its first pass's large block had grown over them; since the large
+//! block's pages move into the huge one, `large_into_huge`, it peaks at 142 MB, its
+//! span faulted in again by each pass either way). Cost in time: a span
 //! freed, and one taken again if the class is used again, beside a copy of more than
 //! 64 KiB, once per class.
 
