@@ -17,7 +17,7 @@ use crate::front::{alloc, check};
 use crate::front::{freed_key, tls};
 #[cfg(not(feature = "secure"))]
 use crate::span::page::CHECK_TAG;
-use crate::span::page::{FREE, HUGE, LARGE};
+use crate::span::page::{Page, FREE, HUGE, LARGE};
 use crate::span::segment;
 use crate::{counters, diag, memcheck, options, os, stats};
 use core::ffi::{c_char, c_int, c_void};
@@ -88,17 +88,19 @@ pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
     let ptr = ptr as *mut u8;
     // SAFETY: per the contract; foreign pointers are caught by the segment map.
     unsafe {
-        if !is_ours(ptr, "realloc") {
+        let Some(page) = ours(ptr, "realloc") else {
             return fail_enomem();
-        }
+        };
         let p = if memcheck::ENABLED {
             crate::front::valgrind::realloc(ptr, size, C_ALIGN)
+        } else if page.is_null() {
+            // A guarded block.
+            crate::front::realloc::realloc(ptr, alloc::usable_size(ptr), size, C_ALIGN)
         } else {
-            #[cfg(feature = "secure")]
-            let old = alloc::usable_size_of_start(ptr);
-            #[cfg(not(feature = "secure"))]
-            let old = alloc::usable_size(ptr);
-            crate::front::realloc::realloc(ptr, old, size, C_ALIGN)
+            // The descriptor `ours` found, and the block's start it checked: no second
+            // lookup, no remainder for its size.
+            let old = alloc::usable_size_at_start(page, ptr);
+            crate::front::realloc::realloc_in(ptr, page, old, size, C_ALIGN)
         };
         if p.is_null() {
             fail_enomem()
@@ -235,13 +237,20 @@ pub unsafe fn free_sized(ptr: *mut c_void, size: usize) {
 /// `ptr` is any address (the segment map decides whether it is ebb's) and, if ebb's,
 /// a pointer the caller got from it.
 unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
+    // SAFETY: per the contract.
+    unsafe { ours(ptr, what).is_some() }
+}
+
+/// [`is_ours`], giving the block's descriptor (null for a guarded block, which has
+/// none): None if `ptr` is not a block of ebb's (reported).
+///
+/// # Safety
+/// As [`is_ours`].
+#[inline(always)]
+unsafe fn ours(ptr: *mut u8, what: &str) -> Option<*mut Page> {
     let seg = segment::segment_holding(ptr);
     if seg.is_null() {
-        if let Some(live) = crate::front::guarded::live_size(ptr, what) {
-            return live.is_some();
-        }
-        diag::report_unknown(what, ptr, crate::span::segment::in_map_range(ptr));
-        return false;
+        return ours_outside_segments(ptr, what);
     }
     // SAFETY: seg is the segment of ptr.
     let page = unsafe { segment::page_of(seg, ptr) };
@@ -249,9 +258,9 @@ unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
         // SAFETY: page is the descriptor of ptr.
         if !unsafe { check::is_live_block(page, ptr) } {
             report(ptr, what, "pointer is not a live block");
-            return false;
+            return None;
         }
-        return true;
+        return Some(page);
     }
     // SAFETY: page is the descriptor of ptr; its block size and start do not change
     // while it holds blocks, and the owner's lists are walked only by the owner.
@@ -292,10 +301,24 @@ unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
         };
         if let Some(problem) = problem {
             diag::report_invalid_sized(what, ptr, problem, if owner == HUGE { 0 } else { size });
-            return false;
+            return None;
         }
     }
-    true
+    Some(page)
+}
+
+/// [`ours`] for a pointer in no segment: a live guarded block (`Some(null)`), else
+/// reported.
+#[cold]
+#[inline(never)]
+fn ours_outside_segments(ptr: *mut u8, what: &str) -> Option<*mut Page> {
+    match crate::front::guarded::live_size(ptr, what) {
+        Some(live) => live.map(|_| null_mut()),
+        None => {
+            diag::report_unknown(what, ptr, crate::span::segment::in_map_range(ptr));
+            None
+        }
+    }
 }
 
 fn report(ptr: *mut u8, function: &str, what: &str) {

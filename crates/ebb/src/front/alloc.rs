@@ -663,28 +663,29 @@ fn alloc_zeroed_any(size: usize, align: usize) -> *mut u8 {
 #[cfg_attr(feature = "secure", inline)]
 pub unsafe fn usable_size(ptr: *const u8) -> usize {
     // SAFETY: per the contract.
-    unsafe { usable_size_of::<false>(ptr) }
+    unsafe { usable_size_of(ptr) }
 }
 
-/// [`usable_size`] of a pointer known to be the start of a block, as C `realloc`
-/// knows it in the secure build (`c_api::is_ours` checked it): a block of a page of
-/// blocks then needs no remainder (a division) to find its end.
+/// [`usable_size`] of block `ptr` of descriptor `page`, known to be the start of its
+/// block, as C `realloc` knows it (`c_api::is_ours` checked it, and found `page`): no
+/// second lookup, and a block of a page of blocks needs no remainder (a division) to
+/// find its end.
 ///
 /// # Safety
-/// As [`usable_size`]; a non-null `ptr` in a segment is the start of its block.
-#[cfg(all(feature = "secure", feature = "c-api"))]
-#[inline]
-pub unsafe fn usable_size_of_start(ptr: *const u8) -> usize {
-    // SAFETY: per the contract.
-    unsafe { usable_size_of::<true>(ptr) }
-}
-
-/// [`usable_size`]; `START`: `ptr` is known to be the start of its block.
-///
-/// # Safety
-/// As [`usable_size`] (and [`usable_size_of_start`] with `START`).
+/// `ptr` is the start of a live block of this allocator and `page` its descriptor.
+#[cfg(feature = "c-api")]
 #[inline(always)]
-unsafe fn usable_size_of<const START: bool>(ptr: *const u8) -> usize {
+pub unsafe fn usable_size_at_start(page: *mut crate::span::page::Page, ptr: *const u8) -> usize {
+    // SAFETY: per the contract.
+    unsafe { usable_of_page::<true>(page, ptr) }
+}
+
+/// [`usable_size`].
+///
+/// # Safety
+/// As [`usable_size`].
+#[inline(always)]
+unsafe fn usable_size_of(ptr: *const u8) -> usize {
     let seg = segment::segment_holding(ptr);
     if seg.is_null() {
         return guarded::live_size(ptr, "malloc_usable_size")
@@ -692,8 +693,21 @@ unsafe fn usable_size_of<const START: bool>(ptr: *const u8) -> usize {
             .unwrap_or(0);
     }
     // SAFETY: per the contract.
+    unsafe { usable_of_page::<false>(segment::page_of(seg, ptr), ptr) }
+}
+
+/// The usable size of live block `ptr` of descriptor `page` (`START`: `ptr` is known to
+/// be its block's start).
+///
+/// # Safety
+/// `page` is the descriptor of `ptr`, a live block.
+#[inline(always)]
+unsafe fn usable_of_page<const START: bool>(
+    page: *mut crate::span::page::Page,
+    ptr: *const u8,
+) -> usize {
+    // SAFETY: per the contract.
     unsafe {
-        let page = segment::page_of(seg, ptr);
         match (*page).owner.load(Ordering::Relaxed) {
             HUGE => huge::usable_size(page),
             // A large span (also a first-class heap's, which its heap owns) has its

@@ -38,7 +38,33 @@ pub unsafe fn free(ptr: *mut u8) {
     // owner check and the push happen inside the heap's `in_op` window.
     unsafe {
         (*heap).enter();
-        let page = segment::page_of(seg, ptr);
+        free_entered(ptr, segment::page_of(seg, ptr), heap)
+    }
+}
+
+/// [`free`] of a block whose descriptor the caller found (`realloc` moving a block).
+///
+/// # Safety
+/// As [`free`], `ptr` not null; `page` is its descriptor.
+#[inline(always)]
+pub unsafe fn free_in(ptr: *mut u8, page: *mut crate::span::page::Page) {
+    let heap = tls::heap();
+    // SAFETY: per the contract, as in `free`.
+    unsafe {
+        (*heap).enter();
+        free_entered(ptr, page, heap)
+    }
+}
+
+/// [`free`] past the lookup, inside the window it entered on `heap`.
+///
+/// # Safety
+/// As [`free`]; `page` is `ptr`'s descriptor, `heap` the calling thread's (entered).
+#[inline(always)]
+unsafe fn free_entered(ptr: *mut u8, page: *mut crate::span::page::Page, heap: *mut heap::Heap) {
+    // SAFETY: per the contract. The owner check and the push happen inside the heap's
+    // `in_op` window.
+    unsafe {
         #[cfg(feature = "secure")]
         if !crate::front::secure::free_passes(page, ptr) {
             return crate::front::secure::free_rejected_and_leave(ptr, page, heap);

@@ -20,7 +20,9 @@
 //! as before ([`LET_GO_CLASSES`]): `mixed-c-rust` 194.9-196.3 MiB (+3.3-3.8%),
 //! `compiler` 7.2 MB. Its price: the C `realloc` workload, which doubles a buffer to
 //! 128 MiB twice, peaks at 157.5 MB instead of 151.2 (its second pass takes the pages
-//! again where its first pass's large block had grown over them). Cost in time: a span
+//! again where its first pass's large block had grown over them; since the large
+//! block's pages move into the huge one, `large_into_huge`, it peaks at 142 MB, its
+//! span faulted in again by each pass either way). Cost in time: a span
 //! freed, and one taken again if the class is used again, beside a copy of more than
 //! 64 KiB, once per class.
 
@@ -28,7 +30,7 @@ use crate::diag::report_invalid_free;
 use crate::front::alloc::alloc;
 #[cfg(feature = "secure")]
 use crate::front::alloc::reserved_tail;
-use crate::front::free::free;
+use crate::front::free::{free, free_in};
 use crate::front::guarded;
 use crate::front::heap::empty_heap;
 use crate::front::queue::queue_remove;
@@ -80,7 +82,25 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
                 }
             };
         }
-        let page = segment::page_of(seg, ptr);
+        realloc_in(ptr, segment::page_of(seg, ptr), old_size, new_size, align)
+    }
+}
+
+/// [`realloc`] of a block whose descriptor the caller found (C `realloc`, which looks
+/// it up to check the pointer).
+///
+/// # Safety
+/// As [`realloc`]; `page` is `ptr`'s descriptor.
+#[inline(always)]
+pub unsafe fn realloc_in(
+    ptr: *mut u8,
+    page: *mut Page,
+    old_size: usize,
+    new_size: usize,
+    align: usize,
+) -> *mut u8 {
+    // SAFETY: per the contract.
+    unsafe {
         let owner = (*page).owner.load(Ordering::Relaxed);
         let holds_blocks = owner >= MARKER_LIMIT || owner == ABANDONED || owner == DRAINING;
         let usable = (*page).block_size();
@@ -122,6 +142,9 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
             {
                 return ptr;
             }
+            LARGE if new_size > LARGE_MAX => {
+                return large_into_huge(ptr, page, old_size, new_size, align);
+            }
             _ if holds_blocks && fits => {
                 // SAFETY: the caller's live block, shrunk (or kept) within `usable`.
                 crate::span::shrink::give_back_tail(ptr, old_size, new_size, usable);
@@ -134,12 +157,57 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
             return null_mut();
         }
         core::ptr::copy_nonoverlapping(ptr, new, old_size.min(new_size));
-        free(ptr);
+        free_in(ptr, page);
         if holds_blocks && usable > MID_MAX {
             let_go_emptied(page);
         }
         new
     }
+}
+
+/// A large block grown past `LARGE_MAX` into a huge block of its own: its pages move
+/// into the new mapping (`os::move_pages`) rather than being copied, so neither the
+/// copy nor the faults of the new mapping's first part are paid, and the span goes back
+/// to the arena with nothing resident. A buffer doubled to 128 MiB (the speed suite's
+/// C `realloc`) moved 16 MiB per pass this way: its copy and 4,100 faults, and at its
+/// peak the 16 MiB span it left behind resident beside the huge block. The copy stays
+/// for the secure build (the canary after the block, guard pages) and where the OS
+/// cannot move pages.
+///
+/// # Safety
+/// `ptr` is the live block of large span `page`, `old_size` its usable size,
+/// `new_size > LARGE_MAX`.
+#[cold]
+#[inline(never)]
+unsafe fn large_into_huge(
+    ptr: *mut u8,
+    page: *mut Page,
+    old_size: usize,
+    new_size: usize,
+    align: usize,
+) -> *mut u8 {
+    let new = alloc(new_size, align);
+    if new.is_null() {
+        return null_mut();
+    }
+    // SAFETY: the old block is the caller's, whole slices (so whole OS pages) at a
+    // slice boundary; the new one is a huge block at a page boundary of a fresh
+    // mapping of at least `new_size > old_size` bytes, nobody else's.
+    unsafe {
+        let span = (*page).block_size();
+        debug_assert!(old_size <= span && span < new_size);
+        let moved = cfg!(not(feature = "secure"))
+            && span > MEDIUM_MAX
+            && new as usize % crate::os::page_size() == 0
+            && crate::os::move_pages(ptr, new, span);
+        if moved {
+            crate::front::slow::free_large(page, ptr, true);
+        } else {
+            core::ptr::copy_nonoverlapping(ptr, new, old_size);
+            free(ptr);
+        }
+    }
+    new
 }
 
 /// After a block of `page` moved out: if the page is the calling thread's and now holds

@@ -50,6 +50,11 @@
 //!   (`dest` null) or move its pages to the reservation at `dest`; null if it cannot.
 //!   Pre: `old` reserved with `old_size`; `dest` null or an unused reservation of
 //!   `new_size` bytes. Post: on success the contents are at the returned address.
+//! - `move_pages(from, to, size) -> bool`: move the pages of one range to another
+//!   without copying, the source staying reserved and reading as zero afterwards, none
+//!   of it resident; false if the OS cannot (then the source is unchanged). Pre: both
+//!   page aligned, reserved, disjoint, unused. (`realloc` of a large block into a huge
+//!   one; an OS without it returns false and the block is copied.)
 //! - `populate_huge_pages(ptr, size) -> bool`: back an untouched range of whole huge
 //!   pages with huge pages now, and keep the OS from collapsing it into huge pages
 //!   again after parts of it are decommitted (Linux: `MADV_HUGEPAGE`, a zero written
@@ -119,7 +124,7 @@
 //! header of a huge mapping found through the segment map may be freed meanwhile).
 //!
 //! Fault injection (`fault.rs`, shared by every implementation): `reserve_aligned`,
-//! `reserve_at`, `decommit`, `remap`, `advise_huge_pages` and `protect` ask [`fault::refuse`] first and fail as the OS would when it
+//! `reserve_at`, `decommit`, `remap` (and `move_pages`), `advise_huge_pages` and `protect` ask [`fault::refuse`] first and fail as the OS would when it
 //! says so; `release` reports the bytes it gives back with [`fault::released`].
 //!
 //! Errors: `errno() -> c_int` and `set_errno(c_int)` (the C ABI's error reporting),
@@ -137,6 +142,10 @@ pub use linux::*;
 mod linux_advice;
 #[cfg(target_os = "linux")]
 pub use linux_advice::*;
+#[cfg(target_os = "linux")]
+mod linux_move;
+#[cfg(target_os = "linux")]
+pub use linux_move::*;
 #[cfg(target_os = "linux")]
 mod linux_signals;
 #[cfg(target_os = "linux")]
@@ -173,6 +182,7 @@ mod contract {
     const _: unsafe fn(&[(*mut u8, usize)], &mut [bool]) = decommit_ranges;
     const _: fn() -> u64 = decommit_calls;
     const _: unsafe fn(*mut u8, usize, usize, *mut u8) -> *mut u8 = remap;
+    const _: unsafe fn(*mut u8, *mut u8, usize) -> bool = move_pages;
     const _: unsafe fn(*mut u8, usize, bool) -> bool = protect;
     const _: fn(*mut u8, usize) -> *mut u8 = reserve_at;
     const _: fn() -> u64 = random_seed;

@@ -497,6 +497,33 @@ pub unsafe fn free_span(page: *mut Page, unused_since: u64) {
     }
 }
 
+/// [`free_span`] for a span whose pages were moved out (`os::move_pages`: `realloc` of
+/// a large block into a huge one): its slices are free and uncommitted, as if the
+/// decommit scan had given them back (nothing of them is resident, they read as zero,
+/// and retaking them is reuse that faults, as after a purge).
+///
+/// # Safety
+/// As [`free_span`]; every page of the span was moved out since it was last written.
+pub unsafe fn free_span_moved_out(page: *mut Page, unused_since: u64) {
+    let seg = segment_of_page(page);
+    let mut reuse = SPAN_LOCK.lock();
+    // SAFETY: per the contract; the lock guards the bitmaps.
+    unsafe {
+        debug_assert!(!(*page).listed, "a listed page goes back to the arena");
+        debug_assert_eq!((*page).owner.load(Ordering::Relaxed), LARGE);
+        let index = (*seg).page_index(page);
+        let count = (*page).slice_count as usize;
+        debug_assert!((*seg).committed_slices.all(index, count, true));
+        free_slices_locked(&mut reuse, seg, index, count, unused_since);
+        // Out of the committed pool into the purged one, as a decommitted run.
+        reuse.hidden(count);
+        (*seg).committed_slices.assign_range(index, count, false);
+        COUNTERS
+            .committed
+            .fetch_sub((count * SLICE_SIZE) as u64, Ordering::Relaxed);
+    }
+}
+
 /// True if `page`'s span touches a 2 MiB unit dense growth advised for huge pages
 /// (`Segment::advised_units`): freeing the span would take the advice back
 /// (`large_pages::after_slices_freed`).

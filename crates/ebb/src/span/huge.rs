@@ -266,6 +266,14 @@ unsafe fn shrink_mapping(base: *mut u8, mapped: usize, needed: usize) {
 /// (the old windows are then forgotten; the caller maps the new ones with `install`).
 /// Returns the new base, or null with the mapping unchanged.
 ///
+/// A mapping some pages were moved into (`fill_from_kept`, `realloc`'s large block
+/// grown into a huge one) is several of the kernel's mappings, and `mremap` resizes
+/// none of those: it grows in place by fresh pages mapped right after it, and moves at
+/// its own size into the fresh reservation (Linux 6.17 and later move a range spanning
+/// several mappings; before, the caller copies). Without that, the C `realloc`
+/// workload's buffer, whose first 16 MiB moved in from its large span, was copied at
+/// 32 and at 64 MiB.
+///
 /// # Safety
 /// The mapping must be a huge mapping of the caller's, `needed > mapped`.
 unsafe fn grow_mapping(base: *mut u8, mapped: usize, needed: usize, align: usize) -> *mut u8 {
@@ -275,6 +283,12 @@ unsafe fn grow_mapping(base: *mut u8, mapped: usize, needed: usize, align: usize
     // SAFETY: per the contract the mapping is ours; `dest` is a fresh reservation.
     unsafe {
         let mut new_base = os::remap(base, mapped, needed, null_mut());
+        if new_base.is_null()
+            && segment::in_map_range(base.wrapping_add(needed - 1))
+            && !os::reserve_at(base.add(mapped), needed - mapped).is_null()
+        {
+            new_base = base;
+        }
         if new_base.is_null() {
             let dest = os::reserve_aligned(needed, align);
             if dest.is_null() || !segment::in_map_range(dest.wrapping_add(needed - 1)) {
@@ -283,7 +297,9 @@ unsafe fn grow_mapping(base: *mut u8, mapped: usize, needed: usize, align: usize
                 }
                 return null_mut();
             }
-            if os::remap(base, mapped, needed, dest).is_null() {
+            if os::remap(base, mapped, needed, dest).is_null()
+                && os::remap(base, mapped, mapped, dest).is_null()
+            {
                 os::release(dest, needed);
                 return null_mut();
             }
