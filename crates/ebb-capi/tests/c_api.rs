@@ -230,6 +230,45 @@ fn trivial_program_stays_under_3_mb() {
     assert!(hwm_kb < 3000, "peak RSS {hwm_kb} kB: {}", run.describe());
 }
 
+/// Preloading ebb maps no shared object but `libebb.so` itself and `libgcc_s` (Rust's
+/// unwinder, which glibc's `pthread_cancel` loads anyway). Each library a process maps
+/// costs it resident pages: `libm`, once pulled in by an `f64::exp` in `ebb-pprof`, put
+/// 300-400 KiB on the RSS of every process ebb was preloaded into.
+#[test]
+fn preloading_maps_no_other_library() {
+    let exe = program("trivial.c");
+    let libraries = |run: &Run| -> std::collections::BTreeSet<String> {
+        run.stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("so="))
+            .map(|path| path.rsplit('/').next().unwrap_or(path).to_string())
+            .collect()
+    };
+    let ebb = run(&exe, &["maps"], true, &[]);
+    ebb.assert_success().assert_ebb(true);
+    let glibc = run(&exe, &["maps"], false, &[]);
+    glibc.assert_success().assert_ebb(false);
+    let (with_ebb, without) = (libraries(&ebb), libraries(&glibc));
+    assert!(
+        without.iter().any(|so| so.starts_with("libc.so")),
+        "the program lists no libc: {}",
+        glibc.describe()
+    );
+    let added: Vec<&String> = with_ebb.difference(&without).collect();
+    assert!(
+        added
+            .iter()
+            .all(|so| so.starts_with("libebb") || so.starts_with("libgcc_s.so")),
+        "preloading ebb mapped {added:?} besides libebb.so: {}",
+        ebb.describe()
+    );
+    assert!(
+        added.iter().any(|so| so.starts_with("libebb")),
+        "libebb.so not among the mapped objects: {}",
+        ebb.describe()
+    );
+}
+
 /// The exit report survives a program that closes fd 2 in its own atexit handler.
 #[test]
 fn show_stats_survives_closed_stderr() {

@@ -4,7 +4,9 @@
  *   trivial               as above
  *   trivial close_stderr  also closes fd 2 from an atexit handler, as GNU coreutils do;
  *                         that handler runs before ebb's EBB_SHOW_STATS report (registered
- *                         at the first malloc, so earlier), which must still appear. */
+ *                         at the first malloc, so earlier), which must still appear.
+ *   trivial maps          also prints "so=PATH" for each shared object it has mapped
+ *                         (from /proc/self/maps, each once). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -32,6 +34,19 @@ int main(int argc, char **argv) {
     if (status)
         fclose(status);
     printf("hwm_kb=%ld\n", hwm_kb);
+    if (argc > 1 && strcmp(argv[1], "maps") == 0) {
+        FILE *maps = fopen("/proc/self/maps", "r");
+        char last[256] = "";
+        while (maps && fgets(line, sizeof line, maps)) {
+            char *path = strchr(line, '/');
+            if (path && strstr(path, ".so") && strcmp(path, last) != 0) {
+                printf("so=%s", path);
+                snprintf(last, sizeof last, "%s", path);
+            }
+        }
+        if (maps)
+            fclose(maps);
+    }
     for (int i = 0; i < 16; i++)
         free(blocks[i]);
     return hwm_kb > 0 ? 0 : 1;

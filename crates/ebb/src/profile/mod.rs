@@ -38,6 +38,14 @@ pub use stack::SEPARATOR as STACK_SEPARATOR;
 pub(crate) use stack::{capture, refresh_executable_ranges};
 pub use table::MAX_DEPTH;
 
+/// How many allocations one sample of a `size`-byte block stands for at a mean of
+/// `rate` bytes between samples: `1 / (1 - exp(-size/rate))` (every byte is a sample
+/// point with probability `1/rate`). The one definition: `ebb-pprof` scales a raw
+/// profile's samples with it too, so `libebb.so` needs no `libm` for `exp`.
+pub fn sample_weight(size: usize, rate: u64) -> f64 {
+    math::sample_weight(size, rate)
+}
+
 use crate::diag::StderrWriter;
 use crate::os;
 use core::ffi::CStr;
