@@ -373,3 +373,56 @@ fn stats_read_remote_frees_and_heaps_without_draining() {
         assert!(json.contains(key), "{key} in {json}");
     }
 }
+
+/// A class used one block at a time keeps its page when the block is freed (the heap's
+/// current page, for the next block of that size): the report names that class among
+/// the pages with no live block, with the block's resident bytes, in JSON and in text.
+#[test]
+fn empty_pages_are_listed_by_class() {
+    let _serial = serial();
+    const SIZE: usize = 300 << 10;
+    let (freed_tx, freed_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let user = thread::spawn(move || {
+        let b = block(SIZE, 7);
+        // SAFETY: `b`'s buffer is a live block of this allocator.
+        let class_size = unsafe { ebb::usable_size(b.as_ptr()) };
+        drop(b);
+        freed_tx.send(class_size).unwrap();
+        // Alive, so its heap keeps the page (a thread's exit lets its pages go).
+        go_rx.recv().unwrap();
+    });
+    let class_size = freed_rx.recv().unwrap() as u64;
+    let report = ebb::retention();
+    go_tx.send(()).unwrap();
+    user.join().unwrap();
+    assert!(class_size >= SIZE as u64, "usable size {class_size}");
+    let class = report
+        .classes
+        .iter()
+        .find(|c| c.block_size == class_size)
+        .unwrap_or_else(|| panic!("no class of {class_size} B: {report:?}"));
+    assert!(
+        class.empty_pages >= 1 && class.empty_resident >= SIZE as u64 / 2,
+        "the freed {SIZE} B block's page is not listed as empty: {class:?}"
+    );
+    let by_class: u64 = report.classes.iter().map(|c| c.empty_resident).sum();
+    assert!(
+        by_class <= report.free_in_empty_pages,
+        "empty pages by class ({by_class}) exceed the part ({})",
+        report.free_in_empty_pages
+    );
+    let text = report_text(&report);
+    assert!(
+        text.contains("pages with no live block, by class")
+            && text.contains(&format!("{class_size} B blocks")),
+        "{text}"
+    );
+    let mut json = String::new();
+    report.write_json(&mut json).unwrap();
+    assert!(
+        json.contains(&format!("\"block_size\":{class_size},"))
+            && json.contains("\"empty_pages\":"),
+        "{json}"
+    );
+}

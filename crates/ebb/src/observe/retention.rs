@@ -47,6 +47,11 @@ pub struct ClassRetention {
     pub sparse_pages: u64,
     pub sparse_os_pages: u64,
     pub sparse_live_blocks: u64,
+    /// Pages of the class holding no live block (a heap's current page kept for the
+    /// next block, a page abandoned or freed into but not yet given back), and their
+    /// resident bytes: the class's part of "free blocks in pages with no live block".
+    pub empty_pages: u64,
+    pub empty_resident: u64,
 }
 
 /// An anonymous mapping holding memory ebb does not own.
@@ -310,6 +315,9 @@ fn segment_parts(r: &mut Retention, seg: *mut Segment, pagemap: &PageMap) {
                 r.held += live_blocks * size;
                 if live_blocks == 0 {
                     r.free_in_empty_pages += rest;
+                    let class = &mut r.classes[page.class as usize % CLASS_COUNT];
+                    class.empty_pages += 1;
+                    class.empty_resident += rest;
                     continue;
                 }
                 r.free_in_live_pages += rest;
@@ -525,6 +533,30 @@ impl Retention {
                 c.sparse_live_blocks
             )?;
         }
+        order.sort_unstable_by(|&a, &b| {
+            self.classes[b as usize]
+                .empty_resident
+                .cmp(&self.classes[a as usize].empty_resident)
+        });
+        let top = order
+            .iter()
+            .map(|&i| &self.classes[i as usize])
+            .filter(|c| c.empty_resident > 0)
+            .take(10);
+        let mut header = false;
+        for c in top {
+            if !header {
+                writeln!(w, " pages with no live block, by class (largest first):")?;
+                header = true;
+            }
+            writeln!(
+                w,
+                "  {:>7} B blocks: {} resident in {} pages",
+                c.block_size,
+                Bytes(c.empty_resident),
+                c.empty_pages
+            )?;
+        }
         Ok(())
     }
 
@@ -579,16 +611,21 @@ impl Retention {
         }
         w.write_str("],\"classes\":[")?;
         let mut first = true;
-        for c in self.classes.iter().filter(|c| c.pages > 0) {
+        for c in self
+            .classes
+            .iter()
+            .filter(|c| c.pages > 0 || c.empty_pages > 0)
+        {
             if !first {
                 w.write_char(',')?;
             }
             first = false;
             write!(
                 w,
-                "{{\"block_size\":{},\"pages\":{},\"live_blocks\":{},\"resident_os_pages\":{},\"free_resident\":{},\"sparse_pages\":{},\"sparse_os_pages\":{},\"sparse_live_blocks\":{}}}",
+                "{{\"block_size\":{},\"pages\":{},\"live_blocks\":{},\"resident_os_pages\":{},\"free_resident\":{},\"sparse_pages\":{},\"sparse_os_pages\":{},\"sparse_live_blocks\":{},\"empty_pages\":{},\"empty_resident\":{}}}",
                 c.block_size, c.pages, c.live_blocks, c.resident_os_pages, c.free_resident,
-                c.sparse_pages, c.sparse_os_pages, c.sparse_live_blocks
+                c.sparse_pages, c.sparse_os_pages, c.sparse_live_blocks, c.empty_pages,
+                c.empty_resident
             )?;
         }
         w.write_str("]}")
