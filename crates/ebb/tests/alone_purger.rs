@@ -77,8 +77,55 @@ fn purger_holds_no_descriptor() {
     }
 }
 
+/// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`: Ok if the process is registered for
+/// it, the errno otherwise (EPERM: not registered). None if the kernel has no such
+/// command.
+fn private_expedited_barrier() -> Option<Result<(), i32>> {
+    const QUERY: libc::c_long = 0;
+    const PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+    // SAFETY: membarrier has no memory-safety preconditions.
+    let supported = unsafe { libc::syscall(libc::SYS_membarrier, QUERY, 0, 0) };
+    if supported < 0 || supported & PRIVATE_EXPEDITED == 0 {
+        return None;
+    }
+    // SAFETY: as above.
+    let result = unsafe { libc::syscall(libc::SYS_membarrier, PRIVATE_EXPEDITED, 0, 0) };
+    Some(if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    })
+}
+
 fn main() {
     let threads_only = std::env::args().nth(1).as_deref() == Some("threads");
+    // The takeover of idle heaps needs `membarrier` (handoff/steal.rs): the process
+    // registers as it starts the purger, while it has one thread and the kernel needs no
+    // RCU grace period. The purger registering from its own thread (two users of the
+    // address space) waited one out, 10-25 ms that the process's exit waited for too
+    // (process/purger.rs `start`). So a purger started in a process of one thread finds
+    // the process registered; where no purger has started, nothing registered. (One
+    // started beside other threads registers on its first takeover.)
+    let barrier_at_start = private_expedited_barrier();
+    let registered_with_the_purger = || {
+        if barrier_at_start.is_some() {
+            assert_eq!(
+                private_expedited_barrier(),
+                Some(Ok(())),
+                "the purger runs but the process is not registered for membarrier"
+            );
+        }
+    };
+    if ebb::background_purger_running() {
+        // Started before `main` (the runtime's own frees gave it work).
+        registered_with_the_purger();
+    } else if let Some(result) = barrier_at_start {
+        assert_eq!(
+            result,
+            Err(libc::EPERM),
+            "registered with no purger running"
+        );
+    }
     let mut options = ebb::options();
     options.purge_delay_ms = DELAY_MS;
     ebb::set_options(options);
@@ -94,6 +141,7 @@ fn main() {
             "a single-threaded process started no background purger by default"
         );
         assert_eq!(threads(), 2);
+        registered_with_the_purger();
         purger_holds_no_descriptor();
         // And EBB_BACKGROUND=threads, in a process of its own.
         let status = std::process::Command::new(std::env::current_exe().unwrap())

@@ -17,8 +17,10 @@ const AVAILABLE: u8 = 1;
 const UNAVAILABLE: u8 = 2;
 static MEMBARRIER: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// Register for `membarrier` (from the purger thread at start). False if the platform
-/// has none or the kernel refuses, in which case nothing is ever stolen.
+/// Register for `membarrier`: when the purger starts, if the process has one thread
+/// (then the kernel registers at once: `process::purger::start`), else on the first
+/// takeover ([`available`]). False if the platform has none or the kernel refuses, in
+/// which case nothing is ever stolen.
 pub fn init() -> bool {
     let ok = os::HAS_MEMBARRIER && os::membarrier_register();
     MEMBARRIER.store(if ok { AVAILABLE } else { UNAVAILABLE }, Ordering::Release);

@@ -156,6 +156,18 @@ fn start() {
     {
         return;
     }
+    // Register for `membarrier` (the takeover of idle heaps needs it) while this thread
+    // may still be the process's only one: with one user of the address space the
+    // kernel registers at once, with more it waits for an RCU grace period (10-25 ms on
+    // this project's VM) in a wait that not even the process's exit interrupts. Done
+    // from the purger, as before, every process that ever freed a span paid that much
+    // wall time at exit: `ls /` 15 ms against glibc's 1.1 (docs/REAL-PROGRAMS.md, "What
+    // the purger's start cost every process"). With threads already running, a program
+    // thread must not wait for the grace period: the purger registers on its first
+    // takeover instead (`steal::available`), in the background.
+    if os::process_thread_count() == Some(1) {
+        crate::handoff::steal::init();
+    }
     // pthread_create may call malloc; we hold no lock here, so re-entry is fine.
     let state = match os::spawn_joinable(purger_main, PURGER_STACK_BYTES) {
         Some(thread) => {
@@ -196,7 +208,6 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
     // The kernel may refuse (before Linux 5.9, or a seccomp filter): the table stays
     // shared, which costs the program speed only.
     let _ = os::detach_files();
-    crate::handoff::steal::init();
     let mut exit_check_ms = ALONE_CHECK_FIRST_MS;
     loop {
         // Every pass counts, whether a futex wait ended it or a re-check: a pass that
