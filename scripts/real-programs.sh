@@ -14,7 +14,7 @@
 #                                         program, PROFILE_N keys (default 100000), into
 #                                         $WORK/profile.md (about 20 min on a busy machine)
 #
-# Needs: gcc, jq, python3, sqlite3, perl, lua5.4 and the Debian allocators
+# Needs: gcc, make, jq, python3, sqlite3, perl, lua5.4 and the Debian allocators
 #   apt-get install -y jq sqlite3 lua5.4 libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
 # Builds target/release/libebb.so, target/mimalloc3/libmimalloc3.so and the Rust tool's
 # four builds (ebb, tikv-jemallocator, mimalloc crate, system); inputs and results go to
@@ -33,7 +33,7 @@ BENCH=$ROOT/bench/real-programs
 mkdir -p "$WORK/bin" "$WORK/out"
 
 missing=()
-for tool in gcc jq python3 sqlite3 perl lua5.4; do
+for tool in gcc make jq python3 sqlite3 perl lua5.4; do
     command -v "$tool" >/dev/null || missing+=("$tool")
 done
 for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do

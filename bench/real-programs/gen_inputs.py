@@ -10,6 +10,7 @@ seeded generator of its own, so the same SCALE gives byte-identical files everyw
 
 - records.json  a JSON array of event records (about 57 MB at SCALE 1), for jq and CPython
 - big.c         a C translation unit of many functions (about 340 KB at SCALE 1: gcc -O2 spends seconds on it), for gcc
+- build/        a small C project (120 files at SCALE 1) and its Makefile, for make: many short processes
 - the rust tool's source tree is written by `ast-churn gen` (see rust-tool/)
 """
 import json
@@ -112,15 +113,63 @@ def big_c(path, scale):
     os.replace(path + ".tmp", path)
 
 
+def build_tree(path, scale):
+    """A C project of many small files and a Makefile: `make -j2 -B all` compiles each
+    (the gcc driver, cc1 and as: three short processes a file), links them, and counts
+    the lines of every source with `wc` (a shell loop, one process a file), as a build
+    or a configure script does. Under LD_PRELOAD every one of those processes loads the
+    allocator, so this is where what an allocator costs a process's start and exit
+    shows."""
+    rng = Rng(3)
+    files = max(8, int(120 * scale))
+    os.makedirs(path, exist_ok=True)
+    names = ["a", "b", "acc", "i"]
+    decls = []
+    for f in range(files):
+        lines = ["/* Generated for the real-programs suite's make program. */", ""]
+        for h in range(8):
+            lines.append("static long helper%d(long a, long b) { return (a << %d) ^ (b >> 1) ^ %d; }"
+                         % (h, h + 1, h * 7919))
+        for g in range(1 + rng.below(4)):
+            lines.append("long m%d_%d(long a, long b) {" % (f, g))
+            lines.append("    long acc = %d;" % rng.below(100))
+            lines.append("    for (long i = 0; i < %d; i++)" % (4 + rng.below(16)))
+            lines.append("        acc += %s;" % c_expr(rng, 3, names))
+            lines.append("    return acc ^ %s;" % c_expr(rng, 2, names[:3]))
+            lines.append("}")
+            decls.append("m%d_%d" % (f, g))
+        with open(os.path.join(path, "m%03d.c" % f), "w") as out:
+            out.write("\n".join(lines) + "\n")
+    main_lines = ["#include <stdio.h>"]
+    main_lines += ["long %s(long, long);" % d for d in decls]
+    main_lines.append("int main(void) {")
+    main_lines.append("    long acc = 0;")
+    main_lines += ["    acc ^= %s(acc, %d);" % (d, i) for i, d in enumerate(decls)]
+    main_lines.append('    printf("%ld\\n", acc);')
+    main_lines.append("    return 0;")
+    main_lines.append("}")
+    with open(os.path.join(path, "main.c"), "w") as out:
+        out.write("\n".join(main_lines) + "\n")
+    objs = " ".join("m%03d.o" % f for f in range(files)) + " main.o"
+    with open(os.path.join(path, "Makefile"), "w") as out:
+        out.write("OBJS = %s\n\n" % objs)
+        out.write("all: prog lines\n\n")
+        out.write("prog: $(OBJS)\n\tgcc -o $@ $(OBJS)\n\n")
+        out.write("%.o: %.c\n\tgcc -O1 -w -c $< -o $@\n\n")
+        out.write("lines: prog\n\t@for f in *.c; do wc -l < $$f; done | sort -n | uniq -c\n\t@./prog\n")
+        out.write("\n.PHONY: all lines\n")
+
+
 def main():
     out_dir, scale = sys.argv[1], float(sys.argv[2])
     os.makedirs(out_dir, exist_ok=True)
     stamp = os.path.join(out_dir, "inputs.scale")
     if os.path.exists(stamp) and open(stamp).read().strip() == repr(scale) and \
-            all(os.path.exists(os.path.join(out_dir, f)) for f in ("records.json", "big.c")):
+            all(os.path.exists(os.path.join(out_dir, f)) for f in ("records.json", "big.c", "build/Makefile")):
         return
     records_json(os.path.join(out_dir, "records.json"), scale)
     big_c(os.path.join(out_dir, "big.c"), scale)
+    build_tree(os.path.join(out_dir, "build"), scale)
     with open(stamp, "w") as f:
         f.write(repr(scale) + "\n")
 

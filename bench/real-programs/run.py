@@ -81,6 +81,11 @@ def programs(work, scale, bin_dir):
         "lua": dict(
             desc=f"Lua 5.4: {n(400_000)} table keys built, sorted, rehashed",
             argv=["lua5.4", f"{PROGRAMS_DIR}/hashkeys.lua", n(400_000)]),
+        "make": dict(
+            desc="make -j2: %d small C files compiled, linked, their lines counted "
+                 "(many short processes)" % len(glob.glob(f"{work}/build/m*.c")),
+            argv=["make", "-s", "-j2", "-B", "-C", f"{work}/build", "all"],
+            outputs=[f"{work}/build/prog"]),
         "rust-tool": dict(
             desc="syn + rayon: parse %d files into ASTs, re-parse half x3, drop 90%%" % len(
                 glob.glob(f"{work}/rust-src/*.rs")),

@@ -94,7 +94,14 @@ fn memcheck_sees_ebbs_blocks_with_the_valgrind_feature() {
                     output.status.success(),
                     "{scenario}: memcheck found errors\n{stderr}"
                 );
-                assert!(stderr.contains("definitely lost: 0 bytes"), "{stderr}");
+                // No leak: memcheck says so in its leak summary, or, when nothing at all
+                // is in use at exit (no purger thread started in a process this short),
+                // without one.
+                assert!(
+                    stderr.contains("definitely lost: 0 bytes")
+                        || stderr.contains("All heap blocks were freed -- no leaks are possible"),
+                    "{stderr}"
+                );
             }
             Some(text) => {
                 assert_eq!(output.status.code(), Some(99), "{scenario}\n{stderr}");

@@ -15,7 +15,9 @@
 //! **A single-threaded process** gets the thread too, by default: without it, memory it
 //! frees in the last purge delay before it stops calling the allocator (a daemon going
 //! idle) would stay committed until its next slow path, and the promise is memory back
-//! with no help from the program. The thread is not free to such a process, though,
+//! with no help from the program. It starts it once its first free memory has waited
+//! [`ALONE_START_GRACE_MS`], so the many processes that live a few milliseconds never
+//! pay for a thread (its memory goes back at their exit). The thread is not free to such a process, though,
 //! even asleep. The kernel gives every system call on a file descriptor of a process
 //! whose file table is shared a reference count on the file (`fdget`/`fput`: two
 //! atomics), and on a regular file also the file's position lock; glibc, once
@@ -125,12 +127,46 @@ fn second_thread_allocated() -> bool {
     COUNTERS.threads_created.load(Ordering::Relaxed) > HEAPS_BEFORE.load(Ordering::Relaxed) + 1
 }
 
+/// How long a process of one thread lets its first purge wait before it starts the
+/// purger (ms). Starting a thread and ending it at exit costs a process 80-130 µs on
+/// this project's VM, which a process that lives a millisecond or two pays in full
+/// (`ls`, `cat`, the gcc driver, every step of a shell script or a `make`:
+/// docs/REAL-PROGRAMS.md, "What the purger's start cost every process"); its memory
+/// goes back at exit anyway. Past the grace, the next slow path starts the thread.
+/// The cost: a process of one thread that frees memory in its first 50 ms and then
+/// never again reaches a slow path (an allocation that finds its page empty, a free
+/// that empties a page) keeps that memory committed until it does or exits.
+const ALONE_START_GRACE_MS: u64 = 50;
+
+/// When this process first wanted the purger (ms; 0: not yet). Reset in a fork child.
+static FIRST_WANTED_MS: AtomicU64 = AtomicU64::new(0);
+
 /// Start the background purger if the options ask for it in a process like this one.
 /// (Every slow path of a single-threaded process comes here: the thread count first.)
 #[inline]
 fn start_if_worth_it() {
     let options = crate::options::get();
-    if (second_thread_allocated() || options.background_alone) && options.background {
+    if !options.background {
+        return;
+    }
+    if second_thread_allocated() {
+        start();
+        return;
+    }
+    if !options.background_alone {
+        return;
+    }
+    // One thread: not within the grace (a clock read per slow path, only until the
+    // purger starts).
+    let now = os::now_ms();
+    let first = match FIRST_WANTED_MS.load(Ordering::Relaxed) {
+        0 => {
+            FIRST_WANTED_MS.store(now.max(1), Ordering::Relaxed);
+            now
+        }
+        first => first,
+    };
+    if now >= first.saturating_add(ALONE_START_GRACE_MS) {
         start();
     }
 }
@@ -317,7 +353,8 @@ pub fn reset_after_fork() {
     if PURGER.load(Ordering::Relaxed) != FAILED {
         PURGER.store(NOT_STARTED, Ordering::Relaxed);
     }
-    // The child is single-threaded whatever the parent was.
+    // The child is single-threaded whatever the parent was, and gets its own grace.
+    FIRST_WANTED_MS.store(0, Ordering::Relaxed);
     let created = COUNTERS.threads_created.load(Ordering::Relaxed);
     HEAPS_BEFORE.store(created.saturating_sub(1), Ordering::Relaxed);
     PURGER_WAKES_AT.store(u64::MAX, Ordering::Relaxed);
