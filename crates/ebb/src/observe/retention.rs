@@ -496,66 +496,68 @@ impl Retention {
                 )?;
             }
         }
+        self.write_top_classes(
+            w,
+            " free blocks kept resident by live ones, by class (largest first):",
+            |c| c.free_resident,
+            |w, c| {
+                writeln!(
+                    w,
+                    "  {:>7} B blocks: {} free resident; {} pages hold {} live blocks in {} resident OS pages; {} pages at most 1/{} full pin {} OS pages with {} blocks",
+                    c.block_size,
+                    Bytes(c.free_resident),
+                    c.pages,
+                    c.live_blocks,
+                    c.resident_os_pages,
+                    c.sparse_pages,
+                    SPARSE_DIVISOR,
+                    c.sparse_os_pages,
+                    c.sparse_live_blocks
+                )
+            },
+        )?;
+        self.write_top_classes(
+            w,
+            " pages with no live block, by class (largest first):",
+            |c| c.empty_resident,
+            |w, c| {
+                writeln!(
+                    w,
+                    "  {:>7} B blocks: {} resident in {} pages",
+                    c.block_size,
+                    Bytes(c.empty_resident),
+                    c.empty_pages
+                )
+            },
+        )
+    }
+
+    /// The ten classes with the most `bytes`, largest first, under `header` (nothing if
+    /// no class has any).
+    fn write_top_classes<W: Write>(
+        &self,
+        w: &mut W,
+        header: &str,
+        bytes: impl Fn(&ClassRetention) -> u64,
+        line: impl Fn(&mut W, &ClassRetention) -> fmt::Result,
+    ) -> fmt::Result {
         let mut order = [0u8; CLASS_COUNT];
         for (i, o) in order.iter_mut().enumerate() {
             *o = i as u8;
         }
         order.sort_unstable_by(|&a, &b| {
-            self.classes[b as usize]
-                .free_resident
-                .cmp(&self.classes[a as usize].free_resident)
+            bytes(&self.classes[b as usize]).cmp(&bytes(&self.classes[a as usize]))
         });
         let top = order
             .iter()
             .map(|&i| &self.classes[i as usize])
-            .filter(|c| c.free_resident > 0)
+            .filter(|c| bytes(c) > 0)
             .take(10);
-        let mut header = false;
-        for c in top {
-            if !header {
-                writeln!(
-                    w,
-                    " free blocks kept resident by live ones, by class (largest first):"
-                )?;
-                header = true;
+        for (i, c) in top.enumerate() {
+            if i == 0 {
+                writeln!(w, "{header}")?;
             }
-            writeln!(
-                w,
-                "  {:>7} B blocks: {} free resident; {} pages hold {} live blocks in {} resident OS pages; {} pages at most 1/{} full pin {} OS pages with {} blocks",
-                c.block_size,
-                Bytes(c.free_resident),
-                c.pages,
-                c.live_blocks,
-                c.resident_os_pages,
-                c.sparse_pages,
-                SPARSE_DIVISOR,
-                c.sparse_os_pages,
-                c.sparse_live_blocks
-            )?;
-        }
-        order.sort_unstable_by(|&a, &b| {
-            self.classes[b as usize]
-                .empty_resident
-                .cmp(&self.classes[a as usize].empty_resident)
-        });
-        let top = order
-            .iter()
-            .map(|&i| &self.classes[i as usize])
-            .filter(|c| c.empty_resident > 0)
-            .take(10);
-        let mut header = false;
-        for c in top {
-            if !header {
-                writeln!(w, " pages with no live block, by class (largest first):")?;
-                header = true;
-            }
-            writeln!(
-                w,
-                "  {:>7} B blocks: {} resident in {} pages",
-                c.block_size,
-                Bytes(c.empty_resident),
-                c.empty_pages
-            )?;
+            line(w, c)?;
         }
         Ok(())
     }
