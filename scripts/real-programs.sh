@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-programs suite (bench/real-programs, docs/REAL-PROGRAMS.md): gcc, jq, CPython,
-# sqlite3, perl, Lua and a syn + rayon Rust tool, each run under ebb, glibc, jemalloc,
+# sqlite3, perl, Lua, make (many short processes) and a syn + rayon Rust tool, each run under ebb, glibc, jemalloc,
 # tcmalloc, mimalloc 2 and mimalloc 3, interleaved, with wall time, whole-process CPU,
 # peak RSS and a hash of each program's output.
 #
@@ -15,7 +15,7 @@
 #                                         $WORK/profile.md (about 20 min on a busy machine)
 #
 # Needs: gcc, make, jq, python3, sqlite3, perl, lua5.4 and the Debian allocators
-#   apt-get install -y jq sqlite3 lua5.4 libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
+#   apt-get install -y make jq sqlite3 lua5.4 libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
 # Builds target/release/libebb.so, target/mimalloc3/libmimalloc3.so and the Rust tool's
 # four builds (ebb, tikv-jemallocator, mimalloc crate, system); inputs and results go to
 # $WORK (default target/real-programs; results.json there).
@@ -41,7 +41,7 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "error: missing ${missing[*]}; install with" >&2
-    echo "  apt-get install -y jq sqlite3 lua5.4 libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4" >&2
+    echo "  apt-get install -y make jq sqlite3 lua5.4 libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4" >&2
     exit 1
 fi
 
