@@ -607,3 +607,117 @@ fn first_class_heaps_in_check_mode() {
     );
     assert!(!run.stderr.contains("ebb: free"), "{}", run.describe());
 }
+
+// ------------------------------------------------------------------------------------
+// How libebb.so is laid out (crates/ebb-capi/build_layout.rs)
+
+/// Defined functions of `library` by address: (address, size, demangled name).
+fn functions_of(library: &std::path::Path) -> Vec<(u64, u64, String)> {
+    let output = std::process::Command::new("nm")
+        .args(["-C", "-S", "--defined-only"])
+        .arg(library)
+        .output()
+        .expect("nm (binutils) runs");
+    assert!(
+        output.status.success(),
+        "nm failed on {}",
+        library.display()
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(4, ' ');
+            let address = u64::from_str_radix(fields.next()?, 16).ok()?;
+            let (size, kind, name) = match (fields.next()?, fields.next()?, fields.next()) {
+                (size, kind, Some(name)) => (u64::from_str_radix(size, 16).ok()?, kind, name),
+                // `frame_dummy` and other assembler labels have no size.
+                (kind, name, None) => (0, kind, name),
+            };
+            matches!(kind, "t" | "T").then(|| (address, size, name.to_string()))
+        })
+        .collect()
+}
+
+/// The code a process runs at its first malloc and free, and once at start-up, lies
+/// together, ahead of the rest of the allocator and apart from the heap profiler's
+/// symbolizer, so that the kernel's 64 KiB fault-around windows map little else
+/// (build_layout.rs says why). Fails with the linker script left out: the functions
+/// then spread over 1.2 MiB with gimli and addr2line among them.
+#[test]
+fn startup_code_lies_together() {
+    if env!("EBB_LINK_LAYOUT") != "1" {
+        eprintln!("the linker did not take the layout script; nothing to check");
+        return;
+    }
+    let functions = functions_of(libebb());
+    let startup = [
+        "malloc",
+        "free",
+        "calloc",
+        "realloc",
+        "ebb::front::heap::ensure_heap",
+        "ebb::front::slow::malloc_slow",
+        "ebb::front::slow::free_slow_inner",
+        "ebb::span::arena::search_or_reserve",
+        "ebb::span::segment::Segment::reserve_for",
+        "ebb::os::linux::reserve_aligned",
+        "ebb::options::load",
+        "ebb::register_pprof_encoder",
+        "std::sys::args::unix::imp::ARGV_INIT_ARRAY::init_wrapper",
+        "frame_dummy",
+        "pthread_atfork",
+    ];
+    let mut low = u64::MAX;
+    let mut high = 0;
+    for name in startup {
+        let found: Vec<_> = functions.iter().filter(|(_, _, n)| n == name).collect();
+        assert!(!found.is_empty(), "{name} is not in libebb.so");
+        for (address, size, _) in found {
+            low = low.min(*address);
+            high = high.max(address + size);
+        }
+    }
+    let inside: Vec<&String> = functions
+        .iter()
+        .filter(|(address, _, _)| (low..high).contains(address))
+        .map(|(_, _, name)| name)
+        .filter(|name| {
+            ["gimli::", "addr2line::", "cpp_demangle::", "miniz_oxide::"]
+                .iter()
+                .any(|p| name.starts_with(p))
+                || name.starts_with("ebb::span::huge::")
+                || name.starts_with("ebb::front::guarded::")
+        })
+        .collect();
+    assert!(
+        inside.is_empty(),
+        "start-up code at {low:#x}..{high:#x} has among it {inside:?}"
+    );
+    if profile_dir().ends_with("release") {
+        assert!(
+            high - low <= 128 * 1024,
+            "start-up code spans {} KiB ({low:#x}..{high:#x}), more than two 64 KiB windows",
+            (high - low) / 1024
+        );
+    }
+}
+
+/// The relative relocations are packed (`DT_RELR`) where the linker could: 0.6 KiB for
+/// the loader to read instead of 57 KiB.
+#[test]
+fn relative_relocations_are_packed() {
+    if env!("EBB_PACKED_RELOCS") != "1" {
+        eprintln!("the linker did not take -z pack-relative-relocs; nothing to check");
+        return;
+    }
+    let output = std::process::Command::new("readelf")
+        .arg("-d")
+        .arg(libebb())
+        .output()
+        .expect("readelf (binutils) runs");
+    let dynamic = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        dynamic.contains("(RELR)"),
+        "no RELR entry in libebb.so's dynamic section:\n{dynamic}"
+    );
+}
