@@ -268,6 +268,7 @@ fn spec(
     command: Vec<OsString>,
     show_output: bool,
     builtin: bool,
+    ebb_details: bool,
 ) -> Result<runner::RunSpec> {
     let default_interval = Duration::from_millis(if builtin { 100 } else { 250 });
     let ready = match &sampling.ready {
@@ -284,6 +285,7 @@ fn spec(
         drive_for: sampling.drive_for,
         idle: sampling.idle.or(builtin.then_some(Duration::from_secs(4))),
         show_output,
+        ebb_details,
     })
 }
 
@@ -310,7 +312,14 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         }
     };
     let text = command_text(&args.command);
-    let spec = spec(&args.sampling, allocator, args.command, !args.quiet, false)?;
+    let spec = spec(
+        &args.sampling,
+        allocator,
+        args.command,
+        !args.quiet,
+        false,
+        true,
+    )?;
     let bar = progress_bar();
     let result = runner::run(&spec, &mut |p| {
         bar.set_message(format!(
@@ -406,6 +415,7 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
                 command.clone(),
                 args.show_output,
                 builtin,
+                false,
             )
         })
         .collect::<Result<Vec<_>>>()?;
@@ -458,14 +468,51 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
             }
         }
     }
+    // ebb's statistics and retention reports come from one more run of each ebb
+    // library, not timed (`RunSpec::ebb_details` says why).
+    let mut details: Vec<Option<runner::RunResult>> = vec![None; specs.len()];
+    for (i, spec) in specs.iter().enumerate() {
+        if interrupted() || !spec.allocator.is_ebb || results[i].is_empty() {
+            continue;
+        }
+        let spec = runner::RunSpec {
+            ebb_details: true,
+            ..spec.clone()
+        };
+        let result = runner::run(&spec, &mut |p| {
+            bar.set_message(format!(
+                "{} · statistics run (not timed) · {} · {:.1} s",
+                spec.allocator.name, p.phase, p.t
+            ));
+            bar.tick();
+        });
+        match result {
+            Ok(r) if !r.interrupted => details[i] = Some(r),
+            Ok(_) => {}
+            Err(e) => {
+                bar.suspend(|| eprintln!("ebb: {}: statistics run: {e:#}", spec.allocator.name))
+            }
+        }
+    }
     bar.finish_and_clear();
     // After Ctrl-C, allocators may have one run fewer; keep those that have any.
+    let kept: Vec<bool> = results.iter().map(|r| !r.is_empty()).collect();
     let (names, results): (Vec<String>, Vec<Vec<runner::RunResult>>) = names
         .into_iter()
         .zip(results)
         .filter(|(_, r)| !r.is_empty())
         .unzip();
-    let summaries = compare::summarise(&names, &results);
+    let ebb_details: Vec<Option<runner::RunResult>> = details
+        .into_iter()
+        .zip(kept)
+        .filter_map(|(d, k)| k.then_some(d))
+        .collect();
+    let mut summaries = compare::summarise(&names, &results);
+    for (summary, detail) in summaries.iter_mut().zip(&ebb_details) {
+        if let Some(d) = detail {
+            summary.ebb = compare::ebb_summary(&[d]);
+        }
+    }
     print!("{}", report::compare_text(&text, runs, &summaries));
     let out = report::CompareJson {
         command: command_text(&command),
@@ -475,6 +522,7 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
         skipped,
         summaries,
         results,
+        ebb_details,
     };
     if let Some(path) = &args.sampling.json {
         write_file(path, &serde_json::to_string_pretty(&out)?, "JSON")?;

@@ -28,6 +28,11 @@ pub struct CompareJson {
     pub summaries: Vec<AllocatorSummary>,
     /// Every run of each allocator, in the order of `summaries`.
     pub results: Vec<Vec<RunResult>>,
+    /// For each allocator in the order of `summaries`: under ebb, one more run, not
+    /// timed, in which each process wrote ebb's statistics (`ebb_stats`) and retention
+    /// report (`ebb_retention`); the `ebb` figures of `summaries` come from it. `null`
+    /// for the other allocators.
+    pub ebb_details: Vec<Option<RunResult>>,
 }
 
 fn mem_line(label: &str, m: &crate::procfs::Mem) -> String {

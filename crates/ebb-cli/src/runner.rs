@@ -25,6 +25,7 @@ const TAIL_LINES: usize = 20;
 /// How often the loop looks for exits, output lines and Ctrl-C between samples.
 const POLL: Duration = Duration::from_millis(10);
 
+#[derive(Clone)]
 pub struct RunSpec {
     pub command: Vec<OsString>,
     pub allocator: Allocator,
@@ -36,6 +37,11 @@ pub struct RunSpec {
     pub idle: Option<Duration>,
     /// Show the command's output (and give it our stdin); otherwise keep its last lines.
     pub show_output: bool,
+    /// Under ebb: have each process write its statistics (`EBB_STATS_FILE`) and
+    /// retention report (`EBB_REPORT`) at exit. Off for `compare`'s timed runs: the
+    /// reports cost each process 0.1-1 ms at exit (the retention report reads
+    /// `/proc/self/smaps`), which a command of many processes would be charged for.
+    pub ebb_details: bool,
 }
 
 impl RunSpec {
@@ -316,7 +322,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
         }
         cmd.env("LD_PRELOAD", preload);
     }
-    if spec.allocator.is_ebb {
+    if spec.allocator.is_ebb && spec.ebb_details {
         cmd.env("EBB_STATS_FILE", stats_dir.0.join("ebb-stats-%p.json"));
         cmd.env("EBB_REPORT", stats_dir.0.join("ebb-retention-%p.json"));
     }

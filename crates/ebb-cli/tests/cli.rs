@@ -398,12 +398,23 @@ fn builtin_workload_runs_as_a_server_with_idle_marks() {
     assert_eq!(r["exit"]["stopped_by_ebb"], true);
     // The workload allocates 2 x 48 MiB in its burst.
     assert!(f(&r["peak"]["rss"]) >= 96.0 * MIB, "{}", r["peak"]);
-    // Stopped with SIGTERM, the workload under ebb still wrote ebb's stats at exit.
-    let stats = c["results"][1][0]["ebb_stats"].as_array().unwrap();
+    // ebb's timed run wrote no statistics (their cost at exit would be charged to
+    // ebb); the one more run did: stopped with SIGTERM, the workload under ebb still
+    // wrote ebb's stats at exit, and the summary's ebb figures are that run's.
+    let timed = c["results"][1][0]["ebb_stats"].as_array().unwrap();
+    assert!(timed.is_empty(), "{timed:?}");
+    assert!(c["ebb_details"][0].is_null(), "{}", c["ebb_details"][0]);
+    let details = &c["ebb_details"][1];
+    let stats = details["ebb_stats"].as_array().unwrap();
     assert_eq!(stats.len(), 1, "{stats:?}");
     assert!(stats[0]["purged"].as_u64().unwrap() > 0, "{}", stats[0]);
+    assert!(
+        f(&c["summaries"][1]["ebb"]["purged"]) > 0.0,
+        "{}",
+        c["summaries"][1]
+    );
     // And its retention report: the process's RSS at exit, split into parts.
-    let retention = c["results"][1][0]["ebb_retention"].as_array().unwrap();
+    let retention = details["ebb_retention"].as_array().unwrap();
     assert_eq!(retention.len(), 1, "{retention:?}");
     assert!(
         retention[0]["rss"].as_u64().unwrap() > 0 && retention[0]["parts_total"].is_u64(),
