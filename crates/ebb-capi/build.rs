@@ -64,19 +64,28 @@ fn main() {
     }
 }
 
-/// Whether the C compiler links a shared object with `argument` without an error or a
-/// warning (GNU ld warns about a `-z` option it does not know and goes on).
+/// Whether the linker rustc will use links a shared object with `argument` without an
+/// error or a warning (GNU ld warns about a `-z` option it does not know and goes on).
+/// The probe runs the linker driver rustc will (`-C linker` in `RUSTFLAGS`, else the one
+/// Cargo resolved, `RUSTC_LINKER`, else `$CC`, else `cc`) with the link arguments of
+/// `RUSTFLAGS`, so a build that asks for another linker (`-C link-arg=-fuse-ld=gold`:
+/// gold cannot read `INSERT`) probes that one.
 fn linker_takes(argument: &str) -> bool {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let (rustflags_linker, link_args) = rustflags_linking();
+    let linker = rustflags_linker
+        .or_else(|| std::env::var("RUSTC_LINKER").ok())
+        .or_else(|| std::env::var("CC").ok())
+        .unwrap_or_else(|| "cc".to_string());
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));
     let source = out_dir.join("probe.c");
     if std::fs::write(&source, "int ebb_probe(void) { return 1; }\n").is_err() {
         return false;
     }
-    let output = Command::new(cc)
+    let output = Command::new(linker)
         .args(["-shared", "-fPIC", "-o"])
         .arg(out_dir.join("probe.so"))
         .arg(&source)
+        .args(link_args)
         .arg(argument)
         .output();
     match output {
@@ -86,6 +95,36 @@ fn linker_takes(argument: &str) -> bool {
         }
         Err(_) => false,
     }
+}
+
+/// The `-C linker=...`, and the `-C link-arg=...` and `-C link-args=...`, of the rustc
+/// flags Cargo passes (`CARGO_ENCODED_RUSTFLAGS`, arguments separated by 0x1f).
+fn rustflags_linking() -> (Option<String>, Vec<String>) {
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let mut linker = None;
+    let mut args = Vec::new();
+    let mut codegen_next = false;
+    for flag in flags.split('\x1f').filter(|f| !f.is_empty()) {
+        let option = match flag.strip_prefix("-C") {
+            Some("") => {
+                codegen_next = true;
+                continue;
+            }
+            Some(rest) => rest,
+            None if codegen_next => flag,
+            None => continue,
+        };
+        codegen_next = false;
+        if let Some(arg) = option.strip_prefix("link-arg=") {
+            args.push(arg.to_string());
+        } else if let Some(list) = option.strip_prefix("link-args=") {
+            args.extend(list.split_whitespace().map(str::to_string));
+        } else if let Some(path) = option.strip_prefix("linker=") {
+            linker = Some(path.to_string());
+        }
+    }
+    (linker, args)
 }
 
 /// The path of `libgcc_eh.a` as the C compiler reports it, if the file exists.
