@@ -78,7 +78,10 @@ fn linker_takes(argument: &str) -> bool {
         .unwrap_or_else(|| "cc".to_string());
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));
     let source = out_dir.join("probe.c");
-    if std::fs::write(&source, "int ebb_probe(void) { return 1; }\n").is_err() {
+    // A constant too: lld will not insert a section before a `.rodata` the link lacks.
+    let probe = "const char ebb_probe_text[] = \"ebb\";\n\
+                 int ebb_probe(int i) { return ebb_probe_text[i]; }\n";
+    if std::fs::write(&source, probe).is_err() {
         return false;
     }
     let output = Command::new(linker)
