@@ -7,7 +7,7 @@
 //! demangling, compression) that a process runs only when it writes a profile; the
 //! constants the allocator reads (the size-class tables) lie among the symbolizer's.
 //! `cat` under `LD_PRELOAD` had 424 KiB of the library's text resident and 192 KiB of
-//! its read-only data; laid out by this script (with packed relocations), 240 and 64
+//! its read-only data; laid out by this script (with packed relocations), 128 and 64
 //! KiB (docs/REAL-PROGRAMS.md, "What libebb.so costs a process in pages").
 //!
 //! The script is added to the linker's default one (`INSERT`), not a replacement.
