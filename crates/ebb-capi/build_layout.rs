@@ -83,8 +83,9 @@ const ENTRY_POINTS: &[&str] = &[
 
 /// What runs once in every process besides the allocator: the profiler's encoder
 /// registration (a constructor of libebb.so's own crate), the standard library's argv
-/// constructor, the C runtime's frame registration, and libc_nonshared's
-/// `pthread_atfork` (the fork handlers are registered at the first malloc).
+/// constructor, the C runtime's frame registration, libc_nonshared's `pthread_atfork`
+/// (the fork handlers are registered at the first malloc), and the PLT, through which
+/// that `pthread_atfork` and the C runtime's exit code (`__cxa_finalize`) call libc.
 const ONCE_PER_PROCESS: &[&str] = &[
     "*(.text._ZN3ebb22register_pprof_encoder*)",
     "*(.text._R*ARGV_INIT_ARRAY*)",
