@@ -573,6 +573,38 @@ fn retention_report_on_a_signal() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Arming the reports leaves a single-threaded program single-threaded: with
+/// `EBB_REPORT_SIGNAL`, the first malloc starts the report's thread, whose creation
+/// allocates on the calling thread (glibc's thread-local storage), and that inner malloc
+/// made the thread's heap; the outer one then made a second, counted as a thread, so
+/// every single-heap policy (`front/empty_pages.rs`) was off while the report watched.
+#[test]
+fn reports_armed_make_no_second_heap() {
+    let dir = std::env::temp_dir().join(format!("ebb-armed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let stats = dir.join("stats.json");
+    let report = dir.join("report.txt");
+    for signal in [None, Some("USR2")] {
+        let mut env = vec![
+            ("EBB_STATS_FILE", stats.to_str().unwrap()),
+            ("EBB_REPORT", report.to_str().unwrap()),
+        ];
+        if let Some(signal) = signal {
+            env.push(("EBB_REPORT_SIGNAL", signal));
+        }
+        let run = run(&program("trivial.c"), &[], true, &env);
+        run.assert_success().assert_ebb(true);
+        let json = std::fs::read_to_string(&stats).unwrap();
+        assert_eq!(
+            (json_figure(&json, "threads_created"), json_figure(&json, "heaps_live")),
+            (1, 1),
+            "EBB_REPORT_SIGNAL={signal:?}: {json}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// First-class heaps through the C API (tests/c/heap.c): allocation, frees by another
 /// thread, destroy, delete, and a thread that allocates from a heap it does not own.
 #[test]

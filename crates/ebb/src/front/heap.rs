@@ -287,6 +287,15 @@ pub fn ensure_heap() -> *mut Heap {
     if process::init(&HOOKS) {
         arm_reports();
         crate::front::guarded::init();
+        // Arming may have allocated on this thread (`pthread_create` of the report
+        // watcher allocates its thread's TLS), which made the thread its heap: a second
+        // one would be an orphan counted as a thread, and the process would no longer
+        // look single-threaded (`empty_pages`, `EBB_REPORT_SIGNAL` changing what it
+        // reports on).
+        let heap = tls::heap();
+        if heap != empty_heap() {
+            return heap;
+        }
     }
     let heap = new_heap();
     if heap.is_null() {
