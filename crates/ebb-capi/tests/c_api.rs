@@ -597,7 +597,10 @@ fn reports_armed_make_no_second_heap() {
         run.assert_success().assert_ebb(true);
         let json = std::fs::read_to_string(&stats).unwrap();
         assert_eq!(
-            (json_figure(&json, "threads_created"), json_figure(&json, "heaps_live")),
+            (
+                json_figure(&json, "threads_created"),
+                json_figure(&json, "heaps_live")
+            ),
             (1, 1),
             "EBB_REPORT_SIGNAL={signal:?}: {json}"
         );
