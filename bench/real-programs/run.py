@@ -53,6 +53,9 @@ ALLOCATORS = {
     "ebb-dense": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "ebb-nodense": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "ebb-large": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
+    # Another build of libebb.so, for A/B runs of a change (EBB_BASE_LIB=path; C programs
+    # only: the Rust tool links its allocator in).
+    "ebb-base": (os.environ.get("EBB_BASE_LIB", os.path.join(ROOT, "target/release/libebb.so")), "ebb"),
     "glibc": (None, "system"),
     "jemalloc": (os.path.join(LIBDIR, "libjemalloc.so.2"), "jemalloc"),
     "tcmalloc": (os.path.join(LIBDIR, "libtcmalloc_minimal.so.4"), "system"),

@@ -3,7 +3,9 @@
 //! used to keep one empty page per class (its current page, one block resident each);
 //! now, when its heap next takes a span for a page, it keeps empty pages of those
 //! classes only up to a budget of block bytes (the smaller classes) and gives the
-//! others back. With a second thread's heap live, nothing is given back. A test binary
+//! others back. And when frees alone empty them (no span taken in between), the free
+//! that empties a current page holds the others to a budget of carved block bytes
+//! (`KEPT_EMPTIED_BYTES`). With a second thread's heap live, nothing is given back. A test binary
 //! of its own without the test harness (`harness = false` in Cargo.toml): the harness
 //! runs tests on threads of their own, so the process would never have one heap.
 
@@ -15,6 +17,8 @@ static A: ebb::Ebb = ebb::Ebb;
 const KIB: usize = 1024;
 /// `front::empty_pages::KEPT_EMPTY_BYTES`.
 const BUDGET: u64 = 2048 * KIB as u64;
+/// `front::empty_pages::KEPT_EMPTIED_BYTES`.
+const EMPTIED_BUDGET: u64 = 1024 * KIB as u64;
 /// One block in each: block sizes of classes above 8 KiB, 3.8 MiB in all but the last.
 const SIZES: [usize; 15] = [
     96, 112, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448, 480, 512,
@@ -76,6 +80,29 @@ fn main() {
     assert!(
         pages.contains(&(last, 1)),
         "the class used last gave its page back before taking any span: {pages:?}"
+    );
+
+    // All live at once, then freed smallest first: the heap takes no span while the
+    // frees empty its pages, and each emptying holds the others to the budget, the
+    // page just emptied kept (each page carved its one block).
+    let blocks: Vec<*mut u8> = SIZES.iter().map(|&kib| block(kib)).collect();
+    for (&kib, &p) in SIZES.iter().zip(&blocks) {
+        // SAFETY: allocated above with this layout.
+        unsafe { dealloc(p, layout(kib)) };
+    }
+    let pages = big_pages();
+    let empty_bytes: u64 = pages
+        .iter()
+        .filter(|&&(size, _)| size != last)
+        .map(|&(size, pages)| size * pages)
+        .sum();
+    assert!(
+        empty_bytes <= EMPTIED_BUDGET,
+        "frees emptying pages kept {empty_bytes} B of blocks in the others: {pages:?}"
+    );
+    assert!(
+        pages.contains(&(last, 1)) && pages.contains(&((SIZES[0] * KIB) as u64, 1)),
+        "the page emptied last, or the smallest class's, was given back: {pages:?}"
     );
 
     // With a second heap live, every class keeps its page.

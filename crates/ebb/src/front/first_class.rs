@@ -458,7 +458,7 @@ pub unsafe fn free(fc: *mut FirstClass, ptr: *mut u8) {
     }
 }
 
-/// A local free emptied `page` (not a current page).
+/// A local free emptied `page` (not a current page, unless of a class above 8 KiB).
 #[cold]
 #[inline(never)]
 unsafe fn page_emptied(fc: *mut FirstClass, page: *mut Page) {
@@ -474,8 +474,12 @@ unsafe fn page_emptied(fc: *mut FirstClass, page: *mut Page) {
         } else {
             let heap = addr_of_mut!((*fc).heap);
             let class = (*page).class as usize;
-            if (*heap).queues[class].first == page && (*page).next.is_null() {
-                return; // the only page of its class: keep it
+            if (*heap).current_page(class) == page
+                || ((*heap).queues[class].first == page && (*page).next.is_null())
+            {
+                // The current page (of a class above 8 KiB, which has no `CURRENT`
+                // flag), or the only page of its class: keep it.
+                return;
             }
             queue_remove(heap, class, page);
             (*page).gather_frees();

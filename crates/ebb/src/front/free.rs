@@ -247,7 +247,9 @@ unsafe fn free_other_and_leave(
 unsafe fn page_emptied_and_leave(heap: *mut heap::Heap, page: *mut crate::span::page::Page) {
     // SAFETY: forwarded from `free`.
     unsafe {
-        slow::page_emptied(page);
+        if !crate::front::empty_pages::seen_emptied(heap, page) {
+            slow::page_emptied(page);
+        }
         (*heap).leave();
     }
 }

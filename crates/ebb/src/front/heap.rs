@@ -29,9 +29,10 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsiz
 /// Per-thread allocation state.
 ///
 /// Invariants: `current[c]` is `queues[c].first`, or the empty page if the queue is
-/// empty (or the heap was just stolen from); a page has `page::CURRENT` set in its
-/// `used` word exactly while some `current[c]` names it (a stolen heap's pages keep the
-/// flag until `abandon::abandon` clears it); every page in `queues[c]` is owned by this
+/// empty (or the heap was just stolen from); a page of blocks up to 8 KiB has
+/// `page::CURRENT` set in its `used` word exactly while some `current[c]` names it (a
+/// stolen heap's pages keep the flag until `abandon::abandon` clears it), a page of
+/// bigger blocks never (`flags_current`); every page in `queues[c]` is owned by this
 /// heap (`owner == owner_word`) and has class `c`. Only the owning thread changes the
 /// heap, except a stealer (`takeover.rs`) that has proved the owner is outside every
 /// allocator call.
@@ -94,6 +95,10 @@ pub struct Heap {
     /// The heap has taken in other threads' frees into its pages since it was handed
     /// to its thread: its classes keep one-slice pages (`spread::count_refill`).
     pub took_remote_frees: bool,
+    /// Classes above 8 KiB (bit `class - empty_pages::FIRST_LET_GO_CLASS`) whose current
+    /// page a free emptied (`empty_pages::current_page_emptied`). A hint, checked on
+    /// use: a malloc fast path refilling the page does not clear the bit.
+    pub emptied_current: u64,
     /// Check mode (`CHECK_TAG` in `owner_word`): the current page of each class. The
     /// tables above then always name the empty page, so every malloc takes the slow
     /// path, where `check::mark_allocated` records the block. Null (never read)
@@ -110,6 +115,15 @@ pub struct Heap {
 /// that allocates only from the shared start pages costs 4 KiB of heap, not 8.
 pub const HOT_BYTES: usize = core::mem::offset_of!(Heap, queues);
 const _: () = assert!(HOT_BYTES <= 4096);
+
+/// Whether the current page of `class` carries `page::CURRENT`: only pages of blocks up
+/// to 8 KiB. The free that empties the current page of a bigger class leaves the fast
+/// path (`slow::retire`), where the heap decides whether to keep the page
+/// (`empty_pages::current_page_emptied`).
+#[inline(always)]
+pub const fn flags_current(class: usize) -> bool {
+    class < crate::front::empty_pages::FIRST_LET_GO_CLASS
+}
 
 impl Heap {
     pub const fn empty() -> Self {
@@ -137,6 +151,7 @@ impl Heap {
             queues: [PageList::new(); CLASS_COUNT],
             dense_refills: [0; CLASS_COUNT],
             took_remote_frees: false,
+            emptied_current: 0,
             checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             sampler: crate::profile::HeapSampler::new(),
             guard: crate::front::guarded::HeapGuard::new(),
@@ -162,13 +177,24 @@ impl Heap {
                 if old != empty {
                     (*old).set_is_current(false);
                 }
-                if page != empty {
+                if page != empty && flags_current(class) {
                     debug_assert_eq!((*page).class as usize, class);
                     (*page).set_is_current(true);
                 }
             }
         }
         table[class].store(page, Ordering::Relaxed);
+    }
+
+    /// The current page of `class` in the table the heap's mode uses (`checked_current`
+    /// in check mode).
+    pub fn current_page(&self, class: usize) -> *mut Page {
+        let table = if self.owner_word & CHECK_TAG != 0 {
+            &self.checked_current
+        } else {
+            &self.current
+        };
+        table[class].load(Ordering::Relaxed)
     }
 
     pub fn refresh_current(&self, class: usize) {
@@ -195,7 +221,7 @@ impl Heap {
             empty_page()
         } else {
             // SAFETY: a queued page of this heap, a valid descriptor; an atomic read.
-            debug_assert!(unsafe { (*first).is_current() });
+            debug_assert!(!flags_current(class) || unsafe { (*first).is_current() });
             first
         };
         table[class].store(page, Ordering::Relaxed);

@@ -724,15 +724,24 @@ pub unsafe fn page_emptied(page: *mut Page) {
 }
 
 /// A page of ours became unused: keep it if it is the only page of its class (so a
-/// thread that allocates and frees one block does not churn spans), else free it.
+/// thread that allocates and frees one block does not churn spans), else free it. The
+/// current page of a class above 8 KiB (which has no `CURRENT` flag) is kept, and the
+/// heap's other empty ones are held to a budget (`empty_pages::current_page_emptied`).
 ///
 /// # Safety
-/// `heap` is the calling thread's heap and owns `page`, which is unused and not current.
+/// `heap` is the calling thread's heap and owns `page`, which is unused and not current
+/// unless its class is above 8 KiB.
 unsafe fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: we own the page and the heap.
     unsafe {
         debug_assert!(!(*page).is_current(), "the current page is never retired");
         let class = (*page).class as usize;
+        if (*heap).current_page(class) == page {
+            // Blocks above 8 KiB: their current page has no `CURRENT` flag.
+            debug_assert!(!crate::front::heap::flags_current(class));
+            crate::front::empty_pages::current_page_emptied(heap, class);
+            return;
+        }
         let queue = &(*heap).queues[class];
         if queue.first == page && (*page).next.is_null() {
             return;
