@@ -19,22 +19,26 @@
 //! **And when a free empties one** ([`current_page_emptied`]). Taking spans is not
 //! what a program does at its peak: `cc1` held 4.7 MiB in empty pages at its peak RSS
 //! (for 5.6 MiB of live blocks; `EBB_REPORT_SIGNAL`), built up since its last span. So
-//! pages of blocks above 8 KiB never carry `page::CURRENT` (`heap::flags_current`):
-//! the free that empties the current page leaves the fast path, the page stays
-//! current, and the heap's other emptied current pages (the classes in
-//! `Heap::emptied_current`) are held to [`KEPT_EMPTIED_BYTES`] of carved blocks (what
-//! they may hold resident), the page just emptied counted first, then the smallest
-//! classes. What goes is purged inside first (`Page::purge_free_blocks`): given back
+//! the current page of a class above 8 KiB carries `page::CURRENT` only while its
+//! class's bit is set in `Heap::emptied_current` (`heap::flags_current` says which
+//! classes always carry it): the free that empties a page without the flag leaves the
+//! fast path, the page stays current, its class's bit is set and the page flagged, and
+//! the heap's other emptied current pages (the classes with their bit set) are held to
+//! [`KEPT_EMPTIED_BYTES`] of carved blocks (what they may hold resident), the page just
+//! emptied counted first, then the smallest classes. A class found refilled there
+//! loses its bit and its page the flag, so its next emptying is seen again; the budget
+//! looks at the heap's empty pages whenever their set may have grown, and a heap
+//! allocating and freeing one block at a time runs the fast path after its first
+//! emptying. What goes is purged inside first (`Page::purge_free_blocks`): given back
 //! as it is, a span stays resident among the free spans until the retention scan, and
 //! the next page of its class is carved from other memory (tried: `cc1`'s peak RSS
 //! 2.4 MiB higher than keeping everything). Measured on `cc1` (real-programs suite):
 //! peak RSS 135.0 → 131.5 MiB (glibc 127.1); ebb's part at the peak 13 → 10 MiB, its
 //! empty pages 4.7 → 1.9 MiB. With 2 MiB of one block per page as the budget here,
 //! 133.3; with 2 MiB of carved blocks, 132.3. Only classes above 64 KiB: no gain (134.3).
-//! The cost: a free that empties such a page and whose class the heap has seen
-//! emptied before returns at once ([`seen_emptied`]); a malloc+free pair of one block
-//! of 16-256 KiB takes 85-98 instructions against 64-77 with the flag (callgrind),
-//! at least 4 KiB of the block written.
+//! Without the flag until the next page change (a first version), every emptying free
+//! left the fast path: a malloc+free pair of one 16-256 KiB block cost 85-98
+//! instructions against 64-77 (callgrind), 130-143 through the whole slow path.
 //!
 //! **A budget.** The smallest classes keep their empty pages up to
 //! [`KEPT_EMPTY_BYTES`] of blocks (one block per page), the rest go, the biggest blocks
@@ -134,11 +138,14 @@ pub unsafe fn current_page_emptied(heap: *mut Heap, class: usize) {
         let this = 1u64 << (class - FIRST_LET_GO_CLASS);
         let mut others = (*heap).emptied_current & !this;
         (*heap).emptied_current |= this;
+        let page = (*heap).current_page(class);
+        // Seen: its next emptyings stay on the fast path until the bit is cleared.
+        (*page).set_is_current(true);
         if others == 0 || COUNTERS.threads.load(Ordering::Relaxed) > 1 {
             return;
         }
         let empty = empty_page();
-        let mut kept = carved_bytes((*heap).current_page(class));
+        let mut kept = carved_bytes(page);
         let mut let_go = false;
         while others != 0 {
             let bit = others & others.wrapping_neg();
@@ -148,7 +155,11 @@ pub unsafe fn current_page_emptied(heap: *mut Heap, class: usize) {
             // SAFETY: a page the heap's table names is the heap's own; `used` counts
             // the blocks freed by other threads until the owner takes them in.
             if page == empty || (*page).used() != 0 {
-                (*heap).emptied_current &= !bit; // refilled, or let go since
+                // Refilled (its next emptying is to be seen again), or let go since.
+                (*heap).emptied_current &= !bit;
+                if page != empty {
+                    (*page).set_is_current(false);
+                }
                 continue;
             }
             kept += carved_bytes(page);
@@ -164,27 +175,6 @@ pub unsafe fn current_page_emptied(heap: *mut Heap, class: usize) {
         if let_go {
             crate::process::purger::after_slow_path();
         }
-    }
-}
-
-/// Whether `page`, which a free of `heap`'s just emptied, is the heap's current page of
-/// a class above 8 KiB whose emptying the budget has seen already (its bit is set in
-/// `Heap::emptied_current`): then the free has nothing more to do. A bit stays set
-/// while its page is refilled and emptied again; every other class newly emptied
-/// checks it (and clears it if the page holds blocks), so the budget sees the heap's
-/// empty pages whenever the set of them grows. This keeps a malloc+free pair of one
-/// block above 8 KiB at 21 instructions more than one of 8 KiB (85 against 64, callgrind; through the whole slow path: 130).
-///
-/// # Safety
-/// `heap` is the calling thread's heap and owns `page`.
-#[inline(always)]
-pub unsafe fn seen_emptied(heap: *mut Heap, page: *mut crate::span::page::Page) -> bool {
-    // SAFETY: per the contract.
-    unsafe {
-        let class = (*page).class as usize;
-        class >= FIRST_LET_GO_CLASS
-            && (*heap).emptied_current & (1u64 << ((class - FIRST_LET_GO_CLASS) & 63)) != 0
-            && (*heap).current_page(class) == page
     }
 }
 

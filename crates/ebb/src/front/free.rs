@@ -247,9 +247,7 @@ unsafe fn free_other_and_leave(
 unsafe fn page_emptied_and_leave(heap: *mut heap::Heap, page: *mut crate::span::page::Page) {
     // SAFETY: forwarded from `free`.
     unsafe {
-        if !crate::front::empty_pages::seen_emptied(heap, page) {
-            slow::page_emptied(page);
-        }
+        slow::page_emptied(page);
         (*heap).leave();
     }
 }

@@ -32,7 +32,8 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsiz
 /// empty (or the heap was just stolen from); a page of blocks up to 8 KiB has
 /// `page::CURRENT` set in its `used` word exactly while some `current[c]` names it (a
 /// stolen heap's pages keep the flag until `abandon::abandon` clears it), a page of
-/// bigger blocks never (`flags_current`); every page in `queues[c]` is owned by this
+/// bigger blocks only while, besides, `c`'s bit is set in `emptied_current` (set by
+/// `empty_pages::current_page_emptied`, which alone flags them); every page in `queues[c]` is owned by this
 /// heap (`owner == owner_word`) and has class `c`. Only the owning thread changes the
 /// heap, except a stealer (`takeover.rs`) that has proved the owner is outside every
 /// allocator call.
@@ -96,8 +97,10 @@ pub struct Heap {
     /// to its thread: its classes keep one-slice pages (`spread::count_refill`).
     pub took_remote_frees: bool,
     /// Classes above 8 KiB (bit `class - empty_pages::FIRST_LET_GO_CLASS`) whose current
-    /// page a free emptied (`empty_pages::current_page_emptied`). A hint, checked on
-    /// use: a malloc fast path refilling the page does not clear the bit.
+    /// page a free emptied (`empty_pages::current_page_emptied`); while a bit is set the
+    /// class's current page carries `page::CURRENT`, so its next emptyings stay on the
+    /// fast path. A hint, checked on use: a malloc refilling the page does not clear
+    /// the bit, nor does a change of current page.
     pub emptied_current: u64,
     /// Check mode (`CHECK_TAG` in `owner_word`): the current page of each class. The
     /// tables above then always name the empty page, so every malloc takes the slow
@@ -116,9 +119,10 @@ pub struct Heap {
 pub const HOT_BYTES: usize = core::mem::offset_of!(Heap, queues);
 const _: () = assert!(HOT_BYTES <= 4096);
 
-/// Whether the current page of `class` carries `page::CURRENT`: only pages of blocks up
-/// to 8 KiB. The free that empties the current page of a bigger class leaves the fast
-/// path (`slow::retire`), where the heap decides whether to keep the page
+/// Whether the current page of `class` carries `page::CURRENT` as soon as it becomes
+/// current: only pages of blocks up to 8 KiB. The free that empties the current page of
+/// a bigger class leaves the fast path (`slow::retire`), where the heap keeps the page,
+/// flags it, and holds its other empty pages to a budget
 /// (`empty_pages::current_page_emptied`).
 #[inline(always)]
 pub const fn flags_current(class: usize) -> bool {
