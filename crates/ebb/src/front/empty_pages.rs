@@ -123,10 +123,10 @@ pub unsafe fn let_go_empty_pages(heap: *mut Heap, taking: usize) -> usize {
     let_go
 }
 
-/// A free emptied `heap`'s current page of `class` (above 8 KiB): keep it, and give
-/// back the heap's other emptied current pages beyond [`KEPT_EMPTY_BYTES`] of blocks,
-/// the smallest classes kept first, if it is the process's only heap (module doc, "And
-/// when a free empties one").
+/// A free emptied `heap`'s current page of `class` (above 8 KiB), which had no
+/// `CURRENT` flag: keep it and flag it, and give back the heap's other emptied current
+/// pages beyond [`KEPT_EMPTIED_BYTES`] of carved blocks, the smallest classes kept
+/// first, if it is the process's only heap (module doc, "And when a free empties one").
 ///
 /// # Safety
 /// `heap` is the calling thread's heap, entered on its slow path; its current page of
