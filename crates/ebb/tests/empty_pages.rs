@@ -58,17 +58,22 @@ fn use_each_class_once() {
     }
 }
 
+/// Bytes of one block per page of `pages` (from `big_pages`), but for class `size`.
+fn bytes_but(pages: &[(u64, u64)], size: u64) -> u64 {
+    pages
+        .iter()
+        .filter(|&&(block_size, _)| block_size != size)
+        .map(|&(block_size, pages)| block_size * pages)
+        .sum()
+}
+
 fn main() {
     use_each_class_once();
     // Each class took a span for its page, and gave back the empty pages before it past
     // the budget, the biggest blocks first. (The last class took none since.)
     let last = (SIZES[SIZES.len() - 1] * KIB) as u64;
     let pages = big_pages();
-    let empty_bytes: u64 = pages
-        .iter()
-        .filter(|&&(size, _)| size != last)
-        .map(|&(size, pages)| size * pages)
-        .sum();
+    let empty_bytes = bytes_but(&pages, last);
     assert!(
         empty_bytes <= BUDGET,
         "empty pages of classes above 8 KiB kept {empty_bytes} B of blocks, past the budget: {pages:?}"
@@ -91,11 +96,7 @@ fn main() {
         unsafe { dealloc(p, layout(kib)) };
     }
     let pages = big_pages();
-    let empty_bytes: u64 = pages
-        .iter()
-        .filter(|&&(size, _)| size != last)
-        .map(|&(size, pages)| size * pages)
-        .sum();
+    let empty_bytes = bytes_but(&pages, last);
     assert!(
         empty_bytes <= EMPTIED_BUDGET,
         "frees emptying pages kept {empty_bytes} B of blocks in the others: {pages:?}"
