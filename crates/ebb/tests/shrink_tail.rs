@@ -1,6 +1,8 @@
 //! `realloc` shrinking a big block of a multi-block page in place gives back the whole
 //! OS pages past the new size (`span/shrink.rs`): a `Vec` shrunk from a 384 KiB block to
 //! 240 KB must not keep the other 144 KiB resident, and the block must stay usable.
+//! But a block shrunk again within a purge delay of its last give-back churns (it was
+//! regrown or freed and reused in between) and keeps its tail (`front/shrunk_tails.rs`).
 
 use std::alloc::{GlobalAlloc, Layout};
 
@@ -87,4 +89,68 @@ fn a_small_shrink_keeps_the_tail() {
         assert_eq!(resident_pages(start, end), (end - start) / 4096);
         A.dealloc(q, Layout::from_size_align(new, 8).unwrap());
     }
+}
+
+#[test]
+fn a_block_shrunk_again_within_the_purge_delay_keeps_its_tail() {
+    // SAFETY: sysconf has no preconditions.
+    if unsafe { libc::sysconf(libc::_SC_PAGESIZE) } != 4096 {
+        return;
+    }
+    let layout = Layout::from_size_align(BLOCK, 8).unwrap();
+    let shrunk = Layout::from_size_align(SHRUNK, 8).unwrap();
+    // A delay no run of this test outlasts, so "again" is always within it. (The other
+    // tests here give a tail back on a block's first shrink, whatever the delay.)
+    let before = ebb::options();
+    ebb::set_options(ebb::Options {
+        purge_delay_ms: 3_600_000,
+        ..before
+    });
+    // SAFETY: as above.
+    unsafe {
+        let p = A.alloc(layout);
+        core::ptr::write_bytes(p, 1, BLOCK);
+        let tail_start = (p as usize + SHRUNK).next_multiple_of(4096);
+        let tail_end = (p as usize + BLOCK) & !4095;
+        let tail_pages = (tail_end - tail_start) / 4096;
+
+        let q = A.realloc(p, layout, SHRUNK);
+        assert_eq!(q, p);
+        assert_eq!(
+            resident_pages(tail_start, tail_end),
+            0,
+            "first shrink: given back"
+        );
+
+        // Regrown and written, as a buffer the next item grows into, then shrunk again.
+        let r = A.realloc(q, shrunk, BLOCK);
+        assert_eq!(r, p);
+        core::ptr::write_bytes(r, 2, BLOCK);
+        let s = A.realloc(r, layout, SHRUNK);
+        assert_eq!(s, p);
+        assert_eq!(
+            resident_pages(tail_start, tail_end),
+            tail_pages,
+            "shrunk again at once: the tail stays"
+        );
+        assert!((0..SHRUNK).all(|i| *s.add(i) == 2), "contents kept");
+
+        // With a purge delay of 0 nothing is held: the tail goes back every time.
+        ebb::set_options(ebb::Options {
+            purge_delay_ms: 0,
+            ..before
+        });
+        let t = A.realloc(s, shrunk, BLOCK);
+        assert_eq!(t, p);
+        core::ptr::write_bytes(t, 3, BLOCK);
+        let u = A.realloc(t, layout, SHRUNK);
+        assert_eq!(u, p);
+        assert_eq!(
+            resident_pages(tail_start, tail_end),
+            0,
+            "purge delay 0: given back"
+        );
+        A.dealloc(u, shrunk);
+    }
+    ebb::set_options(before);
 }

@@ -102,6 +102,9 @@ pub struct Heap {
     /// fast path. A hint, checked on use: a malloc refilling the page does not clear
     /// the bit, nor does a change of current page.
     pub emptied_current: u64,
+    /// The blocks whose tails `realloc` gave back most recently (owner only:
+    /// `front::shrunk_tails`).
+    pub shrunk_tails: crate::front::shrunk_tails::ShrunkTails,
     /// Check mode (`CHECK_TAG` in `owner_word`): the current page of each class. The
     /// tables above then always name the empty page, so every malloc takes the slow
     /// path, where `check::mark_allocated` records the block. Null (never read)
@@ -156,6 +159,7 @@ impl Heap {
             dense_refills: [0; CLASS_COUNT],
             took_remote_frees: false,
             emptied_current: 0,
+            shrunk_tails: crate::front::shrunk_tails::ShrunkTails::new(),
             checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             sampler: crate::profile::HeapSampler::new(),
             guard: crate::front::guarded::HeapGuard::new(),

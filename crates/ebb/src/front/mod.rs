@@ -6,6 +6,7 @@
 //! - `slow`: the malloc and free slow paths, sweeping and retiring pages;
 //! - `empty_pages`: empty current pages of big blocks given back when a span is taken;
 //! - `shared`: the shared start pages, a thread's first blocks of each small class;
+//! - `shrunk_tails`: the tail of a block `realloc` shrinks in place, given back unless the block churns;
 //! - `spread`: bigger pages for a class whose blocks are replaced at random;
 //! - `takeover`: which heaps are idle, and taking one over (for the purger);
 //! - `tls`: how a thread finds its heap;
@@ -28,6 +29,7 @@ pub mod realloc;
 #[cfg(feature = "secure")]
 pub mod secure;
 pub mod shared;
+pub mod shrunk_tails;
 pub mod slow;
 pub mod spread;
 pub mod takeover;

@@ -147,7 +147,7 @@ pub unsafe fn realloc_in(
             }
             _ if holds_blocks && fits => {
                 // SAFETY: the caller's live block, shrunk (or kept) within `usable`.
-                crate::span::shrink::give_back_tail(ptr, old_size, new_size, usable);
+                crate::front::shrunk_tails::after_shrink_in_place(ptr, old_size, new_size, usable);
                 return ptr;
             }
             _ => {}

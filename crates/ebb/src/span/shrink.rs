@@ -19,41 +19,47 @@ use crate::os;
 /// page faults of a later regrowth would cost more than the memory is worth.
 pub const SHRINK_DECOMMIT_MIN: usize = 64 * 1024;
 
-/// Decommit the whole OS pages of `[ptr + new_size, ptr + usable)` when `realloc` takes
-/// the block from `old_size` down to at most three quarters of `usable` and they come to
-/// at least [`SHRINK_DECOMMIT_MIN`] bytes. Returns the bytes given back.
+/// The whole OS pages of `[ptr + new_size, ptr + usable)` (start, length) that
+/// `realloc` taking the block from `old_size` down to at most three quarters of
+/// `usable` may give back: at least [`SHRINK_DECOMMIT_MIN`] bytes of them. None when
+/// not worth it. (Whether the block churns is the front end's call:
+/// `front::shrunk_tails`.)
 ///
 /// Only a shrink (a C `realloc` passes the usable size as `old_size`, so for C any
 /// in-place call below three quarters counts): an in-place growth would otherwise pay a
 /// system call on every step of a loop that grows a buffer inside its block.
-///
-/// # Safety
-/// `ptr` is a live block the caller holds, whose usable size is `usable` and which it
-/// has just resized in place to `new_size <= usable`: no live data lies past
-/// `new_size`, and no other thread may write there.
-pub unsafe fn give_back_tail(
+pub fn tail_to_give_back(
     ptr: *mut u8,
     old_size: usize,
     new_size: usize,
     usable: usize,
-) -> usize {
+) -> Option<(*mut u8, usize)> {
     if new_size >= old_size
         || usable - new_size < SHRINK_DECOMMIT_MIN
         || new_size > usable - usable / 4
     {
-        return 0;
+        return None;
     }
     let os_page = os::page_size();
     let start = (ptr as usize + new_size).next_multiple_of(os_page);
     let end = (ptr as usize + usable) & !(os_page - 1);
     if end < start + SHRINK_DECOMMIT_MIN {
-        return 0;
+        return None;
     }
+    Some((ptr.wrapping_add(start - ptr as usize), end - start))
+}
+
+/// Decommit a tail found by [`tail_to_give_back`]. Returns the bytes given back.
+///
+/// # Safety
+/// `(start, len)` is what [`tail_to_give_back`] returned for a live block the caller
+/// holds and has just resized in place: no live data lies there, and no other thread
+/// may write there.
+pub unsafe fn decommit_tail(start: *mut u8, len: usize) -> usize {
     // SAFETY: page aligned, inside the block (so inside a segment this allocator
     // reserved), past the new size (no live data) and the caller's alone.
-    let ok = unsafe { os::decommit(ptr.wrapping_add(start - ptr as usize), end - start) };
-    if ok {
-        end - start
+    if unsafe { os::decommit(start, len) } {
+        len
     } else {
         0
     }
