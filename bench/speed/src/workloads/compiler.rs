@@ -745,7 +745,7 @@ pub fn run(scale: f64) -> Outcome {
             h = h.wrapping_add(output_hash(&old));
         }
     }
-    h = h.wrapping_add(kept.iter().map(output_hash).sum::<u64>());
+    h = h.wrapping_add(kept.iter().map(output_hash).fold(0u64, u64::wrapping_add));
     Outcome::new(h, 1)
 }
 
@@ -767,7 +767,7 @@ pub fn run_mt(scale: f64) -> Outcome {
                     h = h.wrapping_add(output_hash(&kept.pop_front().unwrap()));
                 }
             }
-            h.wrapping_add(kept.iter().map(output_hash).sum::<u64>())
+            h.wrapping_add(kept.iter().map(output_hash).fold(0u64, u64::wrapping_add))
         });
         for _ in 0..WORKERS {
             let tx = tx.clone();

@@ -292,9 +292,11 @@ fn malloc_carve_or_slow(
             return malloc_sampled_refill_or_slow(size, page, heap, c);
         }
         // The secure build at level light carves and hands out the first block in one
-        // (`Page::carve_light_and_pop`: no link written and read back for it).
+        // (`Page::carve_light_and_pop`: no link written and read back for it). The
+        // level is asked second: before a thread's first page the table names the empty
+        // page, which never carves, and the level may not be read yet.
         #[cfg(feature = "secure")]
-        if !crate::span::secure::full_set_up() && (*page).can_carve_in_place() {
+        if (*page).can_carve_in_place() && !crate::span::secure::full_set_up() {
             let block = (*page).carve_light_and_pop();
             (*heap).leave();
             return block;

@@ -388,6 +388,9 @@ fn new_heap() -> *mut Heap {
             if h.took_remote_frees {
                 h.took_remote_frees = false;
             }
+            // The last thread's blocks say nothing about this one's (and a block it
+            // shrank may come back to this thread at once, freed and handed out again).
+            h.shrunk_tails.forget();
             // Written only if profiling ever started (epoch 0 otherwise: a sampler that
             // never sampled is as good as a new one), or guarded sampling is on, so the
             // cold page stays untouched.

@@ -51,6 +51,14 @@ impl ShrunkTails {
         }
     }
 
+    /// Forget every block (a spare heap handed to a new thread). Writes only a ring
+    /// that was used, so a heap that never shrank a block keeps this memory untouched.
+    pub fn forget(&mut self) {
+        if self.block[0] != 0 {
+            *self = Self::new();
+        }
+    }
+
     /// Note that `block` was shrunk at `now` with a tail worth giving back; whether to
     /// give it back (the rule in the module doc, with `window_ms` the purge delay).
     pub fn give_back(&mut self, block: usize, now: u64, window_ms: u64) -> bool {
@@ -148,6 +156,14 @@ mod tests {
             tails.give_back(0x1000, 40, 500),
             "forgotten: gives back again"
         );
+    }
+
+    #[test]
+    fn a_forgotten_block_gives_back_again() {
+        let mut tails = ShrunkTails::new();
+        assert!(tails.give_back(0x1000, 10, 500));
+        tails.forget();
+        assert!(tails.give_back(0x1000, 20, 500));
     }
 
     #[test]
