@@ -370,11 +370,18 @@ pub fn register_from_env() {
     }
     os::at_exit(dump_at_exit);
     if let Some(signo) = os::getenv(b"EBB_PROFILE_SIGNAL\0").and_then(os::signal_number) {
-        if os::spawn_detached(signal_watcher, 256 << 10) {
+        // The watcher writes whole profiles: symbolization and gzip (miniz_oxide's
+        // compressor state, hundreds of KiB, is built on the stack unless the optimiser places
+        // it in its box; 256 KiB overflowed in an unoptimised build). Address space
+        // only: what the dump does not touch never becomes resident.
+        if os::spawn_detached(signal_watcher, WATCHER_STACK_BYTES) {
             os::on_signal(signo, on_profile_signal);
         }
     }
 }
+
+/// The profile-signal watcher's stack (see `register_from_env`).
+const WATCHER_STACK_BYTES: usize = 4 << 20;
 
 /// Formats into a byte slice (no allocation); remembers whether it ran out of room.
 struct SliceWriter<'a> {
