@@ -691,15 +691,17 @@ static void t_realloc_in_place(void) {
        "[usable/2, usable] that keeps it in its tier stays in place");
 }
 
-/* Known ebb deviation: shrinking a large block to <= 512 KiB, or a huge block to <= 16 MiB,
- * moves it even when the new size is at least half the usable size. */
+/* Regression (once an ebb deviation): shrinking a large block to <= 512 KiB, or a huge block
+ * to <= 16 MiB, moved it even when the new size was at least half the usable size. Run by
+ * tests/c_api.rs `realloc_in_place_for_large_and_huge_blocks`. */
 static void t_bug_realloc_in_place_big(void) {
     const size_t sizes[] = {600000, MiB, 17 * MiB, 20 * MiB};
     realloc_in_place(sizes, COUNT(sizes), 0);
     ok("realloc to a size within [usable/2, usable] keeps large and huge blocks in place");
 }
 
-/* Known ebb bug: alignment 16 with a size of at most 8 bytes gives an 8-aligned block. */
+/* Regression (once an ebb bug): alignment 16 with a size of at most 8 bytes gave an
+ * 8-aligned block. Run by tests/c_api.rs `aligned_16_small_sizes_are_16_aligned`. */
 static void t_bug_aligned16_small(void) {
     /* Several live blocks per call: consecutive 8-byte blocks cannot all be 16-aligned. */
     enum { K = 4 };
@@ -1051,7 +1053,7 @@ static const struct group groups[] = {
     {"overflow", t_overflow, true},
     {"realloc", t_realloc, true},
     {"realloc_in_place", t_realloc_in_place, true},
-    /* Known bugs (see the functions): not run by default. */
+    /* Regressions run by name from tests/c_api.rs (see the functions): not run by default. */
     {"bug_realloc_in_place_big", t_bug_realloc_in_place_big, false},
     {"bug_aligned16_small", t_bug_aligned16_small, false},
     {"calloc", t_calloc, true},
