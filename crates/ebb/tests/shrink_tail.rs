@@ -91,6 +91,25 @@ fn a_small_shrink_keeps_the_tail() {
     }
 }
 
+/// `p`, shrunk to `SHRUNK` in place: grown back to `BLOCK` in place, written whole with
+/// `byte`, and shrunk to `SHRUNK` again (a buffer the next item grows into). Returns it.
+///
+/// # Safety
+/// `p` is a live block of `SHRUNK` bytes from `A`.
+unsafe fn regrow_write_shrink(p: *mut u8, byte: u8) -> *mut u8 {
+    let layout = Layout::from_size_align(BLOCK, 8).unwrap();
+    let shrunk = Layout::from_size_align(SHRUNK, 8).unwrap();
+    // SAFETY: per the contract; each pointer is used within its layout.
+    unsafe {
+        let r = A.realloc(p, shrunk, BLOCK);
+        assert_eq!(r, p, "a growth within the usable size stays in place");
+        core::ptr::write_bytes(r, byte, BLOCK);
+        let s = A.realloc(r, layout, SHRUNK);
+        assert_eq!(s, p, "a shrink to more than half stays in place");
+        s
+    }
+}
+
 #[test]
 fn a_block_shrunk_again_within_the_purge_delay_keeps_its_tail() {
     // SAFETY: sysconf has no preconditions.
@@ -123,11 +142,7 @@ fn a_block_shrunk_again_within_the_purge_delay_keeps_its_tail() {
         );
 
         // Regrown and written, as a buffer the next item grows into, then shrunk again.
-        let r = A.realloc(q, shrunk, BLOCK);
-        assert_eq!(r, p);
-        core::ptr::write_bytes(r, 2, BLOCK);
-        let s = A.realloc(r, layout, SHRUNK);
-        assert_eq!(s, p);
+        let s = regrow_write_shrink(q, 2);
         assert_eq!(
             resident_pages(tail_start, tail_end),
             tail_pages,
@@ -140,11 +155,7 @@ fn a_block_shrunk_again_within_the_purge_delay_keeps_its_tail() {
             purge_delay_ms: 0,
             ..before
         });
-        let t = A.realloc(s, shrunk, BLOCK);
-        assert_eq!(t, p);
-        core::ptr::write_bytes(t, 3, BLOCK);
-        let u = A.realloc(t, layout, SHRUNK);
-        assert_eq!(u, p);
+        let u = regrow_write_shrink(s, 3);
         assert_eq!(
             resident_pages(tail_start, tail_end),
             0,
