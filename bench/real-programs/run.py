@@ -103,20 +103,23 @@ def programs(work, scale, bin_dir):
 
 
 def ebb_stats(pattern_dir):
-    """Sums purger CPU time and wake-ups over the stats files ebb wrote (one per process)."""
+    """Sums purger CPU time and wake-ups over the stats files ebb wrote (one per process,
+    a JSON line per ebb instance in it: the Rust tool's ebb build links ebb in and has
+    libebb.so preloaded for its C side, two purgers)."""
     cpu_ns = wakeups = 0
     files = glob.glob(os.path.join(pattern_dir, "ebb-stats.*.json"))
     for path in files:
         try:
             with open(path) as f:
-                data = json.load(f)
+                lines = [json.loads(line) for line in f if line.strip()]
         except (OSError, ValueError):
             continue
         finally:
             os.unlink(path)
-        found = find_keys(data)
-        cpu_ns += found.get("purger_cpu_ns", 0)
-        wakeups += found.get("purger_wakeups", 0)
+        for data in lines:
+            found = find_keys(data)
+            cpu_ns += found.get("purger_cpu_ns", 0)
+            wakeups += found.get("purger_wakeups", 0)
     return (cpu_ns, wakeups) if files else (None, None)
 
 

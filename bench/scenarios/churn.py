@@ -61,10 +61,11 @@ def run_once(binary, preload, extra_env, quick):
     }
     stats = glob.glob(os.path.join(stats_dir, "ebb-stats-*.json"))
     if stats:
+        # A JSON line per ebb instance of the process.
         with open(stats[0]) as f:
-            s = json.load(f)
-        r["purger_cpu"] = s.get("purger_cpu_ns", 0) / 1e9
-        r["purger_wakeups"] = s.get("purger_wakeups", 0)
+            lines = [json.loads(line) for line in f if line.strip()]
+        r["purger_cpu"] = sum(s.get("purger_cpu_ns", 0) for s in lines) / 1e9
+        r["purger_wakeups"] = sum(s.get("purger_wakeups", 0) for s in lines)
     for f in stats:
         os.unlink(f)
     os.rmdir(stats_dir)

@@ -81,7 +81,20 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// Sums a field over the statistics files of one run (one per ebb process).
+/// The processes that wrote statistics in one run (a process may hold two ebb
+/// instances, each with its line).
+fn distinct_pids(run: &RunResult) -> usize {
+    let mut pids: Vec<u64> = run
+        .ebb_stats
+        .iter()
+        .filter_map(|s| s.get("pid").and_then(|v| v.as_u64()))
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids.len().max(usize::from(!run.ebb_stats.is_empty()))
+}
+
+/// Sums a field over the statistics of one run (a line per ebb instance of each process).
 fn ebb_field(run: &RunResult, field: &str) -> f64 {
     run.ebb_stats
         .iter()
@@ -96,7 +109,7 @@ pub fn ebb_summary(runs: &[&RunResult]) -> Option<EbbSummary> {
     let med =
         |f: &dyn Fn(&RunResult) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
     Some(EbbSummary {
-        processes: med(&|r| r.ebb_stats.len() as f64),
+        processes: med(&|r| distinct_pids(r) as f64),
         allocated: med(&|r| ebb_field(r, "allocated")),
         committed: med(&|r| ebb_field(r, "committed")),
         purged: med(&|r| ebb_field(r, "purged")),

@@ -259,7 +259,9 @@ impl StatsDir {
         Ok(StatsDir(dir))
     }
 
-    /// Every file named `PREFIX-<pid>.json` an ebb process wrote, with its pid added.
+    /// Every JSON value in the files named `PREFIX-<pid>.json` the ebb processes wrote,
+    /// with its pid added: one per ebb instance (a process with ebb linked in and
+    /// `libebb.so` preloaded writes two lines to its statistics file).
     fn collect(&self, prefix: &str) -> Vec<serde_json::Value> {
         let mut all = Vec::new();
         let Ok(entries) = std::fs::read_dir(&self.0) else {
@@ -279,18 +281,18 @@ impl StatsDir {
             let Ok(text) = std::fs::read_to_string(&path) else {
                 continue;
             };
-            let Ok(mut value) = serde_json::from_str::<serde_json::Value>(&text) else {
-                continue;
-            };
             let pid = path
                 .file_stem()
                 .and_then(|s| s.to_str())
                 .and_then(|s| s.rsplit('-').next())
                 .and_then(|s| s.parse::<u64>().ok());
-            if let (Some(obj), Some(pid)) = (value.as_object_mut(), pid) {
-                obj.entry("pid").or_insert(pid.into());
+            let values = serde_json::Deserializer::from_str(&text).into_iter::<serde_json::Value>();
+            for mut value in values.map_while(Result::ok) {
+                if let (Some(obj), Some(pid)) = (value.as_object_mut(), pid) {
+                    obj.entry("pid").or_insert(pid.into());
+                }
+                all.push(value);
             }
-            all.push(value);
         }
         all
     }

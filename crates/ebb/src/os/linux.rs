@@ -510,6 +510,21 @@ pub fn create_file(path: &[u8]) -> Option<c_int> {
     (fd >= 0).then_some(fd)
 }
 
+/// Open `path` for appending, creating it if needed (the `EBB_STATS_FILE` report:
+/// every ebb instance of a process adds its line). None if it cannot be opened.
+pub fn append_file(path: &[u8]) -> Option<c_int> {
+    debug_assert_eq!(path.last(), Some(&0));
+    // SAFETY: `path` is NUL-terminated and outlives the call.
+    let fd = preserving_errno(|| unsafe {
+        libc::open(
+            path.as_ptr() as *const c_char,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+            0o644 as libc::c_uint,
+        )
+    });
+    (fd >= 0).then_some(fd)
+}
+
 /// Close `fd` (errno is preserved).
 pub fn close_fd(fd: c_int) {
     // SAFETY: closing a descriptor this module opened has no memory effects.

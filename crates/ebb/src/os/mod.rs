@@ -107,7 +107,9 @@
 //! Environment and output: `getenv(name) -> Option<&'static [u8]>` (without
 //! allocating; `name` NUL-terminated), `write_fd(fd, bytes)`, `dup_stderr_cloexec()`,
 //! `create_file(path) -> Option<c_int>` (create or truncate for writing; `path`
-//! NUL-terminated) and `close_fd(fd)` (the `EBB_STATS_FILE` report), `process_id()`.
+//! NUL-terminated; the retention report, the heap profile), `append_file(path)` (create
+//! or append: the `EBB_STATS_FILE` report, a line per ebb instance of the process) and
+//! `close_fd(fd)`, `process_id()`.
 //!
 //! Faults: `catch_faults(handler) -> bool`: call `handler(address)` on every memory
 //! fault (SIGSEGV, SIGBUS) of the process; if it returns true, the previous handlers
@@ -214,6 +216,7 @@ mod contract {
     const _: fn(c_int, &[u8]) = write_fd;
     const _: fn() -> c_int = dup_stderr_cloexec;
     const _: fn(&[u8]) -> Option<c_int> = create_file;
+    const _: fn(&[u8]) -> Option<c_int> = append_file;
     const _: fn(c_int) = close_fd;
     const _: fn() -> u64 = process_id;
     const _: fn(*const u8, usize, &mut [u8]) -> bool = mincore;
