@@ -8,7 +8,7 @@
 //! | `EBB_PURGE_DELAY` | 500 | at most this many ms a free span stays committed before it goes back to the OS (0: at once); spans beyond what the program has been reusing go back after a quarter of it |
 //! | `EBB_BACKGROUND` | 1 | purge from a background thread, so idle processes give memory back (`threads`: only once a second thread has allocated, for single-threaded programs heavy on `read`/`write`; 0: only inside allocator calls) |
 //! | `EBB_SHOW_STATS` | 0 | print statistics to stderr at exit (`json`: as one JSON line) |
-//! | `EBB_STATS_FILE` | unset | write statistics as JSON to this file at exit (`%p`: the process id); read at exit, not kept here |
+//! | `EBB_STATS_FILE` | unset | append statistics as a JSON line to this file at exit, one per ebb instance (`%p`: the process id); read at exit, not kept here |
 //! | `EBB_SHOW_ERRORS` | 1 | report invalid and double frees on stderr |
 //! | `EBB_CHECK` | 0 | check every free for invalid and double frees (slower; fixed at start) |
 //! | `EBB_ABORT_ON_ERROR` | 0 | abort the process after reporting an error |
