@@ -238,6 +238,51 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
     }
 }
 
+/// Free-list walks [`warm_free_lists`] keeps in flight at once.
+pub const WARM_LANES: usize = 8;
+
+/// Walk the free lists of `pages` side by side, one step of each page's walk in turn
+/// (a lane whose page is done takes the next page), so that the purge that follows
+/// (`Page::purge_free_blocks_into`, which walks each page's lists alone) finds their
+/// link words in the cache. A list is a chain of dependent loads, one cache miss per
+/// block when the purger reads pages another thread last touched: walked alone, one
+/// miss at a time; side by side, up to `WARM_LANES`. On the Rust tool of the
+/// real-programs suite, after it drops 90% of its trees, 83% of the purge's own time
+/// was that load.
+///
+/// # Safety
+/// The caller owns every page (it holds them for draining) for the whole call.
+pub unsafe fn warm_free_lists(pages: &[*mut Page]) {
+    // Per lane: the page, the block its walk is at, the list to walk next.
+    let mut lanes = [(null_mut::<Page>(), null_mut::<Block>(), null_mut::<Block>()); WARM_LANES];
+    let mut next_page = pages.iter();
+    loop {
+        let mut active = false;
+        for (page, block, next_list) in lanes.iter_mut() {
+            if block.is_null() {
+                if next_list.is_null() {
+                    let Some(&fresh) = next_page.next() else {
+                        continue;
+                    };
+                    // SAFETY: the caller owns the page, so its lists are stable.
+                    unsafe {
+                        (*page, *block, *next_list) = (fresh, (*fresh).free, (*fresh).local_free)
+                    };
+                    active = true;
+                    continue;
+                }
+                *block = core::mem::replace(next_list, null_mut());
+            }
+            // SAFETY: blocks on the lists of a page the caller owns are free.
+            *block = unsafe { (**page).link(*block) };
+            active = true;
+        }
+        if !active {
+            return;
+        }
+    }
+}
+
 /// `list` without the blocks that overlap the OS pages in `mask`, in the same order.
 ///
 /// # Safety
@@ -482,6 +527,67 @@ mod tests {
     /// One live block per 16 KiB of 48-byte blocks: everything else goes back, the
     /// survivors' OS pages stay, and the blocks come back out in order, zeroed holes and
     /// all, without a stale link.
+    /// Both lists of a page, in order.
+    fn lists(p: &Page) -> [Vec<usize>; 2] {
+        [p.free, p.local_free].map(|head| {
+            let mut out = Vec::new();
+            let mut b = head;
+            while !b.is_null() {
+                out.push(b as usize);
+                // SAFETY: test-owned lists.
+                b = unsafe { p.link(b) };
+            }
+            out
+        })
+    }
+
+    #[test]
+    fn warming_the_lists_of_more_pages_than_lanes_leaves_them_as_they_were() {
+        // Pages of different list lengths (lanes finish at different times and take
+        // the next page), some with both lists, one with none.
+        let mut pages: Vec<TestPage> = (0..2 * WARM_LANES + 3)
+            .map(|k| TestPage::new([16, 48, 256, 1024][k % 4]))
+            .collect();
+        for (k, t) in pages.iter_mut().enumerate() {
+            let taken: Vec<usize> = core::iter::from_fn(|| t.pop()).take(40 + 7 * k).collect();
+            if k == 5 {
+                while t.pop().is_some() {}
+                continue;
+            }
+            for &i in taken.iter().step_by(3) {
+                t.push(i);
+            }
+            if k % 2 == 0 {
+                // Cut `free` after a few blocks: the rest becomes `local_free`.
+                let p = &mut t.page;
+                let mut b = p.free;
+                for _ in 0..k {
+                    // SAFETY: test-owned lists.
+                    let next = unsafe { p.link(b) };
+                    if next.is_null() {
+                        break;
+                    }
+                    b = next;
+                }
+                // SAFETY: test-owned lists.
+                unsafe {
+                    let rest = p.link(b);
+                    p.set_link(b, null_mut());
+                    p.local_free = rest;
+                }
+            }
+        }
+        assert!(pages
+            .iter()
+            .any(|t| !t.page.free.is_null() && !t.page.local_free.is_null()));
+        let before: Vec<_> = pages.iter().map(|t| lists(&t.page)).collect();
+        let ptrs: Vec<*mut Page> = pages.iter_mut().map(|t| &mut t.page as *mut Page).collect();
+        // SAFETY: the test owns every page.
+        unsafe { warm_free_lists(&ptrs) };
+        let after: Vec<_> = pages.iter().map(|t| lists(&t.page)).collect();
+        assert_eq!(before, after);
+    }
+
     #[test]
     fn purge_leaves_one_os_page_per_survivor_and_refills() {
         let os_page = crate::os::page_size();
