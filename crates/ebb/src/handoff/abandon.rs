@@ -237,8 +237,8 @@ fn purge_unclaimed_batch(now: u64, delay: u64, force: bool) -> (u64, bool) {
         unsafe { (*page).take_remote_frees() };
     }
     // A group's free lists walked side by side first, then purged from the cache: a
-    // group's link words fit in a core's L2 (`holes::WARM_LANES` pages of 64 KiB).
-    for group in batch[..held].chunks(holes::WARM_LANES) {
+    // group's link words fit in a core's L2 (`page::WARM_LANES` pages of 64 KiB).
+    for group in batch[..held].chunks(crate::span::page::WARM_LANES) {
         // SAFETY: we hold every page of the batch (DRAINING).
         unsafe { holes::warm_free_lists(group) };
         for &page in group {

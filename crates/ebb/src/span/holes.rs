@@ -24,7 +24,7 @@
 //! touch `free` may touch `holes`.
 
 use crate::span::decommit_batch::DecommitBatch;
-use crate::span::page::{Block, Page, PURGE_INSIDE_MIN};
+use crate::span::page::{warm_lists, Block, Page, PURGE_INSIDE_MIN};
 use crate::span::segment::SLICE_SIZE;
 use core::ptr::null_mut;
 
@@ -238,49 +238,26 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
     }
 }
 
-/// Free-list walks [`warm_free_lists`] keeps in flight at once.
-pub const WARM_LANES: usize = 8;
-
-/// Walk the free lists of `pages` side by side, one step of each page's walk in turn
-/// (a lane whose page is done takes the next page), so that the purge that follows
-/// (`Page::purge_free_blocks_into`, which walks each page's lists alone) finds their
-/// link words in the cache. A list is a chain of dependent loads, one cache miss per
-/// block when the purger reads pages another thread last touched: walked alone, one
-/// miss at a time; side by side, up to `WARM_LANES`. On the Rust tool of the
-/// real-programs suite, after it drops 90% of its trees, 83% of the purge's own time
-/// was that load.
+/// Walk the free lists of `pages` side by side (`page::warm_lists`), so that the
+/// purge that follows (`Page::purge_free_blocks_into`, which walks each page's lists
+/// alone) finds their link words in the cache. On the Rust tool of the real-programs
+/// suite, after it drops 90% of its trees, 83% of the purge's own time was the load of
+/// each link, one cache miss after another.
 ///
 /// # Safety
 /// The caller owns every page (it holds them for draining) for the whole call.
 pub unsafe fn warm_free_lists(pages: &[*mut Page]) {
-    // Per lane: the page, the block its walk is at, the list to walk next.
-    let mut lanes = [(null_mut::<Page>(), null_mut::<Block>(), null_mut::<Block>()); WARM_LANES];
-    let mut next_page = pages.iter();
-    loop {
-        let mut active = false;
-        for (page, block, next_list) in lanes.iter_mut() {
-            if block.is_null() {
-                if next_list.is_null() {
-                    let Some(&fresh) = next_page.next() else {
-                        continue;
-                    };
-                    // SAFETY: the caller owns the page, so its lists are stable.
-                    unsafe {
-                        (*page, *block, *next_list) = (fresh, (*fresh).free, (*fresh).local_free)
-                    };
-                    active = true;
-                    continue;
-                }
-                *block = core::mem::replace(next_list, null_mut());
-            }
-            // SAFETY: blocks on the lists of a page the caller owns are free.
-            *block = unsafe { (**page).link(*block) };
-            active = true;
+    let lists = pages.iter().flat_map(|&page| {
+        // SAFETY: the caller owns the page, so its lists are stable.
+        unsafe {
+            [
+                (page as *const Page, (*page).free),
+                (page as *const Page, (*page).local_free),
+            ]
         }
-        if !active {
-            return;
-        }
-    }
+    });
+    // SAFETY: per the contract.
+    unsafe { warm_lists(lists) };
 }
 
 /// `list` without the blocks that overlap the OS pages in `mask`, in the same order.
@@ -545,7 +522,7 @@ mod tests {
     fn warming_the_lists_of_more_pages_than_lanes_leaves_them_as_they_were() {
         // Pages of different list lengths (lanes finish at different times and take
         // the next page), some with both lists, one with none.
-        let mut pages: Vec<TestPage> = (0..2 * WARM_LANES + 3)
+        let mut pages: Vec<TestPage> = (0..2 * crate::span::page::WARM_LANES + 3)
             .map(|k| TestPage::new([16, 48, 256, 1024][k % 4]))
             .collect();
         for (k, t) in pages.iter_mut().enumerate() {
