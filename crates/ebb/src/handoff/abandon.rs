@@ -16,7 +16,7 @@ use crate::protocol;
 use crate::size_class::CLASS_COUNT;
 use crate::span::arena::free_span;
 use crate::span::decommit_batch::DecommitBatch;
-use crate::span::holes::{self, purged_inside};
+use crate::span::holes::purged_inside;
 use crate::span::page::{Page, PageList, ABANDONED};
 use crate::span::{deadline, hole_yield};
 use crate::sync::Mutex;
@@ -237,10 +237,10 @@ fn purge_unclaimed_batch(now: u64, delay: u64, force: bool) -> (u64, bool) {
         unsafe { (*page).take_remote_frees() };
     }
     // A group's free lists walked side by side first, then purged from the cache: a
-    // group's link words fit in a core's L2 (`page::WARM_LANES` pages of 64 KiB).
-    for group in batch[..held].chunks(crate::span::page::WARM_LANES) {
+    // group's link words fit in a core's L2 (`warm::WARM_LANES` pages of 64 KiB).
+    for group in batch[..held].chunks(crate::span::warm::WARM_LANES) {
         // SAFETY: we hold every page of the batch (DRAINING).
-        unsafe { holes::warm_free_lists(group) };
+        unsafe { crate::span::warm::warm_free_lists(group) };
         for &page in group {
             // SAFETY: we own the page (DRAINING) until after the batch is finished.
             unsafe {

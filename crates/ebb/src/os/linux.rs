@@ -498,27 +498,23 @@ pub fn process_id() -> u64 {
 /// Create (or truncate) the file at `path` (NUL-terminated) for writing, mode 0644,
 /// close-on-exec. `None` if it cannot be opened (errno is preserved).
 pub fn create_file(path: &[u8]) -> Option<c_int> {
-    debug_assert_eq!(path.last(), Some(&0));
-    // SAFETY: `path` is NUL-terminated and outlives the call.
-    let fd = preserving_errno(|| unsafe {
-        libc::open(
-            path.as_ptr() as *const c_char,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o644 as libc::c_uint,
-        )
-    });
-    (fd >= 0).then_some(fd)
+    open_for_writing(path, libc::O_TRUNC)
 }
 
-/// Open `path` for appending, creating it if needed (the `EBB_STATS_FILE` report:
-/// every ebb instance of a process adds its line). None if it cannot be opened.
+/// Open `path` (NUL-terminated) for appending, creating it if needed, as
+/// [`create_file`] does (the `EBB_STATS_FILE` report: every ebb instance of a process
+/// adds its line).
 pub fn append_file(path: &[u8]) -> Option<c_int> {
+    open_for_writing(path, libc::O_APPEND)
+}
+
+fn open_for_writing(path: &[u8], mode: c_int) -> Option<c_int> {
     debug_assert_eq!(path.last(), Some(&0));
     // SAFETY: `path` is NUL-terminated and outlives the call.
     let fd = preserving_errno(|| unsafe {
         libc::open(
             path.as_ptr() as *const c_char,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+            libc::O_WRONLY | libc::O_CREAT | mode | libc::O_CLOEXEC,
             0o644 as libc::c_uint,
         )
     });

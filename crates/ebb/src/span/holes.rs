@@ -24,7 +24,7 @@
 //! touch `free` may touch `holes`.
 
 use crate::span::decommit_batch::DecommitBatch;
-use crate::span::page::{warm_lists, Block, Page, PURGE_INSIDE_MIN};
+use crate::span::page::{Block, Page, PURGE_INSIDE_MIN};
 use crate::span::segment::SLICE_SIZE;
 use core::ptr::null_mut;
 
@@ -236,28 +236,6 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
             unsafe { batch.add((start + from) as *mut u8, to - from) };
         }
     }
-}
-
-/// Walk the free lists of `pages` side by side (`page::warm_lists`), so that the
-/// purge that follows (`Page::purge_free_blocks_into`, which walks each page's lists
-/// alone) finds their link words in the cache. On the Rust tool of the real-programs
-/// suite, after it drops 90% of its trees, 83% of the purge's own time was the load of
-/// each link, one cache miss after another.
-///
-/// # Safety
-/// The caller owns every page (it holds them for draining) for the whole call.
-pub unsafe fn warm_free_lists(pages: &[*mut Page]) {
-    let lists = pages.iter().flat_map(|&page| {
-        // SAFETY: the caller owns the page, so its lists are stable.
-        unsafe {
-            [
-                (page as *const Page, (*page).free),
-                (page as *const Page, (*page).local_free),
-            ]
-        }
-    });
-    // SAFETY: per the contract.
-    unsafe { warm_lists(lists) };
 }
 
 /// `list` without the blocks that overlap the OS pages in `mask`, in the same order.
@@ -504,67 +482,6 @@ mod tests {
     /// One live block per 16 KiB of 48-byte blocks: everything else goes back, the
     /// survivors' OS pages stay, and the blocks come back out in order, zeroed holes and
     /// all, without a stale link.
-    /// Both lists of a page, in order.
-    fn lists(p: &Page) -> [Vec<usize>; 2] {
-        [p.free, p.local_free].map(|head| {
-            let mut out = Vec::new();
-            let mut b = head;
-            while !b.is_null() {
-                out.push(b as usize);
-                // SAFETY: test-owned lists.
-                b = unsafe { p.link(b) };
-            }
-            out
-        })
-    }
-
-    #[test]
-    fn warming_the_lists_of_more_pages_than_lanes_leaves_them_as_they_were() {
-        // Pages of different list lengths (lanes finish at different times and take
-        // the next page), some with both lists, one with none.
-        let mut pages: Vec<TestPage> = (0..2 * crate::span::page::WARM_LANES + 3)
-            .map(|k| TestPage::new([16, 48, 256, 1024][k % 4]))
-            .collect();
-        for (k, t) in pages.iter_mut().enumerate() {
-            let taken: Vec<usize> = core::iter::from_fn(|| t.pop()).take(40 + 7 * k).collect();
-            if k == 5 {
-                while t.pop().is_some() {}
-                continue;
-            }
-            for &i in taken.iter().step_by(3) {
-                t.push(i);
-            }
-            if k % 2 == 0 {
-                // Cut `free` after a few blocks: the rest becomes `local_free`.
-                let p = &mut t.page;
-                let mut b = p.free;
-                for _ in 0..k {
-                    // SAFETY: test-owned lists.
-                    let next = unsafe { p.link(b) };
-                    if next.is_null() {
-                        break;
-                    }
-                    b = next;
-                }
-                // SAFETY: test-owned lists.
-                unsafe {
-                    let rest = p.link(b);
-                    p.set_link(b, null_mut());
-                    p.local_free = rest;
-                }
-            }
-        }
-        assert!(pages
-            .iter()
-            .any(|t| !t.page.free.is_null() && !t.page.local_free.is_null()));
-        let before: Vec<_> = pages.iter().map(|t| lists(&t.page)).collect();
-        let ptrs: Vec<*mut Page> = pages.iter_mut().map(|t| &mut t.page as *mut Page).collect();
-        // SAFETY: the test owns every page.
-        unsafe { warm_free_lists(&ptrs) };
-        let after: Vec<_> = pages.iter().map(|t| lists(&t.page)).collect();
-        assert_eq!(before, after);
-    }
-
     #[test]
     fn purge_leaves_one_os_page_per_survivor_and_refills() {
         let os_page = crate::os::page_size();

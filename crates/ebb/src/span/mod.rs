@@ -25,6 +25,7 @@ pub mod retain;
 #[cfg(feature = "secure")]
 pub mod secure;
 pub mod shrink;
+pub mod warm;
 
 /// The most bytes a request is padded with for the secure build's small-block canary
 /// (`secure::SMALL_CANARY`); 0 in other builds. It lives here, below the front end, so

@@ -22,7 +22,7 @@
 //! page is taken with a CAS from [`ABANDONED`] and given up with a release store (the
 //! steps are in `protocol`, shared with the loom models).
 
-use core::ptr::{null, null_mut};
+use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::protocol;
@@ -686,42 +686,6 @@ impl Page {
     /// Bytes of the page's memory (its span).
     pub fn span_bytes(&self) -> usize {
         self.slice_count as usize * crate::span::segment::SLICE_SIZE
-    }
-}
-
-/// Lists of free blocks [`warm_lists`] walks at once.
-pub const WARM_LANES: usize = 8;
-
-/// Walk lists of free blocks (each given as its page and first block) side by side,
-/// one step of each in turn, a lane that reaches a list's end taking the next list:
-/// so that a walk of each alone that follows finds their link words in the cache. A
-/// list is a chain of dependent loads, one cache miss per block when the lists are of
-/// pages another thread last touched: walked alone, one miss at a time; side by side,
-/// up to `WARM_LANES`. Nothing is written. Used before the purger's hole walks
-/// (`holes::warm_free_lists`).
-///
-/// # Safety
-/// The caller owns every page given for the whole call, and each block given heads a
-/// list of free blocks of its page that nobody else changes meanwhile.
-pub unsafe fn warm_lists(mut lists: impl Iterator<Item = (*const Page, *mut Block)>) {
-    let mut lanes = [(null::<Page>(), null_mut::<Block>()); WARM_LANES];
-    loop {
-        let mut active = false;
-        for (page, block) in lanes.iter_mut() {
-            if block.is_null() {
-                match lists.find(|&(_, head)| !head.is_null()) {
-                    Some(list) => (*page, *block) = list,
-                    None => continue,
-                }
-            } else {
-                // SAFETY: a block of a free list of a page the caller owns.
-                *block = unsafe { (**page).link(*block) };
-            }
-            active = true;
-        }
-        if !active {
-            return;
-        }
     }
 }
 
