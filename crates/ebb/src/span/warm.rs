@@ -81,9 +81,19 @@ mod tests {
         page.start = buf.as_mut_ptr();
         page.slice_count = 1;
         page.init_blocks(crate::size_class::class_of(size), size, buf.len());
-        while page.extend() {}
         // SAFETY: the test owns the page and its lists.
         unsafe {
+            // Carve everything (`extend` carves onto an empty `free`), then one list.
+            while page.extend() {
+                let mut tail = page.free;
+                while !page.link(tail).is_null() {
+                    tail = page.link(tail);
+                }
+                page.set_link(tail, page.local_free);
+                page.local_free = page.free;
+                page.free = null_mut();
+            }
+            page.free = core::mem::replace(&mut page.local_free, null_mut());
             for _ in 0..taken {
                 if page.free.is_null() {
                     break;
