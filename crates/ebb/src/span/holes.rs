@@ -23,6 +23,7 @@
 //! is the owner's, like the free lists, so it adds no concurrent state: whoever may
 //! touch `free` may touch `holes`.
 
+use crate::span::block_divisor::BlockDivisor;
 use crate::span::decommit_batch::DecommitBatch;
 use crate::span::page::{Block, Page, PURGE_INSIDE_MIN};
 use crate::span::segment::SLICE_SIZE;
@@ -144,12 +145,13 @@ pub unsafe fn purge_into(page: &mut Page, batch: &mut DecommitBatch) {
     let mut free = [0u64; MAX_BLOCKS / 64];
     let mut mark = |i: usize| free[i / 64] |= 1 << (i % 64);
     let mut listed = 0;
+    let divisor = BlockDivisor::new(size);
     for head in [page.free, page.local_free] {
         let mut block = head;
         while !block.is_null() {
             let offset = block as usize - start;
             debug_assert!(offset % size == 0 && offset / size < capacity);
-            mark(offset / size);
+            mark(divisor.index(offset));
             listed += 1;
             // SAFETY: blocks on the owner's lists are free and ours.
             block = unsafe { page.link(block) };
@@ -253,12 +255,13 @@ unsafe fn without_holes(
     let mut tail: *mut Block = null_mut();
     let mut block = list;
     let start = page.start as usize;
+    let divisor = BlockDivisor::new(size);
     // SAFETY: per the contract; blocks kept are written (their link) before any hole is
     // decommitted, and kept blocks lie outside the holes.
     unsafe {
         while !block.is_null() {
             let next = page.link(block);
-            let index = (block as usize - start) / size;
+            let index = divisor.index(block as usize - start);
             if units_of(index, size, units) & mask == 0 {
                 if tail.is_null() {
                     head = block;

@@ -6,6 +6,7 @@
 
 pub mod arena;
 pub mod bitmap;
+pub mod block_divisor;
 #[cfg(feature = "secure")]
 pub mod canary;
 pub mod carve;
