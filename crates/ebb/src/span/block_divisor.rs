@@ -3,7 +3,7 @@
 
 /// Division by a page's block size without a division instruction: the hole walk
 /// finds each free block's index from its offset, and a 32-bit `div` (26 cycles of
-/// latency on this machine's cores) per block was a third of the walk's samples
+/// latency on this machine's cores) per block was a fifth of the walk's samples
 /// (`bench/purge_walk.c` under perf).
 ///
 /// `index(offset) = offset × magic / 2^64` with `magic = floor(2^64 / size) + 1`: with

@@ -97,7 +97,7 @@ const SWEEP_MAX_BLOCK: usize = 128;
 /// only mapped memory). Only where the prefetch instruction exists.
 fn sweeps_whole(page: &Page) -> bool {
     let capacity = page.capacity as usize;
-    let used = page.used.load(core::sync::atomic::Ordering::Relaxed) as usize;
+    let used = page.used() as usize;
     cfg!(target_arch = "x86_64")
         && page.holes == 0
         && page.block_size() <= SWEEP_MAX_BLOCK
