@@ -4,7 +4,8 @@
 //! every value a weak-memory load may return of a small concurrent program, and reports
 //! any non-atomic access that is not ordered by happens-before. This crate holds such
 //! programs — *models* — of the two places where ebb hands a page's private state from
-//! one thread to another without a lock:
+//! one thread to another without a lock, and of the list that tells the purger which
+//! heaps may hold pages:
 //!
 //! * [`steal`]: the idle-heap takeover (`protocol::Handshake`, run by
 //!   `front/takeover.rs`) against the owner's fast and slow paths (`front/alloc.rs`,
@@ -12,10 +13,13 @@
 //! * [`collect`]: remote frees into abandoned pages and their draining
 //!   (`handoff/abandon.rs`, `handoff/drain.rs`, `span/page.rs` `free_remote`,
 //!   `take_remote_frees`).
+//! * [`holders`]: which heaps the purger's idle walk visits (the registry's holders
+//!   list, `process/registry.rs`): a heap that holds pages never falls off it.
 //!
 //! **The protocol steps are production's own code.** `crates/ebb/src/protocol/` (the
 //! steps: `push_remote`, `must_notify_after_push`, `publish_abandoned`, `claim`,
-//! `take_list`, `signal`, `take_signal`, `take_signalled`, `release_free`, `Handshake`
+//! `take_list`, `signal`, `take_signal`, `take_signalled`, `release_free`,
+//! `holder_must_list`, `holder_may_unlist`, `Handshake`
 //! with `enter`, `leave`, `wait_while_stealing`, `try_steal`, `mark_stolen`,
 //! `unmark_stolen`) is compiled into this crate as [`protocol`], with `cfg(loom)` set
 //! by `build.rs`, so its atomics are loom's: every ordering and re-check the models
@@ -31,7 +35,7 @@
 //! ## Negative controls
 //! Each removes one step of production's protocol through the test-only switch
 //! `protocol::shim::with_faults` (`Fault::SkipPublishRecheck`, `WeakRemotePush`,
-//! `NoOwnerBarrier`, `SkipStep2Check`, `SkipStep4Check`): the step that checks the
+//! `NoOwnerBarrier`, `SkipStep2Check`, `SkipStep4Check`, `SkipHolderFence`): the step that checks the
 //! fault runs without its ordering or re-check, and the model must fail. Outside loom
 //! the switch is the constant `false`.
 //!
@@ -102,6 +106,7 @@
 pub mod protocol;
 
 pub mod collect;
+pub mod holders;
 pub mod steal;
 
 use std::collections::BTreeMap;

@@ -29,6 +29,10 @@ pub struct Counters {
     pub invalid_frees: AtomicU64,
     pub steals: AtomicU64,
     pub steal_attempts: AtomicU64,
+    /// Heaps the purger's idle walk read (`front::takeover`, the registry's holders).
+    pub idle_walk_visits: AtomicU64,
+    /// The walks themselves (a pass may walk again after a full batch of candidates).
+    pub idle_walks: AtomicU64,
     pub sweeps: AtomicU64,
     /// Blocks served from the shared start pages (`front/shared.rs`).
     pub shared_start_blocks: AtomicU64,
@@ -59,6 +63,8 @@ pub static COUNTERS: Counters = Counters {
     invalid_frees: AtomicU64::new(0),
     steals: AtomicU64::new(0),
     steal_attempts: AtomicU64::new(0),
+    idle_walk_visits: AtomicU64::new(0),
+    idle_walks: AtomicU64::new(0),
     sweeps: AtomicU64::new(0),
     dense_huge_units: AtomicU64::new(0),
     shared_start_blocks: AtomicU64::new(0),

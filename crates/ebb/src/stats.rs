@@ -85,6 +85,11 @@ pub struct Stats {
     /// (cumulative).
     pub steals: u64,
     pub steal_attempts: u64,
+    /// Heaps the purger's scans for idle heaps read (cumulative): only heaps that hold
+    /// pages of their own (`process/registry.rs`, the holders list).
+    pub idle_walk_visits: u64,
+    /// Those scans (cumulative).
+    pub idle_walks: u64,
     /// Busy heaps that let go of their non-current pages when the purger asked
     /// (cumulative; `heap::sweep`).
     pub sweeps: u64,
@@ -156,6 +161,8 @@ pub fn snapshot() -> Stats {
         invalid_frees: c.invalid_frees.load(Ordering::Relaxed),
         steals: c.steals.load(Ordering::Relaxed),
         steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
+        idle_walk_visits: c.idle_walk_visits.load(Ordering::Relaxed),
+        idle_walks: c.idle_walks.load(Ordering::Relaxed),
         sweeps: c.sweeps.load(Ordering::Relaxed),
         shared_start_blocks: c.shared_start_blocks.load(Ordering::Relaxed),
         dense_huge_units: c.dense_huge_units.load(Ordering::Relaxed),
@@ -296,8 +303,8 @@ impl Stats {
         )?;
         writeln!(
             w,
-            "  idle heaps taken over: {} of {} attempts; busy heaps swept: {}",
-            self.steals, self.steal_attempts, self.sweeps
+            "  idle heaps taken over: {} of {} attempts ({} heaps read in {} walks); busy heaps swept: {}",
+            self.steals, self.steal_attempts, self.idle_walk_visits, self.idle_walks, self.sweeps
         )?;
         writeln!(
             w,

@@ -9,6 +9,7 @@
 //! it meets, abandoning the older ones behind them.
 
 use crate::front::heap::Heap;
+use crate::process::registry;
 use crate::span::deadline;
 use crate::span::page::Page;
 use core::sync::atomic::Ordering;
@@ -25,6 +26,8 @@ pub unsafe fn queue_push_front(heap: *mut Heap, class: usize, page: *mut Page) {
         let count = (*heap).page_count.load(Ordering::Relaxed);
         (*heap).page_count.store(count + 1, Ordering::Relaxed);
         if count == 0 {
+            // Step H1: the purger's idle walk reads only heaps that hold pages.
+            registry::note_holder(core::ptr::addr_of_mut!((*heap).link));
             deadline::schedule_idle_check(deadline::coarse_now_ms());
         }
     }

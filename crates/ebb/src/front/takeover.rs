@@ -38,7 +38,7 @@ fn freed_into_idle_ms(idle_ms: u64) -> u64 {
 /// Take over the pages of every heap that owns pages and has run no slow path for
 /// `idle_ms` (except the calling thread's own), or for `freed_into_idle_ms` if other
 /// threads free its blocks (`handoff::freed_into`). `idle_ms == 0` takes every heap
-/// that is outside the allocator right now (`collect(true)`). Returns when the next
+/// that is outside the allocator right now (`EBB_PURGE_DELAY=0`). Returns when the next
 /// heap becomes idle enough (`u64::MAX`: no heap owns pages).
 ///
 /// Busy heaps are asked to sweep (`slow::sweep`) by at most one pass per `idle_ms`: the
@@ -66,46 +66,54 @@ pub fn take_over_idle(now: u64, idle_ms: u64) -> u64 {
         let mut count = 0;
         let mut more = false;
         {
-            let registry = registry::lock();
-            let mut link = registry.live;
-            while !link.is_null() {
+            let mut registry = registry::lock();
+            let count_of = |link| {
+                // SAFETY: listed links are live heaps' (never unmapped).
+                unsafe { core::ptr::addr_of!((*Heap::from_link(link)).page_count) }
+            };
+            let visit = |link| {
                 let h = Heap::from_link(link);
-                // SAFETY: live heaps are linked under the lock; we touch atomics only.
-                let (pages, state) = unsafe {
-                    (
-                        (*h).page_count.load(Ordering::Relaxed),
-                        (*h).handshake.state.load(Ordering::Relaxed),
-                    )
-                };
-                if h != mine && pages > 0 && state == NONE {
-                    // SAFETY: as above.
-                    let quiet_since = unsafe { quiet_since(h, now) };
-                    let wait = if freed_into::is_noted(h as usize) {
-                        freed_into_idle_ms(idle_ms)
-                    } else {
-                        idle_ms
-                    };
-                    let due = quiet_since.saturating_add(wait);
-                    if due <= now {
-                        if count == candidates.len() {
-                            more = true;
-                            break;
-                        }
-                        candidates[count] = (h, quiet_since.min(now), wait);
-                        count += 1;
-                    } else {
-                        next_due = next_due.min(due);
-                        if ask_sweep {
-                            // Busy: ask it to let go of the pages it is not using (see
-                            // `slow::sweep`); it does so on its next malloc slow path.
-                            // SAFETY: as above.
-                            unsafe { (*h).sweep_wanted.store(true, Ordering::Relaxed) };
-                        }
-                    }
+                // SAFETY: listed heaps are live, linked under the lock; we touch atomics
+                // only. (The state only for a heap with pages: it is a line of its own.)
+                let pages = unsafe { (*h).page_count.load(Ordering::Relaxed) };
+                if h == mine
+                    || pages == 0
+                    || unsafe { (*h).handshake.state.load(Ordering::Relaxed) } != NONE
+                {
+                    return true;
                 }
                 // SAFETY: as above.
-                link = unsafe { (*link).next };
-            }
+                let quiet_since = unsafe { quiet_since(h, now) };
+                let wait = if freed_into::is_noted(h as usize) {
+                    freed_into_idle_ms(idle_ms)
+                } else {
+                    idle_ms
+                };
+                let due = quiet_since.saturating_add(wait);
+                if due <= now {
+                    if count == candidates.len() {
+                        more = true;
+                        return false;
+                    }
+                    candidates[count] = (h, quiet_since.min(now), wait);
+                    count += 1;
+                } else {
+                    next_due = next_due.min(due);
+                    if ask_sweep {
+                        // Busy: ask it to let go of the pages it is not using (see
+                        // `slow::sweep`); it does so on its next malloc slow path.
+                        // SAFETY: as above.
+                        unsafe { (*h).sweep_wanted.store(true, Ordering::Relaxed) };
+                    }
+                }
+                true
+            };
+            // SAFETY: `count_of` gives the page count of the heap embedding the link.
+            let visits = unsafe { registry.walk_holders(count_of, visit) };
+            COUNTERS
+                .idle_walk_visits
+                .fetch_add(visits, Ordering::Relaxed);
+            COUNTERS.idle_walks.fetch_add(1, Ordering::Relaxed);
         }
         for &(h, quiet_since, wait) in &candidates[..count] {
             // Quiet for less than `idle_ms` (taken for `freed_into`): its pages are

@@ -29,12 +29,16 @@
 //! # Idle-heap takeover (an asymmetric Dekker handshake)
 //! See [`Handshake`]: the owner pays two plain stores per allocator call, the stealer
 //! two `membarrier` calls.
+//!
+//! # Which heaps the idle walk visits (a Dekker pair, under one lock)
+//! See [`holder_must_list`] and [`holder_may_unlist`]: a heap that holds pages is
+//! never off the list the walk reads, and a heap that holds none leaves it.
 
 pub mod shim;
 
 use shim::{
-    dekker_fence, injected, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Fault,
-    Ordering,
+    dekker_fence, full_fence, injected, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+    Fault, Ordering,
 };
 
 // ---------------------------------------------------------------------------------
@@ -293,4 +297,49 @@ pub fn mark_stolen(owner: &AtomicUsize) {
 #[inline]
 pub fn unmark_stolen(owner: &AtomicUsize, owner_word: usize) {
     owner.store(owner_word, Ordering::SeqCst);
+}
+
+// ---------------------------------------------------------------------------------
+// Which heaps the idle walk visits
+
+/// Protocol H (the registry's holders list, `process/registry.rs`). The purger's walk
+/// for idle heaps visits only heaps on the holders list; a heap's `listed` flag says
+/// "the walk will see me". Owner `O` (its count of held pages), walker `W` (holds the
+/// registry lock for its whole pass):
+/// - H1 (`O`): after storing its page count 0 → 1, [`holder_must_list`]: a full fence,
+///   then read `listed`; false → take the registry lock, set `listed`, link the heap
+///   if it is not linked.
+/// - H2 (`W`): a listed heap whose count read 0: [`holder_may_unlist`] clears
+///   `listed`, a full fence, re-reads the count; still 0 → unlink, else set `listed`
+///   again and visit.
+///
+/// Why a heap with pages is never off the list: H1 and H2 are the two sides of a
+/// store-buffering pair (store, fence, load of the other's location), so at least one
+/// sees the other's store. If `W`'s re-read misses `O`'s count, `O`'s read of
+/// `listed` sees `W`'s clear and `O` links the heap again (waiting for the lock `W`
+/// holds, so after the unlink). A heap's `listed` flag is true while it is linked
+/// (`listed ⇒ linked`), except inside H2 under the lock. The model:
+/// `crates/ebb-loom/src/holders.rs`.
+///
+/// True if the owner must list its heap (take the lock).
+#[inline]
+pub fn holder_must_list(listed: &AtomicBool) -> bool {
+    if !injected(Fault::SkipHolderFence) {
+        full_fence();
+    }
+    !listed.load(Ordering::Relaxed)
+}
+
+/// Step H2 for a linked heap whose page count the walker read as 0: true if it may
+/// leave the list (`count` still 0 after `listed` was cleared); else `listed` is set
+/// again. Under the registry lock.
+#[inline]
+pub fn holder_may_unlist(listed: &AtomicBool, count: &AtomicUsize) -> bool {
+    listed.store(false, Ordering::Relaxed);
+    full_fence();
+    if count.load(Ordering::Relaxed) != 0 {
+        listed.store(true, Ordering::Relaxed);
+        return false;
+    }
+    true
 }

@@ -2,7 +2,8 @@
 //! normally, `loom`'s under `cfg(loom)` (the models in `crates/ebb-loom` compile this
 //! file and `protocol/mod.rs` with that cfg set by their build script).
 //!
-//! Besides the atomic types, three barriers whose production form loom cannot express:
+//! Besides the atomic types, [`full_fence`] (a SeqCst fence in both) and three barriers
+//! whose production form loom cannot express:
 //! - [`dekker_fence`]: between a SeqCst store (or RMW) and a SeqCst load of another
 //!   location. Production needs nothing there (SeqCst accesses are in the single total
 //!   order); loom orders only SeqCst *fences* in that order, so the model puts one.
@@ -37,6 +38,8 @@ pub enum Fault {
     SkipStep2Check = 3,
     /// `Handshake::try_steal` skips its step-4 re-check of `in_op` (and the undo).
     SkipStep4Check = 4,
+    /// `holder_must_list` reads the listed flag without its fence.
+    SkipHolderFence = 5,
 }
 
 /// True if the model runs with `fault` injected. Always false outside loom.
@@ -73,6 +76,16 @@ pub fn with_faults<R>(faults: &[Fault], f: impl FnOnce() -> R) -> R {
 /// See the module doc.
 #[inline(always)]
 pub fn dekker_fence() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
+
+/// A SeqCst fence, in production as in the model: between a plain store and a load of
+/// another location where neither access is SeqCst (the holders pair in `protocol`).
+#[inline(always)]
+pub fn full_fence() {
+    #[cfg(not(loom))]
+    core::sync::atomic::fence(Ordering::SeqCst);
     #[cfg(loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
 }
