@@ -1,7 +1,7 @@
 /* purge_walk: the cost of the purge of free blocks inside pages that keep survivors,
  * alone (no program running beside it, no timing against the purge delay).
  *
- * A thread allocates N blocks of 16-127 B and exits, so its pages are abandoned; the
+ * A thread allocates N blocks of MIN..MAX-1 B (default 16-127) and exits, so its pages are abandoned; the
  * main thread frees all but every 20th in random order (remote frees: the blocks'
  * link words are written on the main thread's core), takes those frees in
  * (`ebb_collect(false)`), then times `ebb_collect(true)`, which purges at once what
@@ -12,6 +12,7 @@
  *      -Wl,-rpath,$PWD/target/release
  *   for lib in /tmp/libebb-base.so target/release/libebb.so; do
  *     EBB_BACKGROUND=0 LD_PRELOAD=$lib /tmp/purge_walk 4000000; done
+ *   (bigger blocks: /tmp/purge_walk 600000 128 1024)
  *
  * EBB_BACKGROUND=0 keeps the purger thread out, so all of it runs on the timed thread
  * (CPU = wall). Prints "collect cpu X ms wall Y ms". */
@@ -24,7 +25,7 @@
 
 void ebb_collect(bool force);
 
-static size_t count;
+static size_t count, min_size = 16, max_size = 128;
 static void **blocks;
 static uint64_t rng = 88172645463325252ull;
 
@@ -38,7 +39,7 @@ static uint64_t next(void) {
 static void *build(void *arg) {
     (void)arg;
     for (size_t i = 0; i < count; i++) {
-        blocks[i] = malloc(16 + next() % 112);
+        blocks[i] = malloc(min_size + next() % (max_size - min_size));
         if (!blocks[i]) abort();
         ((char *)blocks[i])[0] = 1;
     }
@@ -53,6 +54,11 @@ static double seconds(clockid_t clock) {
 
 int main(int argc, char **argv) {
     count = argc > 1 ? strtoul(argv[1], NULL, 10) : 4000000;
+    if (argc > 3) {
+        min_size = strtoul(argv[2], NULL, 10);
+        max_size = strtoul(argv[3], NULL, 10);
+        if (max_size <= min_size) abort();
+    }
     blocks = malloc(count * sizeof *blocks);
     if (!blocks) abort();
     pthread_t t;
