@@ -74,12 +74,14 @@ pub fn take_over_idle(now: u64, idle_ms: u64) -> u64 {
             let visit = |link| {
                 let h = Heap::from_link(link);
                 // SAFETY: listed heaps are live, linked under the lock; we touch atomics
-                // only. (The state only for a heap with pages: it is a line of its own.)
+                // only.
                 let pages = unsafe { (*h).page_count.load(Ordering::Relaxed) };
-                if h == mine
-                    || pages == 0
-                    || unsafe { (*h).handshake.state.load(Ordering::Relaxed) } != NONE
-                {
+                if h == mine || pages == 0 {
+                    return true;
+                }
+                // (Read only for a heap with pages: the state is a line of its own.)
+                // SAFETY: as above.
+                if unsafe { (*h).handshake.state.load(Ordering::Relaxed) } != NONE {
                     return true;
                 }
                 // SAFETY: as above.
