@@ -134,9 +134,8 @@ pub unsafe fn finish_drain(page: *mut Page, took_frees: bool) {
             abandon::list_locked(&mut lists, page, deadline::coarse_now_ms());
         } else if (*page).listed && took_frees && crate::span::holes::purged_inside(&*page) {
             // New free blocks: their insides wait out the purge delay again.
-            let now = deadline::coarse_now_ms();
-            (*page).freed_at.store(now, Ordering::Relaxed);
-            deadline::schedule_purge(now);
+            let mut lists = ABANDONED_LISTS.lock();
+            abandon::rearm_locked(&mut lists, page, deadline::coarse_now_ms());
         }
         abandon::publish(page);
     }
