@@ -570,6 +570,11 @@ fn retention_report_on_a_signal() {
             && text.contains("not ebb's: another allocator"),
         "{text}"
     );
+    // The report the signal asked for, then the one at exit: appended, not replaced.
+    assert!(
+        text.matches("ebb retention report (pid ").count() >= 2,
+        "one report only: {text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

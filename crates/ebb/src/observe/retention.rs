@@ -647,8 +647,11 @@ pub fn print() {
     let _ = measure().write_to(&mut w);
 }
 
-/// Write the report to the file `EBB_REPORT` names (`%p`: the process id): JSON if
-/// the path ends in `.json`, else text. Skipped silently if it cannot be opened.
+/// Add the report to the file `EBB_REPORT` names (`%p`: the process id): JSON (one
+/// object a line) if the path ends in `.json`, else text. Appended, not truncated: the
+/// reports a signal asks for and the one at exit make a series, and a process holding
+/// two ebb instances (a Rust program on ebb with `libebb.so` preloaded) keeps both.
+/// Skipped silently if it cannot be opened.
 pub fn write_report_file() {
     let Some(template) = crate::os::getenv(b"EBB_REPORT\0") else {
         return;
@@ -657,7 +660,7 @@ pub fn write_report_file() {
     let Some(len) = crate::diag::expand_pid(template, crate::os::process_id(), &mut path) else {
         return;
     };
-    let Some(fd) = crate::os::create_file(&path[..=len]) else {
+    let Some(fd) = crate::os::append_file(&path[..=len]) else {
         return;
     };
     {

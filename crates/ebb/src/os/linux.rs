@@ -502,8 +502,8 @@ pub fn create_file(path: &[u8]) -> Option<c_int> {
 }
 
 /// Open `path` (NUL-terminated) for appending, creating it if needed, as
-/// [`create_file`] does (the `EBB_STATS_FILE` report: every ebb instance of a process
-/// adds its line).
+/// [`create_file`] does (the `EBB_STATS_FILE` and `EBB_REPORT` reports: every ebb
+/// instance of a process, and every report a signal asks for, adds its own).
 pub fn append_file(path: &[u8]) -> Option<c_int> {
     open_for_writing(path, libc::O_APPEND)
 }

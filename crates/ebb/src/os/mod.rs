@@ -107,8 +107,8 @@
 //! Environment and output: `getenv(name) -> Option<&'static [u8]>` (without
 //! allocating; `name` NUL-terminated), `write_fd(fd, bytes)`, `dup_stderr_cloexec()`,
 //! `create_file(path) -> Option<c_int>` (create or truncate for writing; `path`
-//! NUL-terminated; the retention report, the heap profile), `append_file(path)` (create
-//! or append: the `EBB_STATS_FILE` report, a line per ebb instance of the process) and
+//! NUL-terminated; the heap profile), `append_file(path)` (create or append: the
+//! `EBB_STATS_FILE` and `EBB_REPORT` reports, one per ebb instance and signal) and
 //! `close_fd(fd)`, `process_id()`.
 //!
 //! Faults: `catch_faults(handler) -> bool`: call `handler(address)` on every memory
