@@ -42,17 +42,20 @@ DEFAULT_ALLOCATORS = ["ebb", "glibc", "jemalloc", "tcmalloc", "mimalloc2", "mima
 # without transparent huge pages (it madvises its arenas MADV_HUGEPAGE; the option makes
 # it call prctl(PR_SET_THP_DISABLE) instead), to tell its huge pages from the rest; ebb
 # with its dense-growth huge pages (EBB_DENSE_HUGE_PAGES, span/large_pages.rs; on by
-# default, ebb-nodense turns it off) and with every segment advised (EBB_LARGE_PAGES=1).
+# default, ebb-nodense turns it off), with every segment advised (EBB_LARGE_PAGES=1), and
+# in check mode (EBB_CHECK=1: every free and realloc validated; issue 20's cost target).
 # Names starting with "ebb" are never the "best other allocator" in the report.
 EXTRA_ENV = {"mimalloc3-nothp": {"MIMALLOC_ALLOW_THP": "0"},
              "ebb-dense": {"EBB_DENSE_HUGE_PAGES": "1"},
              "ebb-nodense": {"EBB_DENSE_HUGE_PAGES": "0"},
-             "ebb-large": {"EBB_LARGE_PAGES": "1"}}
+             "ebb-large": {"EBB_LARGE_PAGES": "1"},
+             "ebb-check": {"EBB_CHECK": "1"}}
 ALLOCATORS = {
     "ebb": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "ebb-dense": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "ebb-nodense": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     "ebb-large": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
+    "ebb-check": (os.path.join(ROOT, "target/release/libebb.so"), "ebb"),
     # Another build of libebb.so, for A/B runs of a change (EBB_BASE_LIB=path; C programs
     # only: the Rust tool links its allocator in).
     "ebb-base": (os.environ.get("EBB_BASE_LIB", os.path.join(ROOT, "target/release/libebb.so")), "ebb"),
