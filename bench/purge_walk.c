@@ -13,6 +13,9 @@
  *   for lib in /tmp/libebb-base.so target/release/libebb.so; do
  *     EBB_BACKGROUND=0 LD_PRELOAD=$lib /tmp/purge_walk 4000000; done
  *   (bigger blocks: /tmp/purge_walk 600000 128 1024)
+ *   (idle first, as the purger's pages are after the purge delay: /tmp/purge_walk 4000000 16 128 1000,
+ *   the last argument in ms: on a VM, memory left alone for a second can cost thousands
+ *   of cycles a page on its first touch, bench/cold_touch.c)
  *
  * EBB_BACKGROUND=0 keeps the purger thread out, so all of it runs on the timed thread
  * (CPU = wall). Prints "collect cpu X ms wall Y ms". */
@@ -22,10 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 void ebb_collect(bool force);
 
-static size_t count, min_size = 16, max_size = 128;
+static size_t count, min_size = 16, max_size = 128, idle_ms;
 static void **blocks;
 static uint64_t rng = 88172645463325252ull;
 
@@ -59,6 +63,7 @@ int main(int argc, char **argv) {
         max_size = strtoul(argv[3], NULL, 10);
         if (max_size <= min_size) abort();
     }
+    if (argc > 4) idle_ms = strtoul(argv[4], NULL, 10);
     blocks = malloc(count * sizeof *blocks);
     if (!blocks) abort();
     pthread_t t;
@@ -73,6 +78,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < count; i++)
         if (i % 20) free(blocks[i]);
     ebb_collect(false);
+    if (idle_ms) usleep(idle_ms * 1000);
     double cpu = seconds(CLOCK_PROCESS_CPUTIME_ID), wall = seconds(CLOCK_MONOTONIC);
     ebb_collect(true);
     printf("collect cpu %.1f ms wall %.1f ms\n", (seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu) * 1e3,
