@@ -216,7 +216,7 @@ scenarios:
   sparse-survivors            3 threads build 300 MB of object graphs, texts and buffers; each
                               frees its neighbour's but a random 5% of whole objects; idle 10 s
   store                       3 indexers, 1 writer (4 KiB page cache kept forever, multi-page
-                              runs freed at commit), 2 readers; 30 batches
+                              runs freed at commit), 2 readers; 30 batches (--rounds N: N)
   many-threads                1,000 threads each hold 50 blocks of 16 B..2 KiB, idle 3 s
                               (MANY_THREADS_BLOCKS=N: N blocks each, 0 for a thread's own cost)
 

@@ -67,7 +67,9 @@ pub fn run(quick: bool) {
     let (batches, docs_per_batch, terms) = if quick {
         (6, 200, 2_000)
     } else {
-        (30, 1500, 60_000)
+        // `--rounds N`: N batches (a batch here takes ~25 ms, so 30 end well inside the
+        // default purge delay's second period; a longer run shows the steady state).
+        (crate::rounds(30), 1500, 60_000)
     };
     let rec = Arc::new(Recorder::new("store"));
     let shared = Arc::new(Shared {
