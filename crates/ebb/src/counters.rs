@@ -33,6 +33,9 @@ pub struct Counters {
     pub idle_walk_visits: AtomicU64,
     /// The walks themselves (a pass may walk again after a full batch of candidates).
     pub idle_walks: AtomicU64,
+    /// Abandoned pages the purger's walk for due inside purges read
+    /// (`handoff::abandon::purge_unclaimed_insides`: only pages still awaiting one).
+    pub inside_walk_visits: AtomicU64,
     pub sweeps: AtomicU64,
     /// Blocks served from the shared start pages (`front/shared.rs`).
     pub shared_start_blocks: AtomicU64,
@@ -64,6 +67,7 @@ pub static COUNTERS: Counters = Counters {
     steals: AtomicU64::new(0),
     steal_attempts: AtomicU64::new(0),
     idle_walk_visits: AtomicU64::new(0),
+    inside_walk_visits: AtomicU64::new(0),
     idle_walks: AtomicU64::new(0),
     sweeps: AtomicU64::new(0),
     dense_huge_units: AtomicU64::new(0),

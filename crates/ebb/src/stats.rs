@@ -90,6 +90,9 @@ pub struct Stats {
     pub idle_walk_visits: u64,
     /// Those scans (cumulative).
     pub idle_walks: u64,
+    /// Abandoned pages the purger's walks for due inside purges read (cumulative): only
+    /// pages whose free blocks still await that purge (`handoff::abandon`).
+    pub inside_walk_visits: u64,
     /// Busy heaps that let go of their non-current pages when the purger asked
     /// (cumulative; `heap::sweep`).
     pub sweeps: u64,
@@ -162,6 +165,7 @@ pub fn snapshot() -> Stats {
         steals: c.steals.load(Ordering::Relaxed),
         steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
         idle_walk_visits: c.idle_walk_visits.load(Ordering::Relaxed),
+        inside_walk_visits: c.inside_walk_visits.load(Ordering::Relaxed),
         idle_walks: c.idle_walks.load(Ordering::Relaxed),
         sweeps: c.sweeps.load(Ordering::Relaxed),
         shared_start_blocks: c.shared_start_blocks.load(Ordering::Relaxed),
@@ -305,6 +309,11 @@ impl Stats {
             w,
             "  idle heaps taken over: {} of {} attempts ({} heaps read in {} walks); busy heaps swept: {}",
             self.steals, self.steal_attempts, self.idle_walk_visits, self.idle_walks, self.sweeps
+        )?;
+        writeln!(
+            w,
+            "  abandoned pages read by the walks for inside purges: {}",
+            self.inside_walk_visits
         )?;
         writeln!(
             w,

@@ -17,7 +17,7 @@ impl Stats {
     /// no pages are left out of `classes`.
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
         write!(w, "{{\"ebb_stats_version\":{FORMAT_VERSION}")?;
-        let fields: [(&str, u64); 39] = [
+        let fields: [(&str, u64); 40] = [
             ("allocated", self.allocated),
             ("allocated_small", self.allocated_small),
             ("allocated_large", self.allocated_large),
@@ -45,6 +45,7 @@ impl Stats {
             ("steal_attempts", self.steal_attempts),
             ("idle_walk_visits", self.idle_walk_visits),
             ("idle_walks", self.idle_walks),
+            ("inside_walk_visits", self.inside_walk_visits),
             ("sweeps", self.sweeps),
             ("shared_start_blocks", self.shared_start_blocks),
             ("dense_huge_units", self.dense_huge_units),

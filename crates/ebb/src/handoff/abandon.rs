@@ -35,7 +35,8 @@ pub static ABANDONED_LISTS: Mutex<AbandonedLists> = Mutex::new(AbandonedLists::n
 /// The listed abandoned pages of each class, split by whether their inside purge is
 /// still due. Invariants: a page is `listed` ⇔ it is on exactly one of its class's two
 /// lists; `awaiting[c]` holds only pages with `purged_inside(page)` and
-/// `freed_at != PURGED_INSIDE`, in the order they were listed: by `freed_at`, give or
+/// `freed_at != PURGED_INSIDE` (but for a page a purge has just done, held by that
+/// purge until it moves the page), in the order they were listed: by `freed_at`, give or
 /// take the few ms between a lister's clock read and its taking the lock (the purger's
 /// walk stops at the first page not yet due, so such a page is purged that much late).
 ///
@@ -298,14 +299,22 @@ fn purge_unclaimed_batch(now: u64, delay: u64, force: bool) -> (u64, bool) {
     // threads contend for), then the purging outside it.
     let mut batch: [*mut Page; INSIDE_BATCH] = [null_mut(); INSIDE_BATCH];
     let mut count = 0;
+    let mut visits = 0;
     {
         let lists = ABANDONED_LISTS.lock();
         'classes: for list in lists.awaiting.iter() {
             let mut page = list.first;
             while !page.is_null() {
                 // SAFETY: listed pages are valid descriptors; the lock guards the links.
-                let listed_at = unsafe { (*page).freed_at.load(Ordering::Relaxed) };
-                debug_assert!(listed_at != PURGED_INSIDE);
+                let (listed_at, next) =
+                    unsafe { ((*page).freed_at.load(Ordering::Relaxed), (*page).next) };
+                visits += 1;
+                if listed_at == PURGED_INSIDE {
+                    // Another thread's purge (slow paths purge too when no purger
+                    // thread runs) has done it and moves it to the settled list next.
+                    page = next;
+                    continue;
+                }
                 if !force && listed_at.saturating_add(delay) > now {
                     // Every later page was listed no earlier and waits at least `delay`.
                     next_due = next_due.min(listed_at.saturating_add(delay));
@@ -322,11 +331,13 @@ fn purge_unclaimed_batch(now: u64, delay: u64, force: bool) -> (u64, bool) {
                     batch[count] = page;
                     count += 1;
                 }
-                // SAFETY: as above.
-                page = unsafe { (*page).next };
+                page = next;
             }
         }
     }
+    COUNTERS
+        .inside_walk_visits
+        .fetch_add(visits, Ordering::Relaxed);
     // Every page is held (DRAINING) until the decommits of the whole batch are done in
     // one system call (`DecommitBatch`), then let go.
     let mut decommits = DecommitBatch::new();
