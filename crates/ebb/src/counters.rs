@@ -36,6 +36,9 @@ pub struct Counters {
     /// Abandoned pages the purger's walk for due inside purges read
     /// (`handoff::abandon::purge_unclaimed_insides`: only pages still awaiting one).
     pub inside_walk_visits: AtomicU64,
+    /// Bytes of free committed arena runs whose pages moved into new huge blocks
+    /// (`span::lend`).
+    pub lent_to_huge: AtomicU64,
     pub sweeps: AtomicU64,
     /// Blocks served from the shared start pages (`front/shared.rs`).
     pub shared_start_blocks: AtomicU64,
@@ -68,6 +71,7 @@ pub static COUNTERS: Counters = Counters {
     steal_attempts: AtomicU64::new(0),
     idle_walk_visits: AtomicU64::new(0),
     inside_walk_visits: AtomicU64::new(0),
+    lent_to_huge: AtomicU64::new(0),
     idle_walks: AtomicU64::new(0),
     sweeps: AtomicU64::new(0),
     dense_huge_units: AtomicU64::new(0),

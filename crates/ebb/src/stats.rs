@@ -93,6 +93,9 @@ pub struct Stats {
     /// Abandoned pages the purger's walks for due inside purges read (cumulative): only
     /// pages whose free blocks still await that purge (`handoff::abandon`).
     pub inside_walk_visits: u64,
+    /// Bytes of free committed spans whose pages moved into new huge blocks instead of
+    /// fresh ones (cumulative; `span::lend`).
+    pub lent_to_huge: u64,
     /// Busy heaps that let go of their non-current pages when the purger asked
     /// (cumulative; `heap::sweep`).
     pub sweeps: u64,
@@ -166,6 +169,7 @@ pub fn snapshot() -> Stats {
         steal_attempts: c.steal_attempts.load(Ordering::Relaxed),
         idle_walk_visits: c.idle_walk_visits.load(Ordering::Relaxed),
         inside_walk_visits: c.inside_walk_visits.load(Ordering::Relaxed),
+        lent_to_huge: c.lent_to_huge.load(Ordering::Relaxed),
         idle_walks: c.idle_walks.load(Ordering::Relaxed),
         sweeps: c.sweeps.load(Ordering::Relaxed),
         shared_start_blocks: c.shared_start_blocks.load(Ordering::Relaxed),
@@ -322,8 +326,11 @@ impl Stats {
         )?;
         writeln!(
             w,
-            "  large blocks {}, huge blocks {}, invalid frees {}",
-            self.large_allocs, self.huge_allocs, self.invalid_frees
+            "  large blocks {}, huge blocks {} ({} moved in from free spans), invalid frees {}",
+            self.large_allocs,
+            self.huge_allocs,
+            Bytes(self.lent_to_huge),
+            self.invalid_frees
         )?;
         writeln!(
             w,

@@ -15,6 +15,7 @@
 use crate::counters::COUNTERS;
 use crate::os::{self, DECOMMIT_ZEROES};
 use crate::protocol;
+use crate::span::bitmap::Bitmap512;
 use crate::span::deadline;
 use crate::span::page::{Page, ABANDONED, FREE, HUGE, LARGE};
 use crate::span::retain::Reuse;
@@ -50,7 +51,7 @@ pub fn segments() -> impl Iterator<Item = *mut Segment> {
 /// Returns the span's first descriptor, set up as a span but owned by nobody yet
 /// (`owner == FREE`), and whether its memory reads as zero (see `os::DECOMMIT_ZEROES`).
 pub fn alloc_span(count: usize, align: usize) -> Option<(*mut Page, bool)> {
-    let found = take_span::<true>(count, align, true);
+    let found = take_span::<true>(count, align, true, None);
     // A page keeps a guard at its end (`secure::guard_span`), none inside.
     #[cfg(feature = "secure")]
     if let Some((page, _)) = found {
@@ -94,15 +95,19 @@ pub const LARGE_NEW_SEGMENT_MAX_SLICES: usize = SLICES_PER_SEGMENT / 8;
 /// next 2 MiB unit for huge pages: `large_pages::after_small_span`); else it is a
 /// large block (its whole untouched units are advised:
 /// `large_pages::before_large_span_taken`).
+/// `committed_before`, if given, receives the segment's committed slices as they were
+/// before the span was taken.
 fn take_span<const SMALL: bool>(
     count: usize,
     align: usize,
     may_reserve: bool,
+    mut committed_before: Option<&mut Bitmap512>,
 ) -> Option<(*mut Page, bool)> {
-    let found = search_or_reserve::<SMALL>(count, align, may_reserve);
+    let found =
+        search_or_reserve::<SMALL>(count, align, may_reserve, committed_before.as_deref_mut());
     if found.is_none() && may_reserve && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
         crate::span::huge::purge_cache(os::now_ms(), 0, true);
-        return search_or_reserve::<SMALL>(count, align, may_reserve);
+        return search_or_reserve::<SMALL>(count, align, may_reserve, committed_before);
     }
     found
 }
@@ -111,6 +116,7 @@ fn search_or_reserve<const SMALL: bool>(
     count: usize,
     align: usize,
     may_reserve: bool,
+    committed_before: Option<&mut Bitmap512>,
 ) -> Option<(*mut Page, bool)> {
     let small = SMALL;
     debug_assert!(count > 0 && count < SLICES_PER_SEGMENT);
@@ -181,6 +187,9 @@ fn search_or_reserve<const SMALL: bool>(
                 .filter(|&i| seg_ref.committed_slices.get(i))
                 .count();
         reuse.taken(count - newly, newly);
+        if let Some(before) = committed_before {
+            *before = seg_ref.committed_slices;
+        }
         COUNTERS
             .committed
             .fetch_add((newly * SLICE_SIZE) as u64, Ordering::Relaxed);
@@ -310,11 +319,17 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
     if count + align_slices > SLICES_PER_SEGMENT {
         return None;
     }
+    let mut committed_before = Bitmap512::EMPTY;
     let (page, _) = take_span::<false>(
         count,
         align_slices,
         count + align_slices <= LARGE_NEW_SEGMENT_MAX_SLICES,
+        Some(&mut committed_before),
     )?;
+    if cfg!(not(feature = "secure")) && COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
+        // SAFETY: the span is ours; so are its slices that were uncommitted.
+        unsafe { fill_uncommitted_from_kept(page, count, &committed_before) };
+    }
     #[cfg(feature = "secure")]
     // SAFETY: the span is ours.
     unsafe {
@@ -341,6 +356,44 @@ pub fn alloc_large(bytes: usize, align: usize) -> Option<*mut Page> {
     }
     COUNTERS.large_allocs.fetch_add(1, Ordering::Relaxed);
     Some(page)
+}
+
+/// The slices of large span `page` (`count` of them) that were uncommitted before it was
+/// taken would fault in fresh pages while freed huge mappings are kept: kept pages move
+/// into them instead (`huge::fill_span_from_kept`; the other way round, `span::lend`).
+///
+/// # Safety
+/// `page` is a large span the caller just took, nobody else's; `committed_before` is its
+/// segment's committed slices before it was taken.
+unsafe fn fill_uncommitted_from_kept(page: *mut Page, count: usize, committed_before: &Bitmap512) {
+    let seg = segment_of_page(page);
+    // SAFETY: per the contract; segments are never unmapped.
+    let index = unsafe { (*seg).page_index(page) };
+    let mut i = index;
+    while i < index + count {
+        if committed_before.get(i) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < index + count && !committed_before.get(i) {
+            i += 1;
+        }
+        // SAFETY: slices of our span that were uncommitted: nothing resident, unused.
+        let moved = unsafe {
+            crate::span::huge::fill_span_from_kept(
+                (*seg).slice_start(start),
+                (i - start) * SLICE_SIZE,
+            )
+        };
+        if moved {
+            // SAFETY: as above.
+            unsafe { (*page).is_zero = false };
+        }
+        if COUNTERS.huge_cached.load(Ordering::Relaxed) == 0 {
+            break;
+        }
+    }
 }
 
 /// Grow or shrink a large block's span in place to `bytes`; false if the slices after

@@ -12,6 +12,9 @@ pub struct Bitmap512 {
 }
 
 impl Bitmap512 {
+    /// No bit set.
+    pub const EMPTY: Bitmap512 = Bitmap512 { words: [0; WORDS] };
+
     #[cfg(test)]
     pub const fn new() -> Self {
         Self { words: [0; WORDS] }

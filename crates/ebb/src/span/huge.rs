@@ -23,6 +23,7 @@ use crate::counters::COUNTERS;
 use crate::os;
 use crate::span::deadline;
 use crate::span::huge_pool::{Piece, Pool, POOL_MAX_BYTES, POOL_SLOTS};
+use crate::span::lend;
 use crate::span::page::{Page, FREE, HUGE};
 use crate::span::segment::{
     self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT, SLICE_SIZE,
@@ -174,8 +175,12 @@ fn grow_kept(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
     COUNTERS
         .huge_bytes
         .fetch_add(gained as u64, Ordering::Relaxed);
-    // SAFETY: the part gained is fresh address space of our mapping.
-    unsafe { fill_from_kept(grown, piece.len, needed, None) };
+    // SAFETY: the part gained is fresh address space of our mapping; what kept pages
+    // do not fill, free runs of the arena may.
+    unsafe {
+        let (_, filled) = fill_from_kept(grown, piece.len, needed, None);
+        fill_from_free_runs(grown, filled, needed);
+    }
     Some((grown, needed))
 }
 
@@ -184,21 +189,26 @@ fn grow_kept(needed: usize, align: usize) -> Option<(*mut u8, usize)> {
 /// aligned to it, `from` its header's end), the largest kept segment piece at an aligned
 /// base goes first, header and all; then the largest pieces (their tails) until the
 /// range is full or nothing is kept. Returns whether any page moved in (the range then
-/// no longer reads as zero); what is not filled stays fresh.
+/// no longer reads as zero) and the offset from which the range is still fresh.
 ///
 /// # Safety
 /// `[dest + from, dest + needed)` (and the header before it, with `anchor`) must be
 /// fresh, unused pages of a mapping of the caller's.
-unsafe fn fill_from_kept(dest: *mut u8, from: usize, needed: usize, anchor: Option<usize>) -> bool {
+unsafe fn fill_from_kept(
+    dest: *mut u8,
+    from: usize,
+    needed: usize,
+    anchor: Option<usize>,
+) -> (bool, usize) {
     // Any kept page moved in is one fault fewer and one kept page fewer: stopping
     // short while pages are kept would fault in fresh ones beside them (peak RSS).
     const MIN_MOVE: usize = SLICE_SIZE;
     // (source, bytes, offset in the mapping)
     let mut moves = [(0usize, 0usize, 0usize); POOL_SLOTS];
     let mut count = 0;
+    let mut filled = from;
     {
         let mut pool = CACHE.lock();
-        let mut filled = from;
         if let Some(index) = anchor.and_then(|align| pool.largest(Some(align))) {
             let len = pool.pieces[index].len.min(needed);
             let piece = pool.take_head(index, len);
@@ -240,7 +250,49 @@ unsafe fn fill_from_kept(dest: *mut u8, from: usize, needed: usize, anchor: Opti
             let _ = os::reserve_at(to, len);
         }
     }
-    moved
+    (moved, filled)
+}
+
+/// Fill a large block's span `[start, start + bytes)`, whose slices were all
+/// uncommitted, with kept pages (the largest pieces' tails, moved with `mremap`), so
+/// the block faults in nothing while freed huge memory is kept beside it. Returns
+/// whether any page moved in (the span then no longer reads as zero).
+///
+/// # Safety
+/// The span must be the caller's, in a normal segment, whole slices, uncommitted and
+/// unused.
+pub unsafe fn fill_span_from_kept(start: *mut u8, bytes: usize) -> bool {
+    // SAFETY: per the contract the range is fresh, unused memory of the caller's.
+    unsafe { fill_from_kept(start, 0, bytes, None).0 }
+}
+
+/// Fill `[dest + from, dest + needed)`, fresh pages of the caller's mapping, with the
+/// pages of the arena's longest free committed runs (`lend.rs`): memory the arena
+/// holds free becomes the block's instead of staying beside it. Returns whether any
+/// page moved in; what is not filled stays fresh.
+///
+/// # Safety
+/// `[dest + from, dest + needed)` must be fresh, unused pages of a mapping of the
+/// caller's, `from` and `needed` whole slices.
+unsafe fn fill_from_free_runs(dest: *mut u8, from: usize, needed: usize) -> bool {
+    if needed.saturating_sub(from) < lend::MIN_RUN_SLICES * SLICE_SIZE {
+        return false;
+    }
+    let runs = lend::take(needed - from);
+    if runs.as_slice().is_empty() {
+        return false;
+    }
+    let mut moved = [false; lend::MAX_RUNS];
+    let mut offset = from;
+    for (run, done) in runs.as_slice().iter().zip(&mut moved) {
+        // SAFETY: the run is hidden from allocation, so its pages are nobody's; the
+        // destination is fresh address space of the caller's mapping, inside
+        // `[from, needed)` (the runs hold at most `needed - from` bytes).
+        *done = unsafe { os::move_pages(run.base(), dest.add(offset), run.bytes()) };
+        offset += run.bytes();
+    }
+    debug_assert!(offset <= needed);
+    lend::give_back(&runs, &moved) != 0
 }
 
 /// Give back the tail of mapping `[base, base + mapped)` past `needed` bytes and forget
@@ -485,10 +537,15 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         .fetch_add(mapped as u64, Ordering::Relaxed);
     // SAFETY: a fresh reservation, ours; kept pages moved into it are ours too.
     unsafe {
-        let moved = COUNTERS.huge_cached.load(Ordering::Relaxed) != 0
-            && fill_from_kept(base, segment::HEADER_BYTES, mapped, Some(align));
-        note_request(moved);
-        let block = install(base, mapped, offset, !moved);
+        let (kept_moved, filled) = if COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
+            fill_from_kept(base, segment::HEADER_BYTES, mapped, Some(align))
+        } else {
+            (false, segment::HEADER_BYTES)
+        };
+        // Only kept pages are a sign of huge reuse (`huge_pool::Demand`).
+        note_request(kept_moved);
+        let runs_moved = fill_from_free_runs(base, filled, mapped);
+        let block = install(base, mapped, offset, !(kept_moved || runs_moved));
         set_used_bytes(base as *mut Segment, size);
         block
     }
@@ -577,10 +634,15 @@ pub unsafe fn resize(page: *mut Page, new_size: usize) -> *mut u8 {
         if new_base.is_null() {
             return null_mut(); // the caller copies
         }
-        // The part added is fresh: kept pages, if any, fault in nothing.
-        let moved = COUNTERS.huge_cached.load(Ordering::Relaxed) != 0
-            && fill_from_kept(new_base, mapped, needed, None);
+        // The part added is fresh: kept pages, if any, fault in nothing, nor do free
+        // runs of the arena.
+        let (moved, filled) = if COUNTERS.huge_cached.load(Ordering::Relaxed) != 0 {
+            fill_from_kept(new_base, mapped, needed, None)
+        } else {
+            (false, mapped)
+        };
         note_request(moved);
+        fill_from_free_runs(new_base, filled, needed);
         let block = install(new_base, needed, offset, false);
         // The header moved with the pages, `huge_used` included.
         set_used_bytes(new_base as *mut Segment, new_size);

@@ -21,6 +21,7 @@ pub mod holes;
 pub mod huge;
 pub mod huge_pool;
 pub mod large_pages;
+pub mod lend;
 pub mod page;
 pub mod retain;
 #[cfg(feature = "secure")]
