@@ -18,9 +18,12 @@
 //! span can be carved out of them. A run whose pages could not move stays committed.
 //!
 //! A run is lent from its end: allocation takes committed runs first fit from their
-//! start, so the slices it would take next stay. Units kept whole for huge pages
-//! (`large_pages::kept_units`, `EBB_LARGE_PAGES=1`) are skipped, as by an unforced
-//! scan. Not in the secure build, whose free slices may hold guard pages.
+//! start, so the slices it would take next stay. Units faulted in whole as huge pages
+//! (dense growth, `large_pages::exclude_dense_units`) and units kept whole for them
+//! (`large_pages::kept_units`, `EBB_LARGE_PAGES=1`) are skipped: moving part of a huge
+//! page splits it, and what dense growth faulted in as one huge page for small pages
+//! would come back 4 KiB at a time. Not in the secure build, whose free slices may
+//! hold guard pages.
 
 use crate::counters::COUNTERS;
 use crate::span::arena::{segments, SPAN_LOCK};
@@ -128,11 +131,10 @@ fn longest_run() -> Option<(*mut Segment, usize, usize)> {
             continue;
         }
         let kept = large_pages::kept_units(&seg_ref.free_slices);
-        let lendable = |i: usize| {
-            seg_ref.free_slices.get(i)
-                && seg_ref.committed_slices.get(i)
-                && !large_pages::is_kept(kept, i)
-        };
+        let mut lendable = seg_ref.free_slices;
+        lendable.and_assign(&seg_ref.committed_slices);
+        large_pages::exclude_dense_units(&mut lendable, seg_ref);
+        let lendable = |i: usize| lendable.get(i) && !large_pages::is_kept(kept, i);
         let mut i = HEADER_SLICES;
         while i < SLICES_PER_SEGMENT {
             if !lendable(i) {
