@@ -109,6 +109,8 @@ C_NOTES = OrderedDict(
                         "last byte written"),
         ("c-alloctest2", "c-alloctest on 2 threads at once (same total steps), no block "
                          "crosses threads"),
+        ("c-bigmt", "4 threads replacing buffers of 0.6-30 MiB in 6 slots each, a third "
+                    "calloc'd, every page written and checked before the free"),
     ]
 )
 
