@@ -89,13 +89,15 @@ pub fn take(want: usize) -> Runs {
     }
     let mut left = want / SLICE_SIZE;
     let mut reuse = SPAN_LOCK.lock();
-    while left >= MIN_RUN_SLICES && out.len < MAX_RUNS {
-        if reuse.committed_free() < MIN_RUN_SLICES {
-            break;
-        }
-        let Some((seg, start, len)) = longest_run() else {
-            break;
-        };
+    if left < MIN_RUN_SLICES || reuse.committed_free() < MIN_RUN_SLICES {
+        return out;
+    }
+    // One pass over the segments under the lock (a huge request may meet thousands of
+    // them), keeping the longest runs; then the longest first until `want` is met.
+    let mut found = [(core::ptr::null_mut::<Segment>(), 0usize, 0usize); MAX_RUNS];
+    let found_len = longest_runs(&mut found);
+    found[..found_len].sort_unstable_by(|a, b| b.2.cmp(&a.2));
+    for &(seg, start, len) in &found[..found_len] {
         // A run no longer than what is still wanted goes whole; a longer one lends its
         // tail, so the part first fit takes next stays.
         let count = len.min(left);
@@ -120,10 +122,12 @@ pub fn take(want: usize) -> Runs {
     out
 }
 
-/// The longest free committed run of at least [`MIN_RUN_SLICES`] slices outside kept
-/// units, as `(segment, first slice, slices)` (span lock held by the caller).
-fn longest_run() -> Option<(*mut Segment, usize, usize)> {
-    let mut best: Option<(*mut Segment, usize, usize)> = None;
+/// Fill `found` with the longest free committed runs of at least [`MIN_RUN_SLICES`]
+/// slices outside the units skipped (module doc), as `(segment, first slice, slices)`,
+/// in no order; returns how many (span lock held by the caller). Words of the bitmaps
+/// with no candidate slice are skipped whole.
+fn longest_runs(found: &mut [(*mut Segment, usize, usize); MAX_RUNS]) -> usize {
+    let mut len = 0;
     for seg in segments() {
         // SAFETY: segments are valid; the caller holds the span lock.
         let seg_ref = unsafe { &*seg };
@@ -134,24 +138,36 @@ fn longest_run() -> Option<(*mut Segment, usize, usize)> {
         let mut lendable = seg_ref.free_slices;
         lendable.and_assign(&seg_ref.committed_slices);
         large_pages::exclude_dense_units(&mut lendable, seg_ref);
-        let lendable = |i: usize| lendable.get(i) && !large_pages::is_kept(kept, i);
+        let candidate = |i: usize| lendable.get(i) && !large_pages::is_kept(kept, i);
         let mut i = HEADER_SLICES;
         while i < SLICES_PER_SEGMENT {
-            if !lendable(i) {
+            if lendable.word(i / 64) >> (i % 64) == 0 {
+                i = (i / 64 + 1) * 64;
+                continue;
+            }
+            if !candidate(i) {
                 i += 1;
                 continue;
             }
             let start = i;
-            while i < SLICES_PER_SEGMENT && lendable(i) {
+            while i < SLICES_PER_SEGMENT && candidate(i) {
                 i += 1;
             }
-            let len = i - start;
-            if len >= MIN_RUN_SLICES && best.map_or(true, |(_, _, l)| len > l) {
-                best = Some((seg, start, len));
+            let run = i - start;
+            if run < MIN_RUN_SLICES {
+                continue;
+            }
+            if len < MAX_RUNS {
+                found[len] = (seg, start, run);
+                len += 1;
+            } else if let Some(shortest) = found.iter_mut().min_by_key(|f| f.2) {
+                if run > shortest.2 {
+                    *shortest = (seg, start, run);
+                }
             }
         }
     }
-    best
+    len
 }
 
 /// Make the runs of `runs` free again: uncommitted where `moved` says their pages moved
