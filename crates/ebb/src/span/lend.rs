@@ -96,7 +96,7 @@ pub fn take(want: usize) -> Runs {
     // them), keeping the longest runs; then the longest first until `want` is met.
     let mut found = [(core::ptr::null_mut::<Segment>(), 0usize, 0usize); MAX_RUNS];
     let found_len = longest_runs(&mut found);
-    found[..found_len].sort_unstable_by(|a, b| b.2.cmp(&a.2));
+    found[..found_len].sort_unstable_by_key(|f| core::cmp::Reverse(f.2));
     for &(seg, start, len) in &found[..found_len] {
         // A run no longer than what is still wanted goes whole; a longer one lends its
         // tail, so the part first fit takes next stays.
