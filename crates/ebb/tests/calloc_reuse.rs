@@ -11,22 +11,14 @@ use std::alloc::{GlobalAlloc, Layout};
 #[global_allocator]
 static A: ebb::Ebb = ebb::Ebb;
 
-const MIB: usize = 1 << 20;
-const PAGE: usize = 4096;
+mod common;
+use common::pages::{four_kib_pages, resident_pages, PAGE};
 
-/// Resident OS pages of `[start, start + len)` (page aligned, mapped).
-fn resident_pages(start: usize, len: usize) -> usize {
-    let mut out = vec![0u8; len / PAGE];
-    // SAFETY: the range is mapped and `out` has one byte per page.
-    let rc = unsafe { libc::mincore(start as *mut libc::c_void, len, out.as_mut_ptr()) };
-    assert_eq!(rc, 0, "mincore failed");
-    out.iter().filter(|&&b| b & 1 != 0).count()
-}
+const MIB: usize = 1 << 20;
 
 #[test]
 fn calloc_of_kept_huge_pages_clears_them_in_place() {
-    // SAFETY: sysconf has no preconditions.
-    if unsafe { libc::sysconf(libc::_SC_PAGESIZE) } != PAGE as libc::c_long {
+    if !four_kib_pages() {
         return;
     }
     let mut options = ebb::options();

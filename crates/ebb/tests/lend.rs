@@ -14,45 +14,10 @@ use std::alloc::{GlobalAlloc, Layout};
 #[global_allocator]
 static A: ebb::Ebb = ebb::Ebb;
 
+mod common;
+use common::pages::{four_kib_pages, kernel_moves_pages, resident_pages, PAGE};
+
 const MIB: usize = 1 << 20;
-const PAGE: usize = 4096;
-
-/// Resident OS pages of `[start, start + len)` (page aligned, mapped).
-fn resident_pages(start: usize, len: usize) -> usize {
-    let mut out = vec![0u8; len / PAGE];
-    // SAFETY: the range is mapped and `out` has one byte per page.
-    let rc = unsafe { libc::mincore(start as *mut libc::c_void, len, out.as_mut_ptr()) };
-    assert_eq!(rc, 0, "mincore failed");
-    out.iter().filter(|&&b| b & 1 != 0).count()
-}
-
-/// True if the kernel moves pages out of a mapping that stays (`MREMAP_DONTUNMAP`,
-/// Linux 5.7): without it nothing is lent.
-fn kernel_moves_pages() -> bool {
-    // SAFETY: a private mapping of our own, moved within itself and unmapped after.
-    unsafe {
-        let len = 4 * PAGE;
-        let map = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(map, libc::MAP_FAILED);
-        let to = (map as *mut u8).add(2 * PAGE) as *mut libc::c_void;
-        let moved = libc::mremap(
-            map,
-            PAGE,
-            PAGE,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | libc::MREMAP_DONTUNMAP,
-            to,
-        ) != libc::MAP_FAILED;
-        libc::munmap(map, len);
-        moved
-    }
-}
 
 fn page_aligned(p: *mut u8) -> usize {
     (p as usize).next_multiple_of(PAGE)
@@ -60,9 +25,7 @@ fn page_aligned(p: *mut u8) -> usize {
 
 #[test]
 fn free_memory_moves_between_large_spans_and_huge_blocks() {
-    // SAFETY: sysconf has no preconditions.
-    if unsafe { libc::sysconf(libc::_SC_PAGESIZE) } != PAGE as libc::c_long || !kernel_moves_pages()
-    {
+    if !four_kib_pages() || !kernel_moves_pages() {
         eprintln!("skipped: 4 KiB pages and MREMAP_DONTUNMAP needed");
         return;
     }

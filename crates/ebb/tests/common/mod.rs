@@ -7,6 +7,7 @@
 
 use std::alloc::Layout;
 
+pub mod pages;
 pub mod shadow;
 pub mod stress_blocks;
 
