@@ -39,6 +39,14 @@ pub struct Counters {
     /// Bytes of free committed arena runs whose pages moved into new huge blocks
     /// (`span::lend`).
     pub lent_to_huge: AtomicU64,
+    /// Bytes of kept huge pages moved into new huge blocks or large spans
+    /// (`huge::fill_from_kept`).
+    pub kept_moved: AtomicU64,
+    /// Times page moves paused because the process had more kernel mappings than
+    /// their budget (`span::move_budget`).
+    pub move_pauses: AtomicU64,
+    /// Kernel mappings the process had at the budget's last count (a gauge).
+    pub mappings_counted: AtomicU64,
     pub sweeps: AtomicU64,
     /// Blocks served from the shared start pages (`front/shared.rs`).
     pub shared_start_blocks: AtomicU64,
@@ -72,6 +80,9 @@ pub static COUNTERS: Counters = Counters {
     idle_walk_visits: AtomicU64::new(0),
     inside_walk_visits: AtomicU64::new(0),
     lent_to_huge: AtomicU64::new(0),
+    kept_moved: AtomicU64::new(0),
+    move_pauses: AtomicU64::new(0),
+    mappings_counted: AtomicU64::new(0),
     idle_walks: AtomicU64::new(0),
     sweeps: AtomicU64::new(0),
     dense_huge_units: AtomicU64::new(0),

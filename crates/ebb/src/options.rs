@@ -66,6 +66,10 @@ pub struct Options {
     /// `EBB_VECTORED_DECOMMIT`: decommit a purge pass's ranges with one `process_madvise`
     /// where the kernel has it (`span::decommit_batch`); off: one `madvise` per range.
     pub vectored_decommit: bool,
+    /// `EBB_MAPPING_BUDGET`: page moves pause while the process has more kernel
+    /// mappings than this (`span/move_budget.rs`); 0 (the default): a quarter of the
+    /// OS's limit.
+    pub mapping_budget: u64,
 }
 
 impl Options {
@@ -83,6 +87,7 @@ impl Options {
         dense_huge_pages: true,
         shared_start: true,
         vectored_decommit: true,
+        mapping_budget: 0,
     };
 
     /// Build options from a lookup function (the environment, or a test's table).
@@ -130,6 +135,9 @@ impl Options {
         }
         if let Some(v) = lookup(b"EBB_VECTORED_DECOMMIT\0").and_then(parse_bool) {
             o.vectored_decommit = v;
+        }
+        if let Some(v) = lookup(b"EBB_MAPPING_BUDGET\0").and_then(parse_u64) {
+            o.mapping_budget = v;
         }
         o
     }
@@ -271,9 +279,11 @@ mod tests {
             b"EBB_SHOW_STATS\0" => Some(b"true"),
             b"EBB_CHECK\0" => Some(b"nonsense"),
             b"EBB_LARGE_PAGES\0" => Some(b"on"),
+            b"EBB_MAPPING_BUDGET\0" => Some(b"5000"),
             _ => None,
         });
         assert!(o.large_pages);
+        assert_eq!(o.mapping_budget, 5000);
         assert_eq!(o.purge_delay_ms, 0);
         assert!(!o.background);
         assert!(o.show_stats);

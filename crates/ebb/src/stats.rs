@@ -96,6 +96,15 @@ pub struct Stats {
     /// Bytes of free committed spans whose pages moved into new huge blocks instead of
     /// fresh ones (cumulative; `span::lend`).
     pub lent_to_huge: u64,
+    /// Bytes of kept huge pages moved into new huge blocks or large spans instead of
+    /// fresh pages (cumulative; `span::huge`).
+    pub kept_moved: u64,
+    /// Times page moves between free memory and huge blocks paused because the
+    /// process had more kernel mappings than their budget (cumulative;
+    /// `span::move_budget`), and the mappings it had at the last count (0: never
+    /// counted).
+    pub move_pauses: u64,
+    pub mappings_counted: u64,
     /// Busy heaps that let go of their non-current pages when the purger asked
     /// (cumulative; `heap::sweep`).
     pub sweeps: u64,
@@ -170,6 +179,9 @@ pub fn snapshot() -> Stats {
         idle_walk_visits: c.idle_walk_visits.load(Ordering::Relaxed),
         inside_walk_visits: c.inside_walk_visits.load(Ordering::Relaxed),
         lent_to_huge: c.lent_to_huge.load(Ordering::Relaxed),
+        kept_moved: c.kept_moved.load(Ordering::Relaxed),
+        move_pauses: c.move_pauses.load(Ordering::Relaxed),
+        mappings_counted: c.mappings_counted.load(Ordering::Relaxed),
         idle_walks: c.idle_walks.load(Ordering::Relaxed),
         sweeps: c.sweeps.load(Ordering::Relaxed),
         shared_start_blocks: c.shared_start_blocks.load(Ordering::Relaxed),
@@ -326,12 +338,20 @@ impl Stats {
         )?;
         writeln!(
             w,
-            "  large blocks {}, huge blocks {} ({} moved in from free spans), invalid frees {}",
+            "  large blocks {}, huge blocks {} ({} moved in from free spans, {} from kept huge pages), invalid frees {}",
             self.large_allocs,
             self.huge_allocs,
             Bytes(self.lent_to_huge),
+            Bytes(self.kept_moved),
             self.invalid_frees
         )?;
+        if self.mappings_counted != 0 {
+            writeln!(
+                w,
+                "  kernel mappings at the last count {}; page moves paused {} times over their budget",
+                self.mappings_counted, self.move_pauses
+            )?;
+        }
         writeln!(
             w,
             "  {:>9} {:>7} {:>12} {:>12}",

@@ -17,7 +17,7 @@ impl Stats {
     /// no pages are left out of `classes`.
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
         write!(w, "{{\"ebb_stats_version\":{FORMAT_VERSION}")?;
-        let fields: [(&str, u64); 41] = [
+        let fields: [(&str, u64); 44] = [
             ("allocated", self.allocated),
             ("allocated_small", self.allocated_small),
             ("allocated_large", self.allocated_large),
@@ -47,6 +47,9 @@ impl Stats {
             ("idle_walks", self.idle_walks),
             ("inside_walk_visits", self.inside_walk_visits),
             ("lent_to_huge", self.lent_to_huge),
+            ("kept_moved", self.kept_moved),
+            ("move_pauses", self.move_pauses),
+            ("mappings_counted", self.mappings_counted),
             ("sweeps", self.sweeps),
             ("shared_start_blocks", self.shared_start_blocks),
             ("dense_huge_units", self.dense_huge_units),

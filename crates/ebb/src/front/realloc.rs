@@ -199,7 +199,11 @@ unsafe fn large_into_huge(
         let moved = cfg!(not(feature = "secure"))
             && span > MEDIUM_MAX
             && new as usize % crate::os::page_size() == 0
-            && crate::os::move_pages(ptr, new, span);
+            && crate::span::move_budget::allowed()
+            && {
+                crate::span::move_budget::moved(1);
+                crate::os::move_pages(ptr, new, span)
+            };
         if moved {
             crate::front::slow::free_large(page, ptr, true);
         } else {

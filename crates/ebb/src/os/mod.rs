@@ -67,6 +67,11 @@
 //!   reservation fault on any access, or read/write again; true if done. Pre: page
 //!   aligned, reserved, unused while inaccessible. (The secure build's guard pages and
 //!   guarded sampling, `front/guarded.rs`.)
+//! - `mapping_count() -> Option<usize>`: how many mappings the process has now (Linux:
+//!   VMAs, the lines of `/proc/self/maps`), and `mapping_limit() -> Option<usize>`: how
+//!   many the OS allows (`vm.max_map_count`); None if unknown. Moves split mappings, so
+//!   `span/move_budget.rs` pauses them near the limit; an OS without such a limit
+//!   returns None and moves never pause.
 //! - `reserve_at(at, size) -> *mut u8`: as `reserve_aligned`, but exactly at `at`, or
 //!   null if that range is taken (never replaces a mapping). (Randomised placement.)
 //! - `random_seed() -> u64`: 64 unpredictable bits (the secure build's keys).
@@ -185,6 +190,8 @@ mod contract {
     const _: fn() -> u64 = decommit_calls;
     const _: unsafe fn(*mut u8, usize, usize, *mut u8) -> *mut u8 = remap;
     const _: unsafe fn(*mut u8, *mut u8, usize) -> bool = move_pages;
+    const _: fn() -> Option<usize> = mapping_count;
+    const _: fn() -> Option<usize> = mapping_limit;
     const _: unsafe fn(*mut u8, usize, bool) -> bool = protect;
     const _: fn(*mut u8, usize) -> *mut u8 = reserve_at;
     const _: fn() -> u64 = random_seed;

@@ -24,6 +24,7 @@ use crate::os;
 use crate::span::deadline;
 use crate::span::huge_pool::{Piece, Pool, POOL_MAX_BYTES, POOL_SLOTS};
 use crate::span::lend;
+use crate::span::move_budget;
 use crate::span::page::{Page, FREE, HUGE};
 use crate::span::segment::{
     self, Segment, SegmentKind, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SHIFT, SLICE_SIZE,
@@ -203,6 +204,9 @@ unsafe fn fill_from_kept(
     // Any kept page moved in is one fault fewer and one kept page fewer: stopping
     // short while pages are kept would fault in fresh ones beside them (peak RSS).
     const MIN_MOVE: usize = SLICE_SIZE;
+    if !move_budget::allowed() {
+        return (false, from);
+    }
     // (source, bytes, offset in the mapping)
     let mut moves = [(0usize, 0usize, 0usize); POOL_SLOTS];
     let mut count = 0;
@@ -241,6 +245,7 @@ unsafe fn fill_from_kept(
             let to = dest.add(offset);
             if !os::remap(source as *mut u8, len, len, to).is_null() {
                 moved = true;
+                COUNTERS.kept_moved.fetch_add(len as u64, Ordering::Relaxed);
                 continue;
             }
             // The pages stay where they were: give them back. Kernels before 6.17 move
@@ -250,6 +255,7 @@ unsafe fn fill_from_kept(
             let _ = os::reserve_at(to, len);
         }
     }
+    move_budget::moved(count as u32);
     (moved, filled)
 }
 
@@ -275,7 +281,7 @@ pub unsafe fn fill_span_from_kept(start: *mut u8, bytes: usize) -> bool {
 /// `[dest + from, dest + needed)` must be fresh, unused pages of a mapping of the
 /// caller's, `from` and `needed` whole slices.
 unsafe fn fill_from_free_runs(dest: *mut u8, from: usize, needed: usize) -> bool {
-    if needed.saturating_sub(from) < lend::MIN_RUN_SLICES * SLICE_SIZE {
+    if needed.saturating_sub(from) < lend::MIN_RUN_SLICES * SLICE_SIZE || !move_budget::allowed() {
         return false;
     }
     let runs = lend::take(needed - from);
@@ -292,6 +298,7 @@ unsafe fn fill_from_free_runs(dest: *mut u8, from: usize, needed: usize) -> bool
         offset += run.bytes();
     }
     debug_assert!(offset <= needed);
+    move_budget::moved(runs.as_slice().len() as u32);
     lend::give_back(&runs, &moved) != 0
 }
 

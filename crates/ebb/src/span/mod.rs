@@ -22,6 +22,7 @@ pub mod huge;
 pub mod huge_pool;
 pub mod large_pages;
 pub mod lend;
+pub mod move_budget;
 pub mod page;
 pub mod retain;
 #[cfg(feature = "secure")]
