@@ -48,11 +48,14 @@ fn none_resident(p: *mut u8, len: usize) -> bool {
 
 /// Free slices just purged, which an allocation made meanwhile by another thread of
 /// the test binary (the harness allocates through ebb in a workspace build) may have
-/// taken again: at most an eighth of their OS pages resident (a 64 KiB page of blocks
-/// in a 512 KiB range). A purge that did not happen leaves them all resident.
+/// taken again: at most half of their OS pages resident. (An eighth, a 64 KiB page of
+/// blocks in a 512 KiB range, failed once in a full workspace run with 32 of 128
+/// pages resident: a 128 KiB block, the size `read_to_string` of `/proc/self/smaps`
+/// grows its buffer through in another test.) A purge that did not happen leaves them
+/// all resident.
 fn purged_but_for_a_new_page(p: *mut u8, len: usize) -> bool {
     let pages = resident(p, len);
-    pages.iter().filter(|&&r| r).count() <= pages.len() / 8
+    pages.iter().filter(|&&r| r).count() <= pages.len() / 2
 }
 
 /// The `/proc/self/smaps` entry of the mapping holding `p`: its start and its lines.
