@@ -49,32 +49,71 @@ pub unsafe fn move_pages(from: *mut u8, to: *mut u8, size: usize) -> bool {
     false
 }
 
+/// Open `path` (NUL-terminated) for reading with the raw system call, not libc's
+/// `open`: these run inside `malloc`, and a program (or a preloaded tracer) that
+/// interposes `open` with a wrapper that allocates would re-enter it.
+fn raw_open(path: &[u8]) -> Option<i32> {
+    debug_assert_eq!(path.last(), Some(&0));
+    // SAFETY: `path` is NUL-terminated and outlives the call; no memory is written.
+    let fd = preserving_errno(|| unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    });
+    (fd >= 0).then_some(fd as i32)
+}
+
+/// `read` with the raw system call (as [`raw_open`]): the count read, 0 at the end, -1
+/// on an error other than an interruption.
+fn raw_read(fd: i32, buf: &mut [u8]) -> isize {
+    loop {
+        // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes.
+        let (n, err) = preserving_errno(|| unsafe {
+            let n = libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len());
+            (n, if n < 0 { errno() } else { 0 })
+        });
+        if n < 0 && err == libc::EINTR {
+            continue;
+        }
+        return n as isize;
+    }
+}
+
+/// `close` with the raw system call (as [`raw_open`]).
+fn raw_close(fd: i32) {
+    // SAFETY: closing a descriptor this module opened has no memory effects.
+    preserving_errno(|| unsafe { libc::syscall(libc::SYS_close, fd) });
+}
+
 /// How many mappings (VMAs) the process has now: the lines of `/proc/self/maps`, read
 /// in pieces on the stack (1.1 ms at 8,000 mappings here). None if it cannot be read
 /// (no `/proc`). Page moves split mappings, and the kernel refuses new ones past
 /// [`mapping_limit`] (`span/move_budget.rs`).
 pub fn mapping_count() -> Option<usize> {
-    let fd = super::open_read(b"/proc/self/maps\0")?;
+    let fd = raw_open(b"/proc/self/maps\0")?;
     let mut buf = [0u8; 4096];
     let mut lines = 0;
     let ok = loop {
-        let n = super::read_fd(fd, &mut buf);
+        let n = raw_read(fd, &mut buf);
         if n <= 0 {
             break n == 0;
         }
         lines += buf[..n as usize].iter().filter(|&&b| b == b'\n').count();
     };
-    super::close_fd(fd);
+    raw_close(fd);
     ok.then_some(lines)
 }
 
 /// The most mappings the kernel lets the process have (`vm.max_map_count`), or None if
 /// it cannot be read.
 pub fn mapping_limit() -> Option<usize> {
-    let fd = super::open_read(b"/proc/sys/vm/max_map_count\0")?;
+    let fd = raw_open(b"/proc/sys/vm/max_map_count\0")?;
     let mut buf = [0u8; 32];
-    let n = super::read_fd(fd, &mut buf);
-    super::close_fd(fd);
+    let n = raw_read(fd, &mut buf);
+    raw_close(fd);
     if n <= 0 {
         return None;
     }
