@@ -106,24 +106,22 @@ fn moves_pause_over_the_mapping_budget_and_resume_under_it() {
         "pages moved while moves were paused"
     );
 
-    // 3. Under the budget again, moves come back (after at most `PAUSED_CHECK`
-    //    refusals): blocks bigger than any kept one are built of kept pages moved in.
+    // 3. Under the budget again, moves come back (after at most `PAUSED_CHECK` refused
+    //    moves): blocks each bigger than the last, so that none fits a kept piece whole
+    //    and each is built by moving kept pages in (once moves are allowed).
     options.mapping_budget = 1 << 40;
     ebb::set_options(options);
     for slot in &mut slots {
         // SAFETY: each block is ebb's and live; freed once.
         unsafe { A.dealloc(slot.0, slot.1) };
-        *slot = (std::ptr::null_mut(), Layout::new::<u8>());
     }
-    for step in 0..200 {
-        let layout = Layout::from_size_align((30 + rng.below(31)) * MIB, 8).unwrap();
+    for step in 0..120 {
+        let layout = Layout::from_size_align((32 + step) * MIB, 8).unwrap();
         // SAFETY: ebb's block, written within it and freed once with its layout.
         unsafe {
             let block = A.alloc(layout);
             assert!(!block.is_null());
-            for offset in (0..layout.size()).step_by(PAGE) {
-                block.add(offset).write(step as u8);
-            }
+            block.write(step as u8);
             A.dealloc(block, layout);
         }
     }
