@@ -81,7 +81,7 @@ fn moves_pause_over_the_mapping_budget_and_resume_under_it() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut slots = [(std::ptr::null_mut::<u8>(), Layout::new::<u8>()); SLOTS];
     // 1. Enough replacements for a count (`CHECK_MOVES` moves): moves pause.
-    churn(&mut slots, &mut rng, 600);
+    churn(&mut slots, &mut rng, 1_000);
     let paused = ebb::stats();
     assert!(
         paused.move_pauses >= 1,
