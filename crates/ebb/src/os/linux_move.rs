@@ -126,3 +126,39 @@ pub fn mapping_limit() -> Option<usize> {
     }
     any.then_some(limit)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::os::{release, reserve_aligned};
+
+    #[test]
+    fn mappings_are_counted_and_the_limit_read() {
+        let Ok(text) = std::fs::read_to_string("/proc/sys/vm/max_map_count") else {
+            assert_eq!(mapping_limit(), None);
+            return;
+        };
+        assert_eq!(mapping_limit(), text.trim().parse().ok());
+        // Three mappings where there was one: a reservation with a page in its middle
+        // made inaccessible. Other test threads may map or unmap meanwhile, so the
+        // count is compared with the kernel's own a few times.
+        let page = crate::os::page_size();
+        let base = reserve_aligned(3 * page, page);
+        assert!(!base.is_null());
+        let split = (0..5).any(|_| {
+            let before = mapping_count().expect("/proc/self/maps");
+            // SAFETY: the middle page of our own reservation, unused.
+            assert!(unsafe { crate::os::protect(base.wrapping_add(page), page, false) });
+            let after = mapping_count().unwrap();
+            // SAFETY: as above.
+            assert!(unsafe { crate::os::protect(base.wrapping_add(page), page, true) });
+            after == before + 2
+        });
+        // SAFETY: our reservation, unused.
+        unsafe { release(base, 3 * page) };
+        assert!(
+            split,
+            "splitting a mapping in three did not add two to the count"
+        );
+    }
+}
