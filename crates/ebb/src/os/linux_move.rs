@@ -44,9 +44,33 @@ pub unsafe fn move_pages(from: *mut u8, to: *mut u8, size: usize) -> bool {
         UNSUPPORTED.store(true, Ordering::Relaxed);
     }
     // A failure past the flag checks may have unmapped the destination: map fresh
-    // pages there again (a no-op while it is still mapped).
-    let _ = super::reserve_at(to, size);
+    // pages there again.
+    // SAFETY: per the contract the destination is ours and unused.
+    let _ = unsafe { remap_fresh(to, size) };
     false
+}
+
+/// Make `[at, at + size)`, a range of the caller's reservation that a failed move may
+/// have unmapped, or (a move of several mappings that failed partway, Linux 6.17 and
+/// later) filled in part, fresh pages reading as zero again, whatever of it is mapped
+/// now (`MAP_FIXED`: `reserve_at`'s `MAP_FIXED_NOREPLACE` fails over a range mapped in
+/// part and would leave the rest a hole). False if the OS refused.
+///
+/// # Safety
+/// The range must be page aligned, the caller's, and hold nothing anyone uses.
+pub unsafe fn remap_fresh(at: *mut u8, size: usize) -> bool {
+    // SAFETY: per the contract the range is ours and unused: replacing it loses nothing.
+    let got = preserving_errno(|| unsafe {
+        libc::mmap(
+            at as *mut c_void,
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    });
+    got == at as *mut c_void
 }
 
 /// Open `path` (NUL-terminated) for reading with the raw system call, not libc's
@@ -160,5 +184,32 @@ mod tests {
             split,
             "splitting a mapping in three did not add two to the count"
         );
+    }
+
+    #[test]
+    fn a_range_left_mapped_in_part_is_made_fresh_whole() {
+        let page = crate::os::page_size();
+        let base = reserve_aligned(4 * page, page);
+        assert!(!base.is_null());
+        // SAFETY: our own reservation: written, then its second page unmapped as a
+        // failed move may leave it, then pages 1-2 (one unmapped, one written) made
+        // fresh; read back within the reservation.
+        unsafe {
+            base.write_bytes(7, 4 * page);
+            libc::munmap(base.add(page) as *mut c_void, page);
+            assert!(remap_fresh(base.add(page), 2 * page));
+            assert_eq!(
+                *base.add(page),
+                0,
+                "the unmapped page is mapped again, zero"
+            );
+            assert_eq!(*base.add(2 * page), 0, "the page mapped still is fresh too");
+            assert_eq!(
+                (*base, *base.add(3 * page)),
+                (7, 7),
+                "the rest is untouched"
+            );
+            release(base, 4 * page);
+        }
     }
 }

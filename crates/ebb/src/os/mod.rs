@@ -67,6 +67,10 @@
 //!   reservation fault on any access, or read/write again; true if done. Pre: page
 //!   aligned, reserved, unused while inaccessible. (The secure build's guard pages and
 //!   guarded sampling, `front/guarded.rs`.)
+//! - `remap_fresh(ptr, size) -> bool`: make a range of a reservation fresh pages
+//!   reading as zero, whatever of it is mapped now (after a failed `remap` or
+//!   `move_pages` into it, which may have unmapped it or moved part of a source in).
+//!   Pre: page aligned, reserved by the caller, unused.
 //! - `mapping_count() -> Option<usize>`: how many mappings the process has now (Linux:
 //!   VMAs, the lines of `/proc/self/maps`), and `mapping_limit() -> Option<usize>`: how
 //!   many the OS allows (`vm.max_map_count`); None if unknown. Moves split mappings, so
@@ -190,6 +194,7 @@ mod contract {
     const _: fn() -> u64 = decommit_calls;
     const _: unsafe fn(*mut u8, usize, usize, *mut u8) -> *mut u8 = remap;
     const _: unsafe fn(*mut u8, *mut u8, usize) -> bool = move_pages;
+    const _: unsafe fn(*mut u8, usize) -> bool = remap_fresh;
     const _: fn() -> Option<usize> = mapping_count;
     const _: fn() -> Option<usize> = mapping_limit;
     const _: unsafe fn(*mut u8, usize, bool) -> bool = protect;

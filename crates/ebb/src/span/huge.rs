@@ -250,9 +250,10 @@ unsafe fn fill_from_kept(
             }
             // The pages stay where they were: give them back. Kernels before 6.17 move
             // no range that spans two VMAs and may have unmapped the destination
-            // before failing: map fresh pages there (a no-op if it is still mapped).
+            // before failing, later ones may have moved part of it: map fresh pages
+            // over the whole destination.
             os::release(source as *mut u8, len);
-            let _ = os::reserve_at(to, len);
+            let _ = os::remap_fresh(to, len);
         }
     }
     move_budget::moved(count as u32);
