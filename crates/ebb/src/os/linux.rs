@@ -267,7 +267,10 @@ pub fn valgrind_mark_defined(ptr: *mut u8, size: usize) {
 
 /// Move (or grow or shrink) a reservation. With `dest` non-null the pages move to
 /// `dest`, replacing what was reserved there; otherwise the resize must happen in
-/// place. Returns the new start or null. The page contents move without copying.
+/// place. Returns the new start or null. The page contents move without copying. On
+/// failure the reservation at `old` holds its contents whole: a move of several kernel
+/// mappings that failed partway (Linux 6.17 and later move them one at a time and leave
+/// those already moved at `dest`) is put back (`linux_move::put_back_moved`).
 ///
 /// # Safety
 /// `old` must be a reservation of `old_size` bytes; `dest`, if non-null, a reservation
@@ -291,6 +294,15 @@ pub unsafe fn remap(old: *mut u8, old_size: usize, new_size: usize, dest: *mut u
         }
     });
     if res == libc::MAP_FAILED {
+        // SAFETY: per the contract `dest` is ours and `old` our reservation.
+        if !dest.is_null() && !unsafe { super::linux_move::put_back_moved(old, old_size, dest) } {
+            // Out of memory even for fresh pages to copy them back into: the block at
+            // `old` has lost pages, and nothing can give them back.
+            super::write_fd(
+                2,
+                b"ebb: a failed mremap left part of a block elsewhere and it could not be put back: that block is damaged\n",
+            );
+        }
         null_mut()
     } else {
         res as *mut u8

@@ -50,6 +50,56 @@ pub unsafe fn move_pages(from: *mut u8, to: *mut u8, size: usize) -> bool {
     false
 }
 
+/// After `mremap(from, size, size, MAYMOVE | FIXED, to)` failed: put back at `from`
+/// whatever the kernel moved to `to` before the failure (a move of several mappings
+/// goes one mapping at a time and keeps those moved), copied into fresh pages (a move
+/// back could fail partway in turn). Every page of `[from, from + size)` not mapped
+/// there any more is at the same offset from `to`. Finds them with `mincore` (which
+/// fails on a range not wholly mapped), 2 MiB at a time, page by page only in a piece
+/// with a gap. True if the range is whole again (always, when nothing had moved).
+///
+/// # Safety
+/// `[from, from + size)` must have been one reservation of the caller's, wholly mapped
+/// before the failed move, and `[to, to + size)` the move's destination, the caller's.
+pub(super) unsafe fn put_back_moved(from: *mut u8, size: usize, to: *mut u8) -> bool {
+    const PIECE_PAGES: usize = 512;
+    let page = super::page_size();
+    let mut residency = [0u8; PIECE_PAGES];
+    let mapped =
+        |at: usize, len: usize, out: &mut [u8]| super::mincore(from.wrapping_add(at), len, out);
+    let mut whole = true;
+    let mut piece = 0;
+    while piece < size {
+        let end = size.min(piece + PIECE_PAGES * page);
+        if mapped(piece, end - piece, &mut residency) {
+            piece = end;
+            continue;
+        }
+        let mut at = piece;
+        while at < end {
+            if mapped(at, page, &mut residency[..1]) {
+                at += page;
+                continue;
+            }
+            let gap = at;
+            while at < end && !mapped(at, page, &mut residency[..1]) {
+                at += page;
+            }
+            // SAFETY: the gap is ours (unmapped now), its pages at the same offset
+            // from `to`, where the kernel moved them.
+            unsafe {
+                if remap_fresh(from.add(gap), at - gap) {
+                    core::ptr::copy_nonoverlapping(to.add(gap), from.add(gap), at - gap);
+                } else {
+                    whole = false;
+                }
+            }
+        }
+        piece = end;
+    }
+    whole
+}
+
 /// Make `[at, at + size)`, a range of the caller's reservation that a failed move may
 /// have unmapped, or (a move of several mappings that failed partway, Linux 6.17 and
 /// later) filled in part, fresh pages reading as zero again, whatever of it is mapped
@@ -184,6 +234,49 @@ mod tests {
             split,
             "splitting a mapping in three did not add two to the count"
         );
+    }
+
+    #[test]
+    fn pages_a_failed_move_left_at_its_destination_are_put_back() {
+        let page = crate::os::page_size();
+        let from = reserve_aligned(4 * page, page);
+        let to = reserve_aligned(4 * page, page);
+        assert!(!from.is_null() && !to.is_null());
+        // SAFETY: our own reservations: each page of `from` written with its number,
+        // then its first two moved to `to` as a move of several mappings that failed
+        // after its first one leaves them; read back within the reservations.
+        unsafe {
+            for i in 0..4 {
+                from.add(i * page).write_bytes(i as u8 + 1, page);
+            }
+            let moved = libc::mremap(
+                from as *mut c_void,
+                2 * page,
+                2 * page,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                to as *mut c_void,
+            );
+            assert_eq!(moved, to as *mut c_void);
+            let mut out = [0u8; 4];
+            assert!(
+                !crate::os::mincore(from, 4 * page, &mut out),
+                "nothing moved"
+            );
+            assert!(put_back_moved(from, 4 * page, to));
+            assert!(
+                crate::os::mincore(from, 4 * page, &mut out),
+                "a gap is left"
+            );
+            for i in 0..4 {
+                let first = *from.add(i * page);
+                let last = *from.add(i * page + page - 1);
+                assert_eq!((first, last), (i as u8 + 1, i as u8 + 1), "page {i}");
+            }
+            // Nothing moved: nothing to do.
+            assert!(put_back_moved(from, 4 * page, to));
+            release(from, 4 * page);
+            release(to, 4 * page);
+        }
     }
 
     #[test]
