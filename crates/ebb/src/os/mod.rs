@@ -49,7 +49,9 @@
 //! - `remap(old, old_size, new_size, dest) -> *mut u8`: resize a reservation in place
 //!   (`dest` null) or move its pages to the reservation at `dest`; null if it cannot.
 //!   Pre: `old` reserved with `old_size`; `dest` null or an unused reservation of
-//!   `new_size` bytes. Post: on success the contents are at the returned address.
+//!   `new_size` bytes. Post: on success the contents are at the returned address; on
+//!   failure they are whole at `old` (Linux: what a move of several mappings moved
+//!   before it failed is copied back).
 //! - `move_pages(from, to, size) -> bool`: move the pages of one range to another
 //!   without copying, the source staying reserved and reading as zero afterwards, none
 //!   of it resident; false if the OS cannot (then the source is unchanged). Pre: both
