@@ -160,9 +160,18 @@ pub fn take_signal(pending: &AtomicBool) -> bool {
     pending.load(Ordering::Relaxed) && pending.swap(false, Ordering::Acquire)
 }
 
-/// A drainer's second step, per mask word: the bits signalled (cleared).
+/// A drainer's second step, per mask word: the bits signalled (cleared). A word read
+/// as zero is left alone: a drainer reads every word of every segment, and swapping
+/// each took every mask line for writing (mixed-c: the swaps were half of
+/// `drain_notified`'s samples). The flag's swap in `take_signal` read the flag a
+/// signaller raised after setting its bit, so that bit is visible to this load (as it
+/// was to the swap; a bit no flag swap synchronised with stays set for the next drain
+/// either way).
 #[inline]
 pub fn take_signalled(mask_word: &AtomicU64) -> u64 {
+    if mask_word.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
     mask_word.swap(0, Ordering::Acquire)
 }
 
