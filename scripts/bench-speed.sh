@@ -28,7 +28,7 @@
 # Environment: RUNS (5), SCALE (1: scale of every workload), ALLOCATORS ("ebb system
 # jemalloc mimalloc snmalloc tcmalloc mimalloc2 ebb-capi"), C=0 (skip the C-ABI part),
 # C_PROGRAMS (all: "churn larson sweep realloc compiler huge espresso alloctest
-# alloctest2 bigmt"), DOC=0 (print the tables
+# alloctest2 bigmt handoff"), DOC=0 (print the tables
 # but do not write docs/), TIMEOUT (seconds per run, 600), RUST=0 (skip the Rust part;
 # with DOC=1 only the C sections of docs/BENCHMARKS.md are rewritten), MIMALLOC3 (the
 # mimalloc v3 of the C runs: "release" (default: 3.4.3, VERSION= another) or "crate"), OUT
@@ -149,7 +149,7 @@ fi
 C_ALLOCATORS=()
 if [ "$C" = 1 ]; then
     mkdir -p "$OUT/c"
-    read -r -a C_PROGRAMS <<<"${C_PROGRAMS:-churn larson sweep realloc compiler huge espresso alloctest alloctest2 bigmt}"
+    read -r -a C_PROGRAMS <<<"${C_PROGRAMS:-churn larson sweep realloc compiler huge espresso alloctest alloctest2 bigmt handoff}"
     for p in "${C_PROGRAMS[@]}"; do
         gcc -O2 -g -Wall -Wextra -pthread -o "$OUT/c/$p" "bench/speed/c/$p.c"
     done

@@ -111,6 +111,11 @@ C_NOTES = OrderedDict(
                          "crosses threads"),
         ("c-bigmt", "4 threads replacing buffers of 0.6-30 MiB in 6 slots each, a third "
                     "calloc'd, every page written and checked before the free"),
+        ("c-handoff", "8 threads handing buffers to each other (the mixed-c memory "
+                      "scenario without its RSS sampling): per round each frees what its "
+                      "neighbour handed it, replaces a quarter of two rings of 2,048 "
+                      "buffers of 64 B-8 KiB, and makes ~4 MiB of 16 B-8 KiB buffers and "
+                      "lists of 4 KiB blocks, half freed, half handed on; 50 rounds"),
     ]
 )
 

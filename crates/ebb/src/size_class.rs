@@ -173,7 +173,8 @@ pub const fn class_size(class: usize) -> usize {
 }
 
 /// Number of 64 KiB slices in a page of this class: enough that the page holds at
-/// least 8 blocks, so the unusable tail of a page stays under 1/8 of it.
+/// least 8 blocks, so the unusable tail of a page stays under 1/8 of it, and at least 32
+/// blocks of up to 8 KiB (`UPPER_SMALL_PAGE_SLICES`).
 ///
 /// Blocks above `MEDIUM_PAGE_BLOCK_MAX` get just the slices 8 blocks need (9 to 64),
 /// not 64 each: a heap keeps the only page of a class when it empties, and python3
@@ -182,8 +183,10 @@ pub const fn class_size(class: usize) -> usize {
 #[inline]
 pub const fn page_slices(class: usize) -> usize {
     let size = class_size(class);
-    if size <= SMALL_PAGE_BLOCK_MAX {
+    if size <= ONE_SLICE_BLOCK_MAX {
         1
+    } else if size <= SMALL_PAGE_BLOCK_MAX {
+        UPPER_SMALL_PAGE_SLICES
     } else if size <= MEDIUM_PAGE_BLOCK_MAX {
         8
     } else {
@@ -204,8 +207,28 @@ pub const SPREAD_PAGE_SLICES: usize = 4;
 // The blocks of such a page fit a `thread_free` length (16 bits).
 const _: () = assert!(SPREAD_PAGE_SLICES * SLICE_BYTES / MIN_BLOCK < 0xffff);
 
-/// The largest block of a 1-slice (64 KiB) page: 8 blocks fit.
+/// The largest small block: pages of blocks up to here give back their free OS pages
+/// as holes (`span::holes`), bigger blocks are purged inside block by block.
 pub const SMALL_PAGE_BLOCK_MAX: usize = 8 * 1024;
+/// The largest block of a 1-slice (64 KiB) page: 16 blocks fit.
+pub const ONE_SLICE_BLOCK_MAX: usize = 4 * 1024;
+/// Slices of a page of blocks above `ONE_SLICE_BLOCK_MAX` up to `SMALL_PAGE_BLOCK_MAX`:
+/// 256 KiB, 32 to 58 blocks, where a 64 KiB page held 8 to 14.
+///
+/// Why: a page that fills goes through a heap's slow path, and one beyond the few full
+/// pages a heap keeps (`front::slow::FULL_PAGE_SLICES_KEPT`) is abandoned; with threads
+/// handing buffers to each other, such a page comes back (listed with the blocks other
+/// threads freed into it, or taken back by its owner's free), gives out those few
+/// blocks and is abandoned again. With 8-14 blocks a page that happened every few
+/// mallocs of these classes: in the `mixed-c` scenario (8 threads) 89% of the 175 K
+/// pages abandoned per run were pages of 4-8 KiB blocks. With 4 slices, `c-handoff`
+/// (bench/speed/c/handoff.c, the same shape) abandons 53 K pages instead of 161 K, at
+/// 0.84 x the CPU and +2% peak RSS (`mixed-c` after 50 rounds +4%); 2 slices: CPU
+/// 0.93 x, RSS +0.5% (docs/BENCHMARKS.md, "Pages of 4-8 KiB blocks").
+pub const UPPER_SMALL_PAGE_SLICES: usize = 4;
+// Such a page's blocks fit a `thread_free` length (16 bits), and a page of them is
+// never bigger than the pages of a class replaced at random (`span::holes::units`).
+const _: () = assert!(UPPER_SMALL_PAGE_SLICES <= SPREAD_PAGE_SLICES);
 /// The largest block of an 8-slice (512 KiB) page; bigger ones get 64 slices (4 MiB).
 pub const MEDIUM_PAGE_BLOCK_MAX: usize = 64 * 1024;
 

@@ -10,7 +10,9 @@
 //! carry the advice (`/proc/self/smaps`), never timings.
 
 const UNIT: usize = 2 << 20;
-const BLOCK: usize = 8192;
+/// The largest block of one-slice pages (`size_class::ONE_SLICE_BLOCK_MAX`): the rule is
+/// theirs.
+const BLOCK: usize = 4096;
 /// `large_pages::FRESH_MIN_COMMITTED`.
 const FLOOR: u64 = 16 << 20;
 
@@ -51,7 +53,7 @@ fn alloc_written() -> *mut u8 {
     p
 }
 
-/// Allocate 8 KiB blocks (one-slice pages) into `blocks` until one lands in an advised
+/// Allocate 4 KiB blocks (one-slice pages) into `blocks` until one lands in an advised
 /// mapping past the floor, looking once per unit the fill front enters; at most
 /// `limit` blocks. Returns that block.
 fn fill_until_advised(blocks: &mut Vec<*mut u8>, limit: usize) -> Option<*mut u8> {
@@ -98,8 +100,8 @@ fn fresh_units_are_advised_past_the_floor_until_a_slice_of_them_is_freed() {
         "this test needs a process of one heap"
     );
     let below_floor = !advised(blocks[0]);
-    // Past it (up to 48 MiB of 8 KiB blocks).
-    let found = fill_until_advised(&mut blocks, 6000);
+    // Past it (up to 48 MiB of 4 KiB blocks).
+    let found = fill_until_advised(&mut blocks, 12000);
     for &p in &blocks {
         // SAFETY: live blocks of ours.
         unsafe { ebb::free(p) };
@@ -177,7 +179,7 @@ fn no_fresh_unit_is_advised_while_two_heaps_live() {
     made_rx.recv().unwrap();
     assert!(ebb::stats().threads >= 2);
     let mut blocks = Vec::new();
-    let found = fill_until_advised(&mut blocks, 4000);
+    let found = fill_until_advised(&mut blocks, 8000);
     hold_tx.send(()).unwrap();
     other.join().unwrap();
     for &p in &blocks {

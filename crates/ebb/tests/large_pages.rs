@@ -249,7 +249,7 @@ fn thp_in_kernel() -> bool {
 
 /// Dense growth (`EBB_DENSE_HUGE_PAGES`): once one-slice pages fill a unit, the next
 /// one is faulted in whole; a span that may leave memory unwritten (a large block, a
-/// page of blocks over 8 KiB) is then placed elsewhere, not in that resident unit.
+/// page of blocks over 4 KiB) is then placed elsewhere, not in that resident unit.
 #[test]
 fn dense_growth_keeps_sparse_spans_out_of_the_unit_it_faulted_in() {
     let _turn = turn(false);
@@ -263,16 +263,16 @@ fn dense_growth_keeps_sparse_spans_out_of_the_unit_it_faulted_in() {
     // pass on a slow path may decommit it before it is looked at (seen under load).
     options.purge_delay_ms = 60_000;
     ebb::set_options(options);
-    // Past the 32 MiB floor: 40 MiB of 8 KiB blocks (one-slice pages), each written.
+    // Past the 32 MiB floor: 40 MiB of 4 KiB blocks (one-slice pages), each written.
     let alloc_small = |blocks: &mut Vec<*mut u8>| {
-        let p = ebb::alloc(8192, 8);
+        let p = ebb::alloc(4096, 8);
         assert!(!p.is_null());
-        // SAFETY: a live block of 8 KiB.
-        unsafe { std::ptr::write_bytes(p, 0x5a, 8192) };
+        // SAFETY: a live block of 4 KiB.
+        unsafe { std::ptr::write_bytes(p, 0x5a, 4096) };
         blocks.push(p);
     };
     let mut small = Vec::new();
-    for _ in 0..5120 {
+    for _ in 0..10240 {
         alloc_small(&mut small);
     }
     // No free committed slice is left but the unit faulted in below.
@@ -285,11 +285,11 @@ fn dense_growth_keeps_sparse_spans_out_of_the_unit_it_faulted_in() {
         let before = ebb::stats().dense_huge_units;
         while ebb::stats().dense_huge_units == before {
             alloc_small(&mut small);
-            assert!(small.len() < 20_000, "dense growth faulted in no unit");
+            assert!(small.len() < 40_000, "dense growth faulted in no unit");
         }
         let unit = (*small.last().unwrap() as usize & !(UNIT - 1)) + UNIT;
         let unit_resident = all_resident(unit as *mut u8, UNIT);
-        if unit_resident || small.len() >= 10_000 {
+        if unit_resident || small.len() >= 20_000 {
             break (unit, unit_resident);
         }
     };
@@ -298,9 +298,9 @@ fn dense_growth_keeps_sparse_spans_out_of_the_unit_it_faulted_in() {
     let medium = ebb::alloc(40 * 1024, 8); // a page of 8 slices
     assert!(!large.is_null() && !medium.is_null());
     let (large_inside, medium_inside) = (inside(large), inside(medium));
-    // One-slice pages do fill it.
+    // One-slice pages do fill it (16 blocks: a page).
     let before_next = small.len();
-    for _ in 0..8 {
+    for _ in 0..16 {
         alloc_small(&mut small);
     }
     let small_inside = small[before_next..].iter().any(|&p| inside(p));
@@ -326,7 +326,7 @@ fn dense_growth_keeps_sparse_spans_out_of_the_unit_it_faulted_in() {
     );
     assert!(
         small_inside,
-        "8 KiB blocks were not placed in the faulted-in unit"
+        "4 KiB blocks were not placed in the faulted-in unit"
     );
 }
 

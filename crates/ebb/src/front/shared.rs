@@ -41,7 +41,7 @@ use crate::counters::COUNTERS;
 use crate::front::heap::{abandon_all, Heap};
 use crate::front::queue::queue_remove;
 use crate::front::slow::{find_page, pop};
-use crate::size_class::{class_size, page_slices, CLASS_COUNT};
+use crate::size_class::{class_size, CLASS_COUNT, SMALL_PAGE_BLOCK_MAX};
 use crate::span::page::CHECK_TAG;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -57,9 +57,10 @@ pub const SHARED_START_BLOCKS: usize = 64;
 const SPINS: u32 = 64;
 
 /// Blocks of `class` a thread takes from shared pages before it uses pages of its own
-/// (0: the class is never shared: pages of more than one slice).
+/// (0: the class is never shared: blocks above 8 KiB, whose pages of 8 slices and more
+/// a thread's first blocks would leave mostly empty).
 pub const fn shared_limit(class: usize) -> u8 {
-    if page_slices(class) != 1 {
+    if class_size(class) > SMALL_PAGE_BLOCK_MAX {
         return 0;
     }
     let by_bytes = SHARED_START_BYTES / class_size(class);

@@ -295,17 +295,28 @@ pub fn fresh_but(free: &Bitmap512, committed: &Bitmap512, first: usize, slice: u
         && committed.all(slice + 1, end - slice - 1, false)
 }
 
-/// True if a span of `count` slices, a page of small blocks if `small`, may be placed
-/// in a unit dense growth faulted in: a one-slice page, whose blocks are at most 8 KiB.
-/// Every 4 KiB of such a page holds the start of a block or lies inside a block of
-/// at most two OS pages, so a page whose blocks are handed out is written nearly
-/// whole; a bigger block (a page of 384 KiB blocks, a large block) may be written only
-/// in part (a `Vec` grown by doubling and shrunk in place keeps its unwritten tail),
-/// and inside a huge page that tail would be resident.
+/// True if a span of `count` slices, a page of blocks if `small`, may be placed in a
+/// unit dense growth faulted in: a page of blocks of at most 8 KiB (one slice up to 4
+/// KiB, four above, or for a class replaced at random). Every 4 KiB of such a page
+/// holds the start of a block or lies inside a block of at most two OS pages, so a
+/// page whose blocks are handed out is written nearly whole; a bigger block (a page
+/// of 384 KiB blocks, a large block) may be written only in part (a `Vec` grown by
+/// doubling and shrunk in place keeps its unwritten tail), and inside a huge page that
+/// tail would be resident. (One-slice pages only until the 4-8 KiB classes moved to
+/// four: sqlite's page cache, 4,232-byte blocks, then lost its huge pages, +5% CPU.)
 #[inline]
 pub fn fills_densely(small: bool, count: usize) -> bool {
-    small && count == 1
+    small && count <= SMALL_BLOCK_PAGE_SLICES_MAX
 }
+
+/// The most slices of a page of blocks up to `size_class::SMALL_PAGE_BLOCK_MAX`: pages
+/// of bigger blocks are longer (8 slices and up).
+const SMALL_BLOCK_PAGE_SLICES_MAX: usize = crate::size_class::SPREAD_PAGE_SLICES;
+const _: () = {
+    use crate::size_class::{class_of, page_slices, SMALL_PAGE_BLOCK_MAX};
+    assert!(page_slices(class_of(SMALL_PAGE_BLOCK_MAX)) <= SMALL_BLOCK_PAGE_SLICES_MAX);
+    assert!(page_slices(class_of(SMALL_PAGE_BLOCK_MAX) + 1) > SMALL_BLOCK_PAGE_SLICES_MAX);
+};
 
 /// Clear from `runs` (free slices of `segment`) the ones in units dense growth faulted
 /// in whole that are still committed: the span being placed may not fill them (see
