@@ -223,8 +223,8 @@ pub const ONE_SLICE_BLOCK_MAX: usize = 4 * 1024;
 /// mallocs of these classes: in the `mixed-c` scenario (8 threads) 89% of the 175 K
 /// pages abandoned per run were pages of 4-8 KiB blocks. With 4 slices, `c-handoff`
 /// (bench/speed/c/handoff.c, the same shape) abandons 53 K pages instead of 161 K, at
-/// 0.84 x the CPU and +2% peak RSS (`mixed-c` after 50 rounds +4%); 2 slices: CPU
-/// 0.93 x, RSS +0.5% (docs/BENCHMARKS.md, "Pages of 4-8 KiB blocks").
+/// 0.84-0.86 x the CPU and +2-4% peak RSS (`mixed-c` after 50 rounds +4%); 2 slices:
+/// CPU 0.92 x, RSS +0.8% (docs/BENCHMARKS.md, "Pages of 4-8 KiB blocks").
 pub const UPPER_SMALL_PAGE_SLICES: usize = 4;
 // Such a page's blocks fit a `thread_free` length (16 bits), and a page of them is
 // never bigger than the pages of a class replaced at random (`span::holes::units`).
