@@ -6,7 +6,6 @@
  * alloctest2.c, which includes this file) threads run at once.
  * usage: alloctest [scale] */
 #include "common.h"
-#include <pthread.h>
 
 #ifndef THREADS
 #define THREADS 1
@@ -64,17 +63,11 @@ int main(int argc, char **argv) {
     double scale = arg_scale(argc, argv);
     steps = scaled(20000000 / THREADS, scale, 1000);
     worker_t w[THREADS];
-    pthread_t t[THREADS];
     double t0 = now_ms();
-    for (int i = 0; i < THREADS; i++) {
-        w[i].id = i;
-        if (pthread_create(&t[i], NULL, work, &w[i])) abort();
-    }
+    for (int i = 0; i < THREADS; i++) w[i].id = i;
+    run_threads(THREADS, work, w, sizeof w[0]);
     uint64_t sum = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        sum = mix(sum, w[i].sum);
-    }
+    for (int i = 0; i < THREADS; i++) sum = mix(sum, w[i].sum);
     report(NAME, scale, THREADS, now_ms() - t0, sum, "");
     return 0;
 }

@@ -5,6 +5,7 @@
 #define BENCH_COMMON_H
 
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,16 @@ static inline void report(const char *workload, double scale, int threads, doubl
            "\"wall_ms\": %.3f, \"cpu_ms\": %.0f, \"peak_rss_kib\": %ld, \"checksum\": \"%016llx\"%s}\n",
            workload, alloc ? alloc : "unknown", scale, threads, wall_ms, cpu_ms(), peak_rss_kib(),
            (unsigned long long)checksum, extra);
+}
+
+/* Run `fn` on `n` threads, thread i given `(char *)args + i * size` (an array of the
+ * workers' structs), and wait for all of them. Aborts if a thread cannot start. */
+static inline void run_threads(int n, void *(*fn)(void *), void *args, size_t size) {
+    pthread_t t[64];
+    if (n > 64) abort();
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * size)) abort();
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
 }
 
 static void *xmalloc(size_t n) {

@@ -162,17 +162,11 @@ int main(int argc, char **argv) {
     rounds = scaled(50, scale, 2);
     pthread_barrier_init(&barrier, NULL, THREADS);
     worker_t w[THREADS];
-    pthread_t t[THREADS];
     double t0 = now_ms();
-    for (int i = 0; i < THREADS; i++) {
-        w[i].id = i;
-        if (pthread_create(&t[i], NULL, work, &w[i])) abort();
-    }
+    for (int i = 0; i < THREADS; i++) w[i].id = i;
+    run_threads(THREADS, work, w, sizeof w[0]);
     uint64_t sum = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        sum = mix(sum, w[i].sum);
-    }
+    for (int i = 0; i < THREADS; i++) sum = mix(sum, w[i].sum);
     /* The last round's hand-overs, freed by the main thread. */
     for (int i = 0; i < THREADS; i++) {
         for (size_t k = 0; k < boxes[i].len; k++) sum = item_free(boxes[i].items[k], sum);
