@@ -180,7 +180,10 @@ for size in $XSIZES; do
     echo
 done
 echo
-echo "libraries: ebb=$EBB_SO${MIMALLOC_SO:+ mimalloc2=$MIMALLOC_SO}${MIMALLOC3_SO:+ mimalloc3=$MIMALLOC3_SO}${MIMALLOC_REL_SO:+ mimalloc-rel=$MIMALLOC_REL_SO}${JEMALLOC_SO:+ jemalloc=$JEMALLOC_SO}${TCMALLOC_SO:+ tcmalloc=$TCMALLOC_SO}"
+# (Paths inside the repository relative to it, so the doc does not name this machine's
+# checkout.)
+R="$PWD/"
+echo "libraries: ebb=${EBB_SO#"$R"}${MIMALLOC_SO:+ mimalloc2=$MIMALLOC_SO}${MIMALLOC3_SO:+ mimalloc3=${MIMALLOC3_SO#"$R"}}${MIMALLOC_REL_SO:+ mimalloc-rel=${MIMALLOC_REL_SO#"$R"}}${JEMALLOC_SO:+ jemalloc=$JEMALLOC_SO}${TCMALLOC_SO:+ tcmalloc=$TCMALLOC_SO}"
 } | tee "$OUT/tables.txt"
 
 CG_OUT=$TARGET/cachegrind
