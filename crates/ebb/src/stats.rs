@@ -47,6 +47,10 @@ pub struct Stats {
     pub committed: u64,
     /// Part of `committed` that is free and waiting for its purge delay.
     pub free_committed: u64,
+    /// Part of `committed` in empty pages the threads' heaps keep for their next pages
+    /// (`front::stash`, at most 1 MiB a heap; they go back to the arena when the heap
+    /// is swept, taken over, or its thread exits).
+    pub stashed: u64,
     /// Address space reserved from the OS.
     pub reserved: u64,
     /// Total bytes given back to the OS by purging (cumulative).
@@ -163,6 +167,7 @@ pub fn snapshot() -> Stats {
         segments: c.segments.load(Ordering::Relaxed),
         pages: 0,
         pages_abandoned: 0,
+        stashed: 0,
         abandon_events: c.pages_abandoned.load(Ordering::Relaxed),
         reclaim_events: c.pages_reclaimed.load(Ordering::Relaxed),
         collect_events: c.pages_collected.load(Ordering::Relaxed),
@@ -210,7 +215,9 @@ pub fn snapshot() -> Stats {
             }
             let owner = page.owner.load(Ordering::Acquire);
             match owner {
-                FREE | HUGE => {}
+                // A span in use whose owner word is FREE is a heap's stashed page.
+                FREE => s.stashed += page.span_bytes() as u64,
+                HUGE => {}
                 LARGE => s.allocated_large += page.block_size() as u64,
                 _ => {
                     let size = page.block_size() as u64;
@@ -273,9 +280,10 @@ impl Stats {
         )?;
         writeln!(
             w,
-            "  committed {} (free, awaiting purge {}), reserved {}",
+            "  committed {} (free, awaiting purge {}; empty pages kept by heaps {}), reserved {}",
             Bytes(self.committed),
             Bytes(self.free_committed),
+            Bytes(self.stashed),
             Bytes(self.reserved)
         )?;
         writeln!(

@@ -17,13 +17,14 @@ impl Stats {
     /// no pages are left out of `classes`.
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
         write!(w, "{{\"ebb_stats_version\":{FORMAT_VERSION}")?;
-        let fields: [(&str, u64); 44] = [
+        let fields: [(&str, u64); 45] = [
             ("allocated", self.allocated),
             ("allocated_small", self.allocated_small),
             ("allocated_large", self.allocated_large),
             ("allocated_huge", self.allocated_huge),
             ("committed", self.committed),
             ("free_committed", self.free_committed),
+            ("stashed", self.stashed),
             ("reserved", self.reserved),
             ("purged", self.purged),
             ("purge_calls", self.purge_calls),

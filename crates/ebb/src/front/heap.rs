@@ -102,6 +102,11 @@ pub struct Heap {
     /// fast path. A hint, checked on use: a malloc refilling the page does not clear
     /// the bit, nor does a change of current page.
     pub emptied_current: u64,
+    /// Empty one-slice pages kept for the heap's next pages (`front::stash`), linked
+    /// through `Page::next`; `stash_len` of them, at most `stash::STASH_PAGES`. Counted
+    /// in `page_count`.
+    pub stash: *mut Page,
+    pub stash_len: u32,
     /// The blocks whose tails `realloc` gave back most recently (owner only:
     /// `front::shrunk_tails`).
     pub shrunk_tails: crate::front::shrunk_tails::ShrunkTails,
@@ -159,6 +164,8 @@ impl Heap {
             dense_refills: [0; CLASS_COUNT],
             took_remote_frees: false,
             emptied_current: 0,
+            stash: null_mut(),
+            stash_len: 0,
             shrunk_tails: crate::front::shrunk_tails::ShrunkTails::new(),
             checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             sampler: crate::profile::HeapSampler::new(),
@@ -495,8 +502,8 @@ unsafe fn heap_done(heap: *mut Heap) {
 }
 
 /// Abandon every page in the heap's queues (they stay valid; anyone may claim them)
-/// and point its tables at the empty page. Unused pages go back to the arena with their
-/// purge delay counted from `unused_since`.
+/// and point its tables at the empty page. Unused pages (the stash's too) go back to
+/// the arena with their purge delay counted from `unused_since`.
 ///
 /// # Safety
 /// The caller must have exclusive use of the heap: its owner, or a stealer that has
@@ -507,6 +514,7 @@ pub unsafe fn abandon_all(heap: *mut Heap, unused_since: u64) {
     // SAFETY: per the contract.
     unsafe {
         (*heap).clear_tables();
+        crate::front::stash::release(heap, unused_since);
         for class in 0..CLASS_COUNT {
             loop {
                 let page = (*heap).queues[class].first;

@@ -8,6 +8,7 @@
 //! - `shared`: the shared start pages, a thread's first blocks of each small class;
 //! - `shrunk_tails`: the tail of a block `realloc` shrinks in place, given back unless the block churns;
 //! - `spread`: bigger pages for a class whose blocks are replaced at random;
+//! - `stash`: a few empty pages a heap keeps for its next pages;
 //! - `takeover`: which heaps are idle, and taking one over (for the purger);
 //! - `tls`: how a thread finds its heap;
 //! - `check`: check mode's validation of frees (`EBB_CHECK=1`);
@@ -32,6 +33,7 @@ pub mod shared;
 pub mod shrunk_tails;
 pub mod slow;
 pub mod spread;
+pub mod stash;
 pub mod takeover;
 pub mod tls;
 pub mod valgrind;

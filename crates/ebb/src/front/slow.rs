@@ -5,7 +5,7 @@
 use crate::counters::COUNTERS;
 use crate::front::heap::{empty_heap, ensure_heap, Heap};
 use crate::front::queue::{queue_is_short, queue_push_back, queue_push_front, queue_remove};
-use crate::front::{check, freed_key, guarded, shared, spread, tls};
+use crate::front::{check, freed_key, guarded, shared, spread, stash, tls};
 use crate::handoff::{abandon, drain};
 use crate::os;
 use crate::process::purger::after_slow_path;
@@ -116,7 +116,8 @@ unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Optio
 }
 
 /// Find a page with room for `class` for `heap`: drain notified abandoned pages, claim
-/// a listed one of the class, or carve a fresh span. Returns the page owned by `heap`
+/// a listed one of the class, or carve a fresh span (a stashed one first:
+/// `front::stash`). Returns the page owned by `heap`
 /// (not yet in its queue), or null if the OS refused memory.
 fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
     drain::drain_notified();
@@ -133,8 +134,28 @@ fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
     } else {
         page_slices(class)
     };
-    let Some((page, _)) = arena::alloc_span(slices, 1) else {
-        return null_mut();
+    let (stashed, carved) = if slices == 1 {
+        // SAFETY: `heap` is the calling thread's heap, in a slow path.
+        unsafe { stash::take(heap, class) }
+    } else {
+        (null_mut(), false)
+    };
+    if carved {
+        // SAFETY: a stashed page of this class, ours, every block free: publish it.
+        unsafe { (*stashed).owner.store(owner_word, Ordering::Release) };
+        return stashed;
+    }
+    let page = if stashed.is_null() {
+        let Some((page, _)) = arena::alloc_span(slices, 1) else {
+            return null_mut();
+        };
+        page
+    } else {
+        // Its blocks were written: carving it again for another class must not take
+        // them for zero (calloc would skip its memset).
+        // SAFETY: a stashed page, ours.
+        unsafe { (*stashed).is_zero = false };
+        stashed
     };
     // SAFETY: the span is ours; set it up before publishing the owner.
     unsafe {
@@ -501,6 +522,7 @@ unsafe fn sweep(heap: *mut Heap) {
     unsafe {
         (*heap).sweep_wanted.store(false, Ordering::Relaxed);
         let now = deadline::coarse_now_ms();
+        stash::release(heap, now);
         for class in 0..CLASS_COUNT {
             let first = (*heap).queues[class].first;
             if first.is_null() {
@@ -749,6 +771,9 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
         queue_remove(heap, class, page);
         (*page).gather_frees();
         debug_assert!((*page).is_unused());
+        if stash::push(heap, page) {
+            return;
+        }
         // Not ours any more: a late free finds a marker, not this heap (`free_span`
         // then writes FREE).
         (*page).owner.store(DRAINING, Ordering::Relaxed);
@@ -767,6 +792,7 @@ pub fn release_unused_pages(force: bool) {
     slow_path_enter(heap);
     // SAFETY: this is our heap.
     unsafe {
+        stash::release(heap, deadline::coarse_now_ms());
         for class in 0..CLASS_COUNT {
             let mut page = (*heap).queues[class].first;
             while !page.is_null() {
