@@ -273,7 +273,7 @@ pub fn print_retention() {
 /// free memory if `force`).
 pub fn collect(force: bool) {
     handoff::drain::drain_notified();
-    front::slow::release_unused_pages(force);
+    front::empty_pages::release_unused_pages(force);
     process::purger::purge(os::now_ms(), force);
 }
 

@@ -1,4 +1,5 @@
-//! Empty pages of big blocks go back when the heap takes a span.
+//! Empty pages of big blocks go back when the heap takes a span; `ebb::collect` gives
+//! back every empty page of the calling thread's heap ([`release_unused_pages`]).
 //!
 //! A heap keeps the page of a class whose last block was freed while it is the class's
 //! current page (the free fast path never leaves for it: `page::CURRENT`), so a thread
@@ -63,8 +64,10 @@
 //! (`large_pages::after_slices_freed`), so refaults there are 4 KiB pages again.
 
 use crate::counters::COUNTERS;
-use crate::front::heap::Heap;
+use crate::front::heap::{empty_heap, Heap};
 use crate::front::queue::queue_remove;
+use crate::front::{slow, stash, tls};
+use crate::process::purger::after_slow_path;
 use crate::size_class::{class_of, class_size, CLASS_COUNT, SMALL_PAGE_BLOCK_MAX};
 use crate::span::page::{empty_page, DRAINING};
 use crate::span::{arena, deadline};
@@ -201,5 +204,35 @@ unsafe fn let_go_page(heap: *mut Heap, class: usize, page: *mut crate::span::pag
         // Not ours any more: a late free finds a marker, not this heap.
         (*page).owner.store(DRAINING, Ordering::Relaxed);
         arena::free_span(page, deadline::coarse_now_ms());
+    }
+}
+
+/// Free every unused page of the calling thread's heap but the only page of a class
+/// (every one if `force`), for `ebb::collect`.
+pub fn release_unused_pages(force: bool) {
+    let heap = tls::heap();
+    if heap == empty_heap() {
+        return;
+    }
+    slow::slow_path_enter(heap);
+    // SAFETY: this is our heap.
+    unsafe {
+        stash::release(heap, deadline::coarse_now_ms());
+        for class in 0..CLASS_COUNT {
+            let mut page = (*heap).queues[class].first;
+            while !page.is_null() {
+                let next = (*page).next;
+                (*page).gather_frees();
+                let only = page == (*heap).queues[class].first && next.is_null();
+                if (*page).is_unused() && (force || !only) {
+                    queue_remove(heap, class, page);
+                    (*page).owner.store(DRAINING, Ordering::Relaxed);
+                    arena::free_span(page, deadline::coarse_now_ms());
+                }
+                page = next;
+            }
+        }
+        after_slow_path();
+        (*heap).leave();
     }
 }

@@ -24,7 +24,7 @@ use core::sync::atomic::Ordering;
 /// count the activity (the stealer leaves recently active heaps alone). No clock read:
 /// the stealer notices when the count stops moving.
 #[inline]
-fn slow_path_enter(heap: *mut Heap) {
+pub fn slow_path_enter(heap: *mut Heap) {
     // SAFETY: heap is the calling thread's heap.
     unsafe {
         (*heap).enter();
@@ -115,9 +115,8 @@ unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Optio
 }
 
 /// Find a page with room for `class` for `heap`: drain notified abandoned pages, claim
-/// a listed one of the class, or carve a fresh span (a stashed one first:
-/// `front::stash`). Returns the page owned by `heap`
-/// (not yet in its queue), or null if the OS refused memory.
+/// a listed one of the class, or carve a fresh span (a stashed one first: `stash`).
+/// Returns the page owned by `heap` (not in its queue), or null if the OS refused.
 fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
     drain::drain_notified();
     // SAFETY: `heap` is the calling thread's heap.
@@ -133,34 +132,19 @@ fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
     } else {
         page_slices(class)
     };
-    let (stashed, carved) = if slices == 1 {
+    if slices == 1 {
         // SAFETY: `heap` is the calling thread's heap, in a slow path.
-        unsafe { stash::take(heap, class) }
-    } else {
-        (null_mut(), false)
-    };
-    if carved {
-        // SAFETY: a stashed page of this class, ours, every block free: publish it.
-        unsafe { (*stashed).owner.store(owner_word, Ordering::Release) };
-        return stashed;
+        let page = unsafe { stash::take_for(heap, class) };
+        if !page.is_null() {
+            return page;
+        }
     }
-    let page = if stashed.is_null() {
-        // Only before a span is taken (the module doc of `empty_pages`): a page from
-        // the list or the stash takes nothing from the arena, and the walk over the
-        // classes above 8 KiB was 30% of `find_page`'s samples in a thread freeing
-        // batches of 1 KiB blocks and taking stashed pages again.
-        // SAFETY: `heap` is the calling thread's heap, in a slow path.
-        unsafe { crate::front::empty_pages::let_go_empty_pages(heap, class) };
-        let Some((page, _)) = arena::alloc_span(slices, 1) else {
-            return null_mut();
-        };
-        page
-    } else {
-        // Its blocks were written: carving it again for another class must not take
-        // them for zero (calloc would skip its memset).
-        // SAFETY: a stashed page, ours.
-        unsafe { (*stashed).is_zero = false };
-        stashed
+    // Only before a span is taken (`empty_pages`' module doc): the walk was 30% of
+    // `find_page`'s samples in a thread taking stashed pages back (docs/BENCHMARKS.md).
+    // SAFETY: `heap` is the calling thread's heap, in a slow path.
+    unsafe { crate::front::empty_pages::let_go_empty_pages(heap, class) };
+    let Some((page, _)) = arena::alloc_span(slices, 1) else {
+        return null_mut();
     };
     // SAFETY: the span is ours; set it up before publishing the owner.
     unsafe {
@@ -510,7 +494,7 @@ unsafe fn cut(
 }
 
 /// Let go of every page of the heap but the current one of each class: free the unused
-/// ones, abandon the rest (listed for any thread if they have room).
+/// ones (the stash's too), abandon the rest (listed for any thread if they have room).
 ///
 /// A busy heap is never taken over, yet the pages it holds besides its current ones
 /// (the full pages `find_page` keeps, pages taken back by a free) only come back to
@@ -784,35 +768,5 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
         (*page).owner.store(DRAINING, Ordering::Relaxed);
         arena::free_span(page, deadline::coarse_now_ms());
         after_slow_path();
-    }
-}
-
-/// Free every unused page of the calling thread's heap but the only page of a class
-/// (every one if `force`), for `ebb::collect`.
-pub fn release_unused_pages(force: bool) {
-    let heap = tls::heap();
-    if heap == empty_heap() {
-        return;
-    }
-    slow_path_enter(heap);
-    // SAFETY: this is our heap.
-    unsafe {
-        stash::release(heap, deadline::coarse_now_ms());
-        for class in 0..CLASS_COUNT {
-            let mut page = (*heap).queues[class].first;
-            while !page.is_null() {
-                let next = (*page).next;
-                (*page).gather_frees();
-                let only = page == (*heap).queues[class].first && next.is_null();
-                if (*page).is_unused() && (force || !only) {
-                    queue_remove(heap, class, page);
-                    (*page).owner.store(DRAINING, Ordering::Relaxed);
-                    arena::free_span(page, deadline::coarse_now_ms());
-                }
-                page = next;
-            }
-        }
-        after_slow_path();
-        (*heap).leave();
     }
 }

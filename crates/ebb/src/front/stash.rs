@@ -24,7 +24,7 @@
 //! holds goes back to the arena wherever the heap lets go of pages it is not using:
 //! the purger's sweep of a busy heap (about once per purge delay: `slow::sweep`), a
 //! takeover of an idle one and thread exit (`heap::abandon_all`), and `ebb::collect`
-//! (`slow::release_unused_pages`). Stashed pages count in the heap's `page_count`, so
+//! (`empty_pages::release_unused_pages`). Stashed pages count in the heap's `page_count`, so
 //! the purger's idle walk finds a heap that holds nothing else.
 //!
 //! A stashed page's owner word is `FREE` (it holds no block): a free into it is
@@ -34,6 +34,7 @@
 
 use crate::front::heap::Heap;
 use crate::process::registry;
+use crate::size_class::class_size;
 use crate::span::page::{Page, DRAINING, FREE};
 use crate::span::{arena, deadline};
 use core::ptr::null_mut;
@@ -122,6 +123,32 @@ pub unsafe fn take(heap: *mut Heap, class: usize) -> (*mut Page, bool) {
         debug_assert_eq!((*page).slice_count, 1);
         debug_assert!((*page).is_unused());
         (page, same_class)
+    }
+}
+
+/// Take a stashed page for a page of `class` and publish it as `heap`'s (owned, in no
+/// queue), or null if the stash is empty: one of `class` as it is, another carved
+/// again for `class`.
+///
+/// # Safety
+/// `heap` is the calling thread's heap, entered for a slow path, and `class` one of
+/// one-slice pages.
+pub unsafe fn take_for(heap: *mut Heap, class: usize) -> *mut Page {
+    // SAFETY: per the contract.
+    unsafe {
+        let (page, carved) = take(heap, class);
+        if page.is_null() {
+            return page;
+        }
+        if !carved {
+            // Its blocks were written: carving it again must not take them for zero
+            // (calloc would skip its memset).
+            (*page).is_zero = false;
+            let bytes = (*page).span_bytes();
+            (*page).init_blocks(class, class_size(class), bytes);
+        }
+        (*page).owner.store((*heap).owner_word, Ordering::Release);
+        page
     }
 }
 
