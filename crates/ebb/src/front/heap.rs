@@ -59,7 +59,7 @@ pub struct Heap {
     /// (`front/shared.rs`), from `shared::SHARED_LIMITS` (all 0 with
     /// `EBB_SHARED_START=0`); at 0 the class uses the heap's own pages.
     pub shared_left: [u8; CLASS_COUNT],
-    /// Pages in the queues (owner writes, stealer reads).
+    /// Pages in the queues and the stash (owner writes, stealer reads).
     pub page_count: AtomicUsize,
     /// Slow paths the owner has run (owner increments); the stealer leaves heaps whose
     /// count moved within the purge delay alone.
