@@ -48,8 +48,8 @@ pub struct Stats {
     /// Part of `committed` that is free and waiting for its purge delay.
     pub free_committed: u64,
     /// Part of `committed` in empty pages the threads' heaps keep for their next pages
-    /// (`front::stash`, at most 1 MiB a heap; they go back to the arena when the heap
-    /// is swept, taken over, or its thread exits).
+    /// (`front::stash`, at most 1 MiB a heap, 4 MiB while its batches are bigger; they
+    /// go back to the arena when the heap is swept, taken over, or its thread exits).
     pub stashed: u64,
     /// Address space reserved from the OS.
     pub reserved: u64,

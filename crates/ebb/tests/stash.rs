@@ -1,5 +1,5 @@
 //! The stash (`front::stash`): a heap keeps up to 16 empty one-slice pages its thread
-//! emptied, takes its next pages from them before the arena, and gives them back when
+//! emptied (more, up to 64, while its batches outrun it), takes its next pages from them before the arena, and gives them back when
 //! it lets go of what it does not use: `ebb::collect`, thread exit, and the purger's
 //! takeover of an idle heap. Everything runs in one test, in order: the figures read
 //! are process-wide.
@@ -12,8 +12,11 @@ use std::time::{Duration, Instant};
 static A: ebb::Ebb = ebb::Ebb;
 
 const KIB: u64 = 1024;
-/// `front::stash::STASH_PAGES` one-slice pages.
+/// `front::stash::STASH_MIN_PAGES` one-slice pages: a stash's bound until its
+/// heap's batches outrun it.
 const STASH_BOUND: u64 = 1024 * KIB;
+/// `front::stash::STASH_MAX_PAGES` one-slice pages: the most a stash grows to.
+const STASH_MAX_BOUND: u64 = 4 * 1024 * KIB;
 /// Blocks of a batch: 1,000 KiB of 1 KiB blocks, 16 one-slice pages.
 const BATCH: usize = 1000;
 
@@ -125,6 +128,54 @@ fn stashed_pages_serve_the_heap_and_go_back_when_it_lets_go() {
         "the stash passed its bound: {kept} bytes"
     );
     assert_eq!(after_collect, before, "collect left pages in the stash");
+
+    // 2b. Batches bigger than the stash (a thousand 4 KiB blocks: 63 pages) grow its
+    //     bound, to no more than its maximum; letting go of the stash sets it back.
+    let (grown, reset) = on_a_thread(|| {
+        let big = Layout::from_size_align(4096, 8).unwrap();
+        let big_batch = || -> Vec<*mut u8> {
+            (0..BATCH)
+                .map(|_| {
+                    // SAFETY: a non-zero size.
+                    let p = unsafe { A.alloc(big) };
+                    assert!(!p.is_null());
+                    p
+                })
+                .collect()
+        };
+        let free_big = |blocks: Vec<*mut u8>| {
+            for p in blocks {
+                // SAFETY: allocated by `big_batch` with this layout, freed once.
+                unsafe { A.dealloc(p, big) };
+            }
+        };
+        let mut grown = Vec::new();
+        for _ in 0..4 {
+            free_big(big_batch());
+            grown.push(stashed());
+        }
+        ebb::collect(false);
+        free_big(big_batch());
+        let reset = stashed();
+        ebb::collect(false);
+        (grown, reset)
+    });
+    assert!(
+        grown[0] <= before + STASH_BOUND,
+        "the first batch passed the starting bound: {grown:?}"
+    );
+    assert!(
+        grown.iter().any(|&kept| kept > before + STASH_BOUND),
+        "batches bigger than the stash did not grow it: {grown:?} bytes stashed"
+    );
+    assert!(
+        grown.iter().all(|&kept| kept <= before + STASH_MAX_BOUND),
+        "the stash passed its maximum: {grown:?}"
+    );
+    assert!(
+        reset <= before + STASH_BOUND,
+        "collect did not set the bound back: {reset} bytes stashed"
+    );
 
     // 3. A thread that sleeps after freeing its batch: the purger takes its idle heap
     //    over, stash included, without the thread calling the allocator again.

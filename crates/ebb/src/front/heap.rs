@@ -103,10 +103,17 @@ pub struct Heap {
     /// the bit, nor does a change of current page.
     pub emptied_current: u64,
     /// Empty one-slice pages kept for the heap's next pages (`front::stash`), linked
-    /// through `Page::next`; `stash_len` of them, at most `stash::STASH_PAGES`. Counted
-    /// in `page_count`.
+    /// through `Page::next`. Counted in `page_count`.
+    /// `stash_len <= stash::bound(heap) = STASH_MIN_PAGES << stash_doublings`,
+    /// `stash_doublings <= stash::MAX_DOUBLINGS`.
     pub stash: *mut Page,
     pub stash_len: u32,
+    /// How often the stash's bound has doubled (zero, as in a fresh heap's zeroed
+    /// memory: the minimum): grown while the heap's batches outrun it, back to zero
+    /// whenever the stash is given back (`stash::release`).
+    pub stash_doublings: u8,
+    /// A page was turned away by a full stash since the bound last grew.
+    pub stash_overflowed: bool,
     /// The blocks whose tails `realloc` gave back most recently (owner only:
     /// `front::shrunk_tails`).
     pub shrunk_tails: crate::front::shrunk_tails::ShrunkTails,
@@ -166,6 +173,8 @@ impl Heap {
             emptied_current: 0,
             stash: null_mut(),
             stash_len: 0,
+            stash_doublings: 0,
+            stash_overflowed: false,
             shrunk_tails: crate::front::shrunk_tails::ShrunkTails::new(),
             checked_current: [const { AtomicPtr::new(empty_page_const()) }; CLASS_COUNT],
             sampler: crate::profile::HeapSampler::new(),
