@@ -117,7 +117,8 @@ pub unsafe fn push(heap: *mut Heap, page: *mut Page) -> bool {
     true
 }
 
-/// Take a stashed page, one of `class` if there is one (then `true`: its blocks are
+/// Take a stashed page, one of `class` if one of the most recently stashed
+/// `STASH_MIN_PAGES` is (then `true`: its blocks are
 /// carved and all free, its lists as the last free left them, so it is used as it is),
 /// else the most recently stashed (`false`: the caller initialises it with
 /// `Page::init_blocks`); null if the stash is empty. The owner word is `FREE` until
@@ -128,9 +129,18 @@ pub unsafe fn push(heap: *mut Heap, page: *mut Page) -> bool {
 pub unsafe fn take(heap: *mut Heap, class: usize) -> (*mut Page, bool) {
     // SAFETY: per the contract the heap and its stash are ours.
     unsafe {
+        // At most `STASH_MIN_PAGES` descriptors read for a page of the class, as before
+        // the bound could grow: a grown stash of other classes' pages costs no more
+        // than a small one to pass over (taking the head then re-carves it).
         let mut prev: *mut Page = null_mut();
         let mut page = (*heap).stash;
+        let mut looked = 0;
         while !page.is_null() && (*page).class as usize != class {
+            looked += 1;
+            if looked == STASH_MIN_PAGES {
+                page = null_mut();
+                break;
+            }
             prev = page;
             page = (*page).next;
         }
