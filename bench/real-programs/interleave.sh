@@ -4,9 +4,9 @@
 # page faults (GNU time). Used for the huge-page split in docs/REAL-PROGRAMS.md.
 #
 #   bench/real-programs/interleave.sh ROUNDS perl|lua N NAME:VAR=VALUE,VAR=VALUE ...
-#   bench/real-programs/interleave.sh ROUNDS python|jq|sqlite|gcc WORK NAME:VAR=VALUE ...
+#   bench/real-programs/interleave.sh ROUNDS python|jq|sqlite|gcc|make WORK NAME:VAR=VALUE ...
 # (python, jq, sqlite and gcc read the suite's inputs from WORK, e.g. target/real-programs;
-# gcc writes WORK/out/big-interleave.o.)
+# gcc writes WORK/out/big-interleave.o; make rebuilds WORK/build, as the suite does.)
 #   E=$PWD/target/release/libebb.so M=$PWD/target/mimalloc3/libmimalloc3.so
 #   bench/real-programs/interleave.sh 3 perl 125000 ebb:LD_PRELOAD=$E \
 #       ebb-dense:LD_PRELOAD=$E,EBB_DENSE_HUGE_PAGES=1 mi3:LD_PRELOAD=$M \
@@ -27,7 +27,8 @@ case $PROG in
     jq) CMD="jq -c -f $B/group.jq $N/records.json" ;;
     sqlite) CMD="sqlite3 :memory:"; IN=$N/rows.sql ;;
     gcc) mkdir -p "$N/out"; CMD="gcc -w -O2 -c $N/big.c -o $N/out/big-interleave.o" ;;
-    *) echo "perl, lua, python, jq, sqlite or gcc" >&2; exit 1 ;;
+    make) CMD="make -s -j2 -B -C $N/build all" ;;
+    *) echo "perl, lua, python, jq, sqlite, gcc or make" >&2; exit 1 ;;
 esac
 # The order rotates each round (A B C, then B C A, ...): with a fixed order, the
 # configuration listed first came out ~6% faster than the same library listed second
