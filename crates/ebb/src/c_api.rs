@@ -280,7 +280,12 @@ unsafe fn ours(ptr: *mut u8, what: &str) -> Option<*mut Page> {
             #[cfg(feature = "secure")]
             _ => crate::front::secure::small_block_problem(page, ptr),
             #[cfg(not(feature = "secure"))]
-            _ if size == 0 || (ptr as usize).wrapping_sub(start) % size != 0 => {
+            _ if size == 0
+                || !crate::span::block_divisor::is_block_multiple(
+                    (ptr as usize).wrapping_sub(start),
+                    (*page).block_magic,
+                ) =>
+            {
                 Some("pointer is not the start of a block")
             }
             #[cfg(not(feature = "secure"))]

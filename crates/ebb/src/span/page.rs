@@ -166,9 +166,9 @@ pub struct Page {
     /// drawn when the page is set up.
     #[cfg(feature = "secure")]
     pub key: usize,
-    /// Secure build: `secure::start_magic(block_size)`, to tell carved block starts on
-    /// free (`secure::is_block_start`).
-    #[cfg(feature = "secure")]
+    /// `block_divisor::magic(block_size)`, to tell block starts with a multiply:
+    /// `realloc`'s check of its pointer (`block_divisor::is_block_multiple`) and, in
+    /// the secure build, every free's (`secure::is_block_start`).
     pub block_magic: u64,
     /// Secure build: `secure::start_limit(block_size, capacity)` (one block for a
     /// large span: only its start may be freed); 0 with `EBB_ZERO_ON_FREE` (every free
@@ -228,7 +228,6 @@ impl Page {
             freed_at: AtomicU64::new(0),
             #[cfg(feature = "secure")]
             key: 0,
-            #[cfg(feature = "secure")]
             block_magic: 0,
             #[cfg(feature = "secure")]
             block_limit: 0,
@@ -397,12 +396,14 @@ impl Page {
         self.frees_to_local = false;
         self.holes = 0;
         self.block_size.store(block_size, Ordering::Relaxed);
+        // A 64-bit division per page set up, for none per `realloc`.
+        self.block_magic = crate::span::block_divisor::magic(block_size);
         self.thread_free.store(null_mut(), Ordering::Relaxed);
         self.next = null_mut();
         self.prev = null_mut();
     }
 
-    /// The secure build's part of `init_blocks`: a fresh key, the block-start constant,
+    /// The secure build's part of `init_blocks`: a fresh key, the canaries
     /// and (level full) a guard page at the end of the span. Returns the bytes left for
     /// blocks.
     #[cfg(feature = "secure")]
@@ -410,7 +411,6 @@ impl Page {
         self.small_canary = crate::span::secure::small_canaries(block_size);
         self.key = crate::span::secure::new_key()
             | (self.small_canary as usize * crate::span::secure::KEY_SMALL_CANARY);
-        self.block_magic = crate::span::secure::start_magic(block_size);
         self.block_limit = 0;
         debug_assert!(!self.guarded, "a span keeps its guard page");
         // Only a segment's own descriptors guard their spans: a descriptor made over

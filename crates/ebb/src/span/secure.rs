@@ -313,10 +313,7 @@ pub fn fatal(function: &str, ptr: *const u8, what: &str) -> ! {
 /// The multiplier of [`is_block_start`] for blocks of `divisor` bytes:
 /// `floor(2^64 / divisor) + 1`.
 pub const fn start_magic(divisor: usize) -> u64 {
-    // floor(2^64 / d) from floor((2^64 - 1) / d), one more when d divides 2^64 (a
-    // 64-bit division: a 128-bit one is a call to `__udivti3`, per page set up).
-    let d = divisor as u64;
-    u64::MAX / d + (u64::MAX % d == d - 1) as u64 + 1
+    crate::span::block_divisor::magic(divisor)
 }
 
 /// The [`is_block_start`] limit of a page whose first `blocks` blocks of `divisor`
