@@ -216,10 +216,17 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
     let ptr = ptr as *mut u8;
     // SAFETY: per the contract.
     unsafe {
-        if ptr.is_null() || !is_ours(ptr, "malloc_usable_size") {
+        if ptr.is_null() {
             return 0;
         }
-        alloc::usable_size(ptr)
+        match ours(ptr, "malloc_usable_size") {
+            None => 0,
+            // A guarded block.
+            Some(page) if page.is_null() => alloc::usable_size(ptr),
+            // The descriptor `ours` found and the block start it checked: no second
+            // lookup, no division for the offset in the block.
+            Some(page) => alloc::usable_size_at_start(page, ptr),
+        }
     }
 }
 
@@ -250,25 +257,26 @@ pub unsafe fn free_sized(ptr: *mut c_void, size: usize) {
     }
 }
 
-/// True if `ptr` is a block of ebb's; else reports it (see `diag`): outside ebb's
-/// memory, the foreign-pointer policy; inside, a pointer that is no block start, or
-/// into a span not in use, or a small block holding the freed key and found on its
-/// page's free lists (or, on a page another thread owns, just holding the key), is a
-/// corrupted pointer. In check mode, the check bitmap decides.
+/// [`ours`] as a yes or no.
 ///
 /// # Safety
-/// `ptr` is any address (the segment map decides whether it is ebb's) and, if ebb's,
-/// a pointer the caller got from it.
+/// As [`ours`].
+#[cfg(feature = "secure")]
 unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
     // SAFETY: per the contract.
     unsafe { ours(ptr, what).is_some() }
 }
 
-/// [`is_ours`], giving the block's descriptor (null for a guarded block, which has
-/// none): None if `ptr` is not a block of ebb's (reported).
+/// The descriptor of `ptr` if it is a block of ebb's (null for a guarded block, which
+/// has none); else reports it (see `diag`) and gives None: outside ebb's memory, the
+/// foreign-pointer policy; inside, a pointer that is no block start, or into a span not
+/// in use, or a small block holding the freed key and found on its page's free lists
+/// (or, on a page another thread owns, just holding the key), is a corrupted pointer.
+/// In check mode, the check bitmap decides.
 ///
 /// # Safety
-/// As [`is_ours`].
+/// `ptr` is any address (the segment map decides whether it is ebb's) and, if ebb's,
+/// a pointer the caller got from it.
 #[inline(always)]
 unsafe fn ours(ptr: *mut u8, what: &str) -> Option<*mut Page> {
     let seg = segment::segment_holding(ptr);
