@@ -206,8 +206,7 @@ pub unsafe fn realloc(ptr: *mut u8, new_size: usize, align: usize) -> *mut u8 {
         if memcheck::ENABLED {
             return crate::front::valgrind::realloc(ptr, new_size, align);
         }
-        let old = alloc::usable_size(ptr);
-        crate::front::realloc::realloc(ptr, old, new_size, align)
+        crate::front::realloc::realloc_start(ptr, new_size, align)
     }
 }
 

@@ -670,13 +670,13 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 }
 
 /// [`usable_size`] of block `ptr` of descriptor `page`, known to be the start of its
-/// block, as C `realloc` knows it (`c_api::is_ours` checked it, and found `page`): no
+/// block, as C `realloc` knows it (`c_api::ours` checked it, and found `page`) and
+/// Rust's `realloc` (`realloc::realloc_start`: every block ebb hands out is one): no
 /// second lookup, and a block of a page of blocks needs no remainder (a division) to
 /// find its end.
 ///
 /// # Safety
 /// `ptr` is the start of a live block of this allocator and `page` its descriptor.
-#[cfg(feature = "c-api")]
 #[inline(always)]
 pub unsafe fn usable_size_at_start(page: *mut crate::span::page::Page, ptr: *const u8) -> usize {
     // SAFETY: per the contract.

@@ -86,6 +86,29 @@ pub unsafe fn realloc(ptr: *mut u8, old_size: usize, new_size: usize, align: usi
     }
 }
 
+/// [`realloc`] of a block start the caller does not check (Rust's `realloc`: every
+/// block ebb hands out, over-aligned ones included, is a block start): one lookup for
+/// the usable size and the resize, and no division for the offset in the block, where
+/// `usable_size` then `realloc` looked the block up twice and divided once (the
+/// `div` alone was 10% of C `realloc`'s samples in `mstress`: docs/BENCHMARKS.md).
+///
+/// # Safety
+/// As [`realloc`]; `ptr` is the start of its block.
+#[inline]
+pub unsafe fn realloc_start(ptr: *mut u8, new_size: usize, align: usize) -> *mut u8 {
+    let seg = segment::segment_holding(ptr);
+    // SAFETY: per the contract; a guarded block (no segment) has its own lookup.
+    unsafe {
+        if seg.is_null() {
+            return realloc(ptr, crate::front::alloc::usable_size(ptr), new_size, align);
+        }
+        let page = segment::page_of(seg, ptr);
+        let old = crate::front::alloc::usable_size_at_start(page, ptr);
+        debug_assert_eq!(old, crate::front::alloc::usable_size(ptr));
+        realloc_in(ptr, page, old, new_size, align)
+    }
+}
+
 /// [`realloc`] of a block whose descriptor the caller found (C `realloc`, which looks
 /// it up to check the pointer).
 ///
