@@ -30,7 +30,12 @@ use core::sync::atomic::Ordering;
 pub unsafe fn free(ptr: *mut u8) {
     let seg = segment::segment_of(ptr);
     if seg.is_null() {
-        free_unknown(ptr);
+        // Null returns here, not in the out-of-line call: C code frees null a lot (the
+        // speed suite's `c-compiler`: 2.8 M of its frees at scale 0.1, 9 instructions
+        // each in `free_unknown`'s frame, 1.7% of the program's instructions).
+        if !ptr.is_null() {
+            free_unknown(ptr);
+        }
         return;
     }
     let heap = tls::heap();
@@ -279,12 +284,13 @@ unsafe fn free_marked_and_leave(
     }
 }
 
-/// `free` of a pointer in no ebb segment: null, a guarded block, or not ours.
+/// `free` of a pointer in no ebb segment, not null: a guarded block, or not ours.
 #[cold]
 #[inline(never)]
 fn free_unknown(ptr: *mut u8) {
+    debug_assert!(!ptr.is_null());
     let marker = 0u8;
-    if !ptr.is_null() && !guarded::free(ptr, crate::profile::Entry::here(&marker)) {
+    if !guarded::free(ptr, crate::profile::Entry::here(&marker)) {
         report_unknown("free", ptr, segment::in_map_range(ptr));
     }
 }
