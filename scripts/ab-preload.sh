@@ -19,11 +19,21 @@
 #   scripts/ab-preload.sh base=/tmp/base.so mine=target/release/libebb.so \
 #       -- target/bench-speed/system/release/ebb-bench-speed prodcons --scale 0.5
 #
-# Environment: RUNS (9), NICE (19: the niceness of every run; a shared machine).
+# With BINARIES=1 each NAME=PATH is a program instead, run with the arguments after
+# `--` and nothing preloaded: builds of bench/speed with their allocator compiled in
+# (`#[global_allocator]`), e.g. ebb at two commits beside snmalloc:
+#
+#   BINARIES=1 scripts/ab-preload.sh new=target/bench-speed/ebb/release/ebb-bench-speed \
+#       old=/tmp/old/ebb-bench-speed snmalloc=target/bench-speed/snmalloc/release/ebb-bench-speed \
+#       -- mstress --scale 1
+#
+# Environment: RUNS (9), NICE (19: the niceness of every run; a shared machine),
+# BINARIES (0).
 set -euo pipefail
 
 RUNS=${RUNS:-9}
 NICE=${NICE:-19}
+BINARIES=${BINARIES:-0}
 names=()
 libs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
@@ -35,7 +45,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
 done
 [ "${1:-}" = "--" ] && shift
 if [ ${#names[@]} -eq 0 ] || [ $# -eq 0 ]; then
-    echo "usage: $0 NAME=LIB... -- COMMAND..." >&2
+    echo "usage: $0 NAME=LIB... -- COMMAND...  (BINARIES=1: NAME=PROGRAM... -- ARGS...)" >&2
     exit 2
 fi
 n=${#names[@]}
@@ -44,7 +54,11 @@ trap 'rm -f "$results"' EXIT
 for run in $(seq 1 "$RUNS"); do
     for k in $(seq 0 $((n - 1))); do
         i=$(((k + run - 1) % n))
-        line=$(nice -n "$NICE" env LD_PRELOAD="${libs[$i]}" "$@" | grep '"cpu_ms"' | tail -1)
+        if [ "$BINARIES" = 1 ]; then
+            line=$(nice -n "$NICE" "${libs[$i]}" "$@" | grep '"cpu_ms"' | tail -1)
+        else
+            line=$(nice -n "$NICE" env LD_PRELOAD="${libs[$i]}" "$@" | grep '"cpu_ms"' | tail -1)
+        fi
         printf '%s\t%s\t%s\n' "$run" "${names[$i]}" "$line" >>"$results"
     done
 done
