@@ -284,10 +284,12 @@ unsafe fn free_marked_and_leave(
     }
 }
 
-/// `free` of a pointer in no ebb segment, not null: a guarded block, or not ours.
+/// `free` of a pointer in no ebb segment, not null: a guarded block, or not ours. Also
+/// the slow path's answer for a pointer past a huge mapping's end, in the rest of its
+/// last window (`segment::mapping_holds`): the OS may have put the guarded pool there.
 #[cold]
 #[inline(never)]
-fn free_unknown(ptr: *mut u8) {
+pub(crate) fn free_unknown(ptr: *mut u8) {
     debug_assert!(!ptr.is_null());
     let marker = 0u8;
     if !guarded::free(ptr, crate::profile::Entry::here(&marker)) {

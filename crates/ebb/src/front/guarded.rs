@@ -32,7 +32,10 @@
 //! not sampled.
 //!
 //! Frees of guarded blocks arrive through `free`'s path for pointers outside ebb's
-//! segments (a slow path); `realloc`, `malloc_usable_size` and `calloc` know them.
+//! segments (a slow path), or through its slow path for pointers past a huge mapping's
+//! end, in the rest of the mapping's last 32 MiB window (the OS may place the pool
+//! there: `segment::mapping_holds`); `realloc`, `malloc_usable_size` and `calloc` know
+//! them.
 
 use crate::diag::StderrWriter;
 use crate::os;

@@ -149,10 +149,11 @@ pub unsafe fn free_rejected_and_leave(ptr: *mut u8, page: *mut Page, heap: *mut 
 pub unsafe fn free_rejected(ptr: *mut u8, page: *mut Page) {
     // SAFETY: per the contract; the descriptor's fields are readable at any time.
     unsafe {
-        // Past a huge mapping's end, in the rest of its last window: not ebb's memory
-        // (`segment::mapping_holds`), so the foreign-pointer policy, not an abort.
+        // Past a huge mapping's end, in the rest of its last window: no segment memory
+        // (`segment::mapping_holds`), so a guarded block or the foreign-pointer policy,
+        // not an abort.
         if !segment::mapping_holds(segment::segment_of_page(page), ptr as usize) {
-            crate::diag::report_unknown("free", ptr, true);
+            crate::front::free::free_unknown(ptr);
             return;
         }
         let start = (*page).start;

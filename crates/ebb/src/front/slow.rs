@@ -633,10 +633,11 @@ unsafe fn free_slow_inner(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         if crate::options::get().check && !check::remote_free_is_valid(page, owner, block) {
             return;
         }
-        // Past a huge mapping's end, in the rest of its last window, lies no memory of
-        // ebb's: another mapping's pointer keeps the foreign-pointer policy.
+        // Past a huge mapping's end, in the rest of its last window, lies no segment
+        // memory: a guarded block (the pool may lie there) or another mapping's pointer,
+        // as for a pointer in no segment.
         if !segment::mapping_holds(segment::segment_of_page(page), block as usize) {
-            crate::diag::report_unknown("free", block, true);
+            crate::front::free::free_unknown(block);
             return;
         }
         if (owner == LARGE || owner == HUGE) && block != (*page).start {
