@@ -271,7 +271,7 @@ pub fn print_retention() {
 /// calling thread's empty pages, and purge free memory whose delay has passed (all
 /// free memory if `force`).
 pub fn collect(force: bool) {
-    handoff::drain::drain_notified();
+    let _ = handoff::drain::drain_notified();
     front::empty_pages::release_unused_pages(force);
     process::purger::purge(os::now_ms(), force);
 }

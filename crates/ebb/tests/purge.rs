@@ -457,6 +457,61 @@ fn purger_sleeps_under_steady_frees() {
     );
 }
 
+/// Under thread churn (short-lived threads whose blocks another thread frees after they
+/// exit, as in a thread-per-task server or mimalloc-bench's mstress) the purger wakes
+/// in batches: for the drains (one pass per 10 ms batch), and for the idle-heap looks
+/// that such frees ask for (`handoff::freed_into`: at most one per quarter retention
+/// period), not once per thread. It used to wake for each thread whose pages another
+/// thread freed into, with a walk of the heaps each time (mstress: ~250 passes a
+/// second).
+#[test]
+fn purger_batches_its_wake_ups_under_thread_churn() {
+    let _serial = serial();
+    if !background_enabled("purger_batches_its_wake_ups_under_thread_churn") {
+        return;
+    }
+    let delay = ebb::options().purge_delay_ms;
+    if delay < 80 {
+        eprintln!(
+            "purger_batches_its_wake_ups_under_thread_churn: skipped, purge delay {delay} ms < 80"
+        );
+        return;
+    }
+    drop(std::hint::black_box(vec![1u8; 2 * MIB]));
+    settle();
+    let before = ebb::stats();
+    let start = Instant::now();
+    let mut threads = 0u64;
+    while start.elapsed() < Duration::from_millis(3 * delay) {
+        // Each thread fills a few pages (so some fill and are let go of while it runs)
+        // and exits; this thread frees its blocks into the pages it abandoned.
+        let blocks = thread::spawn(move || {
+            (0..3000)
+                .map(|i| Box::new([i as u8; 48]))
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .unwrap();
+        drop(blocks);
+        threads += 1;
+    }
+    let elapsed_ms = start.elapsed().as_millis() as u64;
+    let after = ebb::stats();
+    let passes = after.purger_wakeups - before.purger_wakeups;
+    let period = delay / 4;
+    // Drain batches (10 ms), idle-heap looks (a quarter period apart), purges (a
+    // quarter delay apart) and idle checks (a delay apart), twice over for passes a
+    // new deadline starts early.
+    let bound =
+        2 * (elapsed_ms / 10 + elapsed_ms / (period / 4) + elapsed_ms / (delay / 4) + 2) + 10;
+    assert!(
+        passes <= bound,
+        "the purger made {passes} passes in {elapsed_ms} ms of thread churn ({threads} \
+         threads; purge delay {delay} ms; at most {bound} expected)"
+    );
+    assert!(threads > bound, "too few threads ({threads}) to tell");
+}
+
 /// A kept huge mapping serves a request of any size: a much smaller one gets it with its
 /// tail given back, a larger one gets it grown (its pages moved, not fresh: they still
 /// hold what was written before), so a program replacing buffers of varied sizes does

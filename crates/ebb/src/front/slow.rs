@@ -118,7 +118,7 @@ unsafe fn find_page_gathered(heap: *mut Heap, class: usize) -> (*mut Page, Optio
 /// a listed one of the class, or carve a fresh span (a stashed one first: `stash`).
 /// Returns the page owned by `heap` (not in its queue), or null if the OS refused.
 fn take_page(class: usize, heap: *mut Heap) -> *mut Page {
-    drain::drain_notified();
+    let _ = drain::drain_notified();
     // SAFETY: `heap` is the calling thread's heap.
     let owner_word = unsafe { (*heap).owner_word };
     let page = abandon::claim_listed(class, owner_word);

@@ -68,10 +68,11 @@ pub fn notify(page: *mut Page) {
     deadline::wake_for_drain();
 }
 
-/// Claim and drain every page with a pending notification.
-pub fn drain_notified() {
+/// Claim and drain every page with a pending notification. Returns whether any was
+/// pending.
+pub fn drain_notified() -> bool {
     if !protocol::take_signal(&DRAIN_PENDING) {
-        return;
+        return false;
     }
     for seg in segments() {
         for word in 0..DRAIN_MASK_WORDS {
@@ -86,6 +87,7 @@ pub fn drain_notified() {
             }
         }
     }
+    true
 }
 
 /// Take the remote frees of an abandoned page in; free it if it became empty, list it

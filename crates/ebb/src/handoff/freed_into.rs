@@ -78,8 +78,9 @@ impl Table {
 
 /// Another thread's frees into a page `heap` abandoned were taken in: record it and,
 /// the first time, ask the purger to look at idle heaps now (so the heap's quiet time
-/// is measured from about now, not from its last look, up to a purge delay ago).
-/// `heap` 0 (no last owner) is ignored.
+/// is measured from about now, not from its last look, up to a purge delay ago; looks
+/// asked for within a quarter retention period of the last are batched:
+/// `deadline::schedule_steal_check_now`). `heap` 0 (no last owner) is ignored.
 pub fn note(heap: usize) {
     if heap != 0 && FREED_INTO.record(heap) {
         deadline::schedule_steal_check_now();

@@ -273,13 +273,14 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
         // was 14% of a thread-churn workload (mstress).
         if NEXT_STEAL.load(Ordering::SeqCst) <= now {
             NEXT_STEAL.store(u64::MAX, Ordering::SeqCst);
+            deadline::steal_checked(now);
             let steal_due = match super::hooks() {
                 Some(hooks) => (hooks.take_over_idle)(now, delay),
                 None => u64::MAX,
             };
             NEXT_STEAL.fetch_min(steal_due, Ordering::SeqCst);
         }
-        drain::drain_notified();
+        let drained = drain::drain_notified();
         let now = os::now_ms();
         deadline::tick(now);
         let purge_due = if NEXT_PURGE.load(Ordering::SeqCst) <= now {
@@ -292,7 +293,7 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
             now,
             delay,
             purge_due.min(steal_due),
-            DRAIN_PENDING.load(Ordering::Acquire),
+            drained || DRAIN_PENDING.load(Ordering::Acquire),
         );
         PURGER_WAKES_AT.store(wake_at, Ordering::SeqCst);
         // Re-check after publishing (Dekker with `deadline::schedule_purge`,
@@ -327,21 +328,26 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
 }
 
 /// When the purger should wake next, given the earliest deadline `next` it knows of
-/// (`u64::MAX`: none) and whether remote frees into abandoned pages await draining.
+/// (`u64::MAX`: none) and whether remote frees into abandoned pages await draining or
+/// this pass drained some (`draining`).
 ///
 /// Never sooner than `delay / 4` after `now` for a deadline (so a stream of frees each
 /// scheduling a purge costs one wake-up per quarter delay, not one per free), and
 /// `DRAIN_BATCH_MS` for draining: under steady cross-thread traffic, draining at
 /// once made the purger a busy thread competing with the program (and slow paths
-/// drain too when they need pages). Always in the future: a wake time at or before
-/// `now` would be a loop without a sleep.
-fn next_wake(now: u64, delay: u64, next: u64, drain_pending: bool) -> u64 {
+/// drain too when they need pages). A pass that drained keeps that batch time even
+/// with nothing pending after it: a purger with a wake time is not woken by the
+/// notifications that follow (`deadline::wake_for_drain`), where one without a timeout
+/// was woken by each, a wake-up per notification (mstress: 135 wake-ups a second
+/// against 75; the traffic's end costs one wake-up that finds nothing). Always in the
+/// future: a wake time at or before `now` would be a loop without a sleep.
+fn next_wake(now: u64, delay: u64, next: u64, draining: bool) -> u64 {
     let mut wake_at = if next == u64::MAX {
         u64::MAX
     } else {
         next.max(now + (delay / 4).max(1))
     };
-    if drain_pending {
+    if draining {
         wake_at = wake_at.min(now + DRAIN_BATCH_MS.min(delay / 4).max(1));
     }
     debug_assert!(wake_at > now);
