@@ -20,6 +20,8 @@ import statistics
 import sys
 from collections import OrderedDict, defaultdict
 
+from purger_share import purger_table
+
 RUST_ORDER = ["ebb", "system", "jemalloc", "mimalloc", "snmalloc", "tcmalloc", "mimalloc2",
               "ebb-capi"]
 # `mimalloc` in C runs before the v2/v3 split of the names was mimalloc v2.
@@ -529,6 +531,10 @@ def write_doc(path, svg_rel, meta, rust, c, rust_time, rust_rss, c_time, c_rss, 
                   "(`getrusage`), ratio to ebb's; on a shared machine this moves less "
                   "than wall time when a thread waits for a core.\n")
         md.append(markdown_table(rust_cpu, "ms", "CPU") + "\n")
+    purger_md = purger_table(group(rust), ["ebb", "ebb-capi"], display)
+    if purger_md:
+        md.append("### Rust workloads: ebb's purger\n")
+        md.append(purger_md)
     md.append("## Rust workloads: peak RSS\n")
     md.append(markdown_table(rust_rss, "kib", "peak RSS") + "\n")
     md.append(loss_section(rust_time, rust_rss))
@@ -707,6 +713,10 @@ def c_section(meta, c, c_time, c_rss, c_cpu, c_sweep_md):
     if c_cpu and c_cpu.rows:
         md.append("## C programs under LD_PRELOAD: CPU time\n")
         md.append(markdown_table(c_cpu, "ms", "CPU") + "\n")
+    purger_md = purger_table(group(c), ["ebb"], display)
+    if purger_md:
+        md.append("### C programs: ebb's purger\n")
+        md.append(purger_md)
     md.append("## C programs under LD_PRELOAD: peak RSS\n")
     md.append(markdown_table(c_rss, "kib", "peak RSS") + "\n")
     md.append(loss_section(c_time, c_rss))
