@@ -481,8 +481,10 @@ fn purger_batches_its_wake_ups_under_thread_churn() {
     settle();
     let before = ebb::stats();
     let start = Instant::now();
+    // At least 3,000 threads (so a slow machine still starts many more threads than
+    // the bound allows passes) over at least one purge delay.
     let mut threads = 0u64;
-    while start.elapsed() < Duration::from_millis(3 * delay) {
+    while threads < 3000 || start.elapsed() < Duration::from_millis(delay) {
         // Each thread fills a few pages (so some fill and are let go of while it runs)
         // and exits; this thread frees its blocks into the pages it abandoned.
         let blocks = thread::spawn(move || {
