@@ -84,9 +84,9 @@ pub fn steal_checked(now: u64) {
 
 /// Ask the purger to look at idle heaps now (`handoff::freed_into`: a heap whose
 /// blocks other threads free may be taken over sooner, counted from this look). Within
-/// a quarter retention period of its last look, the look waits for the purger's next
-/// pass instead (at most a quarter delay away; woken only if it sleeps without a
-/// timeout).
+/// a quarter retention period of its last look, the look is due at the end of that
+/// quarter period and waits for the purger's next pass (woken only if that pass is
+/// more than a quarter delay later: the batching interval of `process::purger`).
 ///
 /// Why not always now: each heap is noted once per life, and a program that starts
 /// threads by the hundred a second (mstress: 400, each freeing into its predecessors'
@@ -94,14 +94,15 @@ pub fn steal_checked(now: u64) {
 /// most. A heap noted alone (issue 14's sleeping owner) is still looked at at once.
 pub fn schedule_steal_check_now() {
     let now = coarse_now_ms();
-    let gap = crate::span::retain::period_ms(crate::options::get().purge_delay_ms) / 4;
+    let delay = crate::options::get().purge_delay_ms;
+    let gap = crate::span::retain::period_ms(delay) / 4;
     let batched_until = LAST_STEAL_CHECK.load(Ordering::Relaxed).saturating_add(gap);
     if now >= batched_until {
         lower(&NEXT_STEAL, now);
         wake_if_later_than(now);
     } else {
         lower(&NEXT_STEAL, batched_until);
-        wake_if_sleeping_without_timeout();
+        wake_if_later_than(batched_until.saturating_add(delay / 4));
     }
 }
 
@@ -160,10 +161,6 @@ fn wake_if_later_than(due: u64) {
 /// Remote frees into an abandoned page want draining: wake a purger that sleeps
 /// without a timeout (one with a wake time drains then: see `process::purger`).
 pub fn wake_for_drain() {
-    wake_if_sleeping_without_timeout();
-}
-
-fn wake_if_sleeping_without_timeout() {
     want_purger();
     if PURGER.load(Ordering::Acquire) == RUNNING
         && PURGER_WAKES_AT.load(Ordering::SeqCst) == u64::MAX
