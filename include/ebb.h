@@ -7,8 +7,9 @@
  *
  * libebb exports the standard allocation functions (malloc, free, calloc, realloc,
  * reallocarray, aligned_alloc, posix_memalign, memalign, valloc, pvalloc,
- * malloc_usable_size, malloc_trim, mallopt, mallinfo, mallinfo2, malloc_stats and glibc's
- * __libc_* aliases) with glibc's documented behaviour, and the ebb_* functions below.
+ * malloc_usable_size, malloc_trim, mallopt, mallinfo, mallinfo2, malloc_stats, malloc_info
+ * and glibc's __libc_* aliases) with glibc's documented behaviour, and the ebb_* functions
+ * below. malloc_info writes glibc's XML elements with ebb's figures (README.md).
  * Options are read from EBB_* environment variables at first use (see README.md).
  */
 #ifndef EBB_H

@@ -670,3 +670,5 @@ pub const VERSION: &[u8] = concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes();
 #[cfg(feature = "c-api")]
 mod exports;
 mod heap;
+mod malloc_info;
+pub use malloc_info::malloc_info;

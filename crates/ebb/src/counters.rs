@@ -7,6 +7,9 @@ use core::sync::atomic::AtomicU64;
 pub struct Counters {
     pub reserved: AtomicU64,
     pub committed: AtomicU64,
+    /// The most `span::arena::committed_bytes` has been (`arena::note_committed_peak`,
+    /// after each increase).
+    pub committed_peak: AtomicU64,
     pub purged: AtomicU64,
     pub purge_calls: AtomicU64,
     pub segments: AtomicU64,
@@ -57,6 +60,7 @@ pub struct Counters {
 pub static COUNTERS: Counters = Counters {
     reserved: AtomicU64::new(0),
     committed: AtomicU64::new(0),
+    committed_peak: AtomicU64::new(0),
     purged: AtomicU64::new(0),
     purge_calls: AtomicU64::new(0),
     segments: AtomicU64::new(0),

@@ -8,7 +8,7 @@ use crate::diag::{Bytes, StderrWriter};
 use crate::size_class::{class_size, CLASS_COUNT};
 use crate::span::arena;
 use crate::span::page::{FREE, HUGE, LARGE, MARKER_LIMIT};
-use crate::span::segment::{HEADER_BYTES, HEADER_SLICES, SLICES_PER_SEGMENT};
+use crate::span::segment::{HEADER_SLICES, SLICES_PER_SEGMENT};
 use core::fmt::{self, Write};
 use core::sync::atomic::Ordering;
 
@@ -45,6 +45,8 @@ pub struct Stats {
     /// purged, segment headers, and the pages of huge blocks. An upper bound of what is
     /// resident: a span counts from the moment it is handed out, touched or not.
     pub committed: u64,
+    /// The most `committed` has been (bytes; `malloc_info`'s `system max`).
+    pub committed_peak: u64,
     /// Part of `committed` that is free and waiting for its purge delay.
     pub free_committed: u64,
     /// Part of `committed` in empty pages the threads' heaps keep for their next pages
@@ -156,10 +158,8 @@ pub fn snapshot() -> Stats {
         allocated_small: 0,
         allocated_large: 0,
         allocated_huge: c.huge_used.load(Ordering::Relaxed),
-        committed: c.committed.load(Ordering::Relaxed)
-            + c.segments.load(Ordering::Relaxed) * HEADER_BYTES as u64
-            + c.huge_used.load(Ordering::Relaxed)
-            + c.huge_cached.load(Ordering::Relaxed),
+        committed: arena::committed_bytes(),
+        committed_peak: c.committed_peak.load(Ordering::Relaxed),
         free_committed: arena::free_committed_bytes() + c.huge_cached.load(Ordering::Relaxed),
         reserved: c.reserved.load(Ordering::Relaxed) + c.huge_bytes.load(Ordering::Relaxed),
         purged: c.purged.load(Ordering::Relaxed),
@@ -280,8 +280,9 @@ impl Stats {
         )?;
         writeln!(
             w,
-            "  committed {} (free, awaiting purge {}; empty pages kept by heaps {}), reserved {}",
+            "  committed {} (at most {}; free, awaiting purge {}; empty pages kept by heaps {}), reserved {}",
             Bytes(self.committed),
+            Bytes(self.committed_peak),
             Bytes(self.free_committed),
             Bytes(self.stashed),
             Bytes(self.reserved)

@@ -17,12 +17,13 @@ impl Stats {
     /// no pages are left out of `classes`.
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
         write!(w, "{{\"ebb_stats_version\":{FORMAT_VERSION}")?;
-        let fields: [(&str, u64); 45] = [
+        let fields: [(&str, u64); 46] = [
             ("allocated", self.allocated),
             ("allocated_small", self.allocated_small),
             ("allocated_large", self.allocated_large),
             ("allocated_huge", self.allocated_huge),
             ("committed", self.committed),
+            ("committed_peak", self.committed_peak),
             ("free_committed", self.free_committed),
             ("stashed", self.stashed),
             ("reserved", self.reserved),

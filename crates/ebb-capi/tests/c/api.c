@@ -863,6 +863,104 @@ static void t_misc(void) {
     ok("mallopt returns 1");
 }
 
+/* The number in `<NAME ... ATTR="N"` found at or after `from`; -1 if absent. */
+static long long xml_number(const char *from, const char *element, const char *attr) {
+    const char *at = strstr(from, element);
+    if (!at)
+        return -1;
+    char key[32];
+    snprintf(key, sizeof key, " %s=\"", attr);
+    const char *v = strstr(at, key);
+    const char *end = strchr(at, '>');
+    if (!v || !end || v > end)
+        return -1;
+    return strtoll(v + strlen(key), NULL, 10);
+}
+
+/* malloc_info(0, fp) into a string (open_memstream); the caller frees it. */
+static char *malloc_info_text(void) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f != NULL, "open_memstream");
+    int r = malloc_info(0, f);
+    CHECK(r == 0, "malloc_info(0, f) = %d", r);
+    fclose(f);
+    CHECK(text != NULL && len > 0, "malloc_info wrote nothing");
+    return text;
+}
+
+static void t_malloc_info(void) {
+    errno = 0;
+    int r = malloc_info(opaque(1), stdout);
+    CHECK(r == EINVAL && errno == 0, "malloc_info(1, stdout) = %d, errno %d (glibc: EINVAL "
+          "returned, errno untouched)", r, errno);
+    ok("malloc_info: options other than 0 give EINVAL as the result, errno untouched");
+
+    enum { N = 60 };
+    void *blocks[N];
+    for (int i = 0; i < N; i++) {
+        blocks[i] = malloc(opaque(1000));
+        memset(blocks[i], 1, 1000);
+    }
+    char *huge = malloc(opaque(40 * MiB));
+    CHECK(huge != NULL, "malloc(40 MiB)");
+    memset(huge, 2, 40 * MiB);
+    char *text = malloc_info_text();
+    const char *head = "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n";
+    CHECK(strncmp(text, head, strlen(head)) == 0, "head: %.60s", text);
+    size_t len = strlen(text);
+    CHECK(len > 10 && strcmp(text + len - 10, "</malloc>\n") == 0, "tail: %s", text);
+    const char *order[] = {"</sizes>", "<total type=\"fast\"", "<total type=\"rest\"",
+                           "<system type=\"current\"", "<system type=\"max\"",
+                           "<aspace type=\"total\"", "<aspace type=\"mprotect\"", "</heap>",
+                           "<total type=\"mmap\"", "</malloc>"};
+    const char *at = text;
+    for (size_t i = 0; i < COUNT(order); i++) {
+        at = strstr(at, order[i]);
+        CHECK(at != NULL, "%s missing or out of order in:\n%s", order[i], text);
+    }
+    const char *after_heap = strstr(text, "</heap>");
+    ok("malloc_info: glibc's elements in glibc's order");
+
+    if (have_ebb) {
+        /* (glibc counts here only what it chose to mmap: which depends on its dynamic
+         * threshold, i.e. on the groups before this one.) */
+        long long mmap_size = xml_number(after_heap, "<total type=\"mmap\"", "size");
+        long long mmap_count = xml_number(after_heap, "<total type=\"mmap\"", "count");
+        CHECK(mmap_size >= (long long)(40 * MiB) && mmap_count >= 1,
+              "a live 40 MiB block: mmap count %lld, size %lld", mmap_count, mmap_size);
+        long long current = xml_number(after_heap, "<system type=\"current\"", "size");
+        long long max = xml_number(after_heap, "<system type=\"max\"", "size");
+        long long reserved = xml_number(after_heap, "<aspace type=\"total\"", "size");
+        CHECK(current >= (long long)(40 * MiB + N * 1000) && max >= current &&
+                  reserved >= current,
+              "under ebb: system current %lld, max %lld, aspace %lld", current, max, reserved);
+        /* 60 blocks leave free ones in their class's page: a <size> line for it. */
+        char element[48];
+        snprintf(element, sizeof element, "<size from=\"%zu\"", malloc_usable_size(blocks[0]));
+        long long free_in_class = xml_number(text, element, "count");
+        CHECK(free_in_class >= 1, "%s count %lld in:\n%s", element, free_in_class, text);
+        free(text);
+        free(huge);
+        text = malloc_info_text();
+        after_heap = strstr(text, "</heap>");
+        long long later_max = xml_number(after_heap, "<system type=\"max\"", "size");
+        long long later_mmap = xml_number(after_heap, "<total type=\"mmap\"", "size");
+        CHECK(later_max >= current, "system max %lld fell below the earlier current %lld",
+              later_max, current);
+        CHECK(later_mmap < (long long)(40 * MiB), "mmap size %lld after the free", later_mmap);
+        ok("ebb: malloc_info: the live 40 MiB block under mmap, system current counts the "
+           "live blocks, free blocks of their class listed, max keeps the peak after the "
+           "40 MiB block is freed");
+    } else {
+        free(huge);
+    }
+    free(text);
+    for (int i = 0; i < N; i++)
+        free(blocks[i]);
+}
+
 static void t_ebb(void) {
     if (!have_ebb) {
         printf("skip ebb_* functions (ebb is not loaded)\n");
@@ -1058,6 +1156,7 @@ static const struct group groups[] = {
     {"bug_aligned16_small", t_bug_aligned16_small, false},
     {"calloc", t_calloc, true},
     {"ebb", t_ebb, true},
+    {"malloc_info", t_malloc_info, true},
     {"misc", t_misc, true}, /* last: mallopt changes glibc's thresholds */
 };
 

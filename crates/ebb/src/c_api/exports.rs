@@ -61,9 +61,11 @@ export! {
     fn ebb_malloc_usable_size / [malloc_usable_size] (ptr: *mut c_void) (ptr) -> usize = super::malloc_usable_size(ptr);
     fn ebb_malloc_trim / [malloc_trim] (pad: usize) (pad) -> c_int = super::malloc_trim(pad);
     fn ebb_mallinfo2 / [mallinfo2] () () -> Mallinfo2 = super::mallinfo2();
-    fn ebb_mallinfo / [mallinfo] () () -> Mallinfo = super::mallinfo();
-    fn ebb_mallopt / [mallopt] (param: c_int, value: c_int) (param, value) -> c_int = { let _ = (param, value); 1 };
+    fn ebb_mallinfo / [mallinfo, __libc_mallinfo] () () -> Mallinfo = super::mallinfo();
+    fn ebb_mallopt / [mallopt, __libc_mallopt] (param: c_int, value: c_int) (param, value) -> c_int = { let _ = (param, value); 1 };
     fn ebb_malloc_stats / [malloc_stats] () () -> () = stats::print();
+    fn ebb_malloc_info / [malloc_info] (options: c_int, fp: *mut libc::FILE) (options, fp) -> c_int =
+        super::malloc_info(options, fp);
 }
 
 /// C++ `operator delete(void*, std::size_t)`, secure build only (`c_api::free_sized`).

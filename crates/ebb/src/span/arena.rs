@@ -20,7 +20,8 @@ use crate::span::deadline;
 use crate::span::page::{Page, ABANDONED, FREE, HUGE, LARGE};
 use crate::span::retain::Reuse;
 use crate::span::segment::{
-    segment_of_page, Segment, HEADER_SLICES, SEGMENT_SIZE, SLICES_PER_SEGMENT, SLICE_SIZE,
+    segment_of_page, Segment, HEADER_BYTES, HEADER_SLICES, SEGMENT_SIZE, SLICES_PER_SEGMENT,
+    SLICE_SIZE,
 };
 use crate::sync::Mutex;
 use core::ptr::null_mut;
@@ -155,6 +156,7 @@ fn search_or_reserve<const SMALL: bool, const NOTE: bool>(
                 .reserved
                 .fetch_add(SEGMENT_SIZE as u64, Ordering::Relaxed);
             COUNTERS.segments.fetch_add(1, Ordering::Relaxed);
+            note_committed_peak();
             // Append at the tail so the scan order (oldest first) keeps memory packed.
             let mut tail = &SEGMENTS;
             loop {
@@ -194,6 +196,7 @@ fn search_or_reserve<const SMALL: bool, const NOTE: bool>(
         COUNTERS
             .committed
             .fetch_add((newly * SLICE_SIZE) as u64, Ordering::Relaxed);
+        note_committed_peak();
         seg_ref.free_slices.assign_range(index, count, false);
         seg_ref.committed_slices.assign_range(index, count, true);
         seg_ref.free_count -= count as u32;
@@ -233,6 +236,7 @@ fn faulted_in_unit_locked(reuse: &mut Reuse, seg_ref: &mut Segment, unit: usize)
     COUNTERS
         .committed
         .fetch_add((count * SLICE_SIZE) as u64, Ordering::Relaxed);
+    note_committed_peak();
     reuse.freed(count);
     deadline::schedule_retention_scan(now);
 }
@@ -479,6 +483,7 @@ unsafe fn resize_large_span(page: *mut Page, bytes: usize) -> bool {
             COUNTERS
                 .committed
                 .fetch_add((newly * SLICE_SIZE) as u64, Ordering::Relaxed);
+            note_committed_peak();
             seg_ref
                 .free_slices
                 .assign_range(index + old_count, extra, false);
@@ -624,6 +629,25 @@ pub unsafe fn span_in_advised_unit(page: *mut Page) -> bool {
         let unit = crate::span::large_pages::UNIT_SLICES;
         let last = index + (*page).slice_count.max(1) as usize - 1;
         (index / unit..=last / unit).any(|u| units & (1 << u) != 0)
+    }
+}
+
+/// Bytes that may be resident, as stats count them: committed slices, segment headers,
+/// huge blocks' used pages and the kept huge mappings.
+pub fn committed_bytes() -> u64 {
+    let c = &COUNTERS;
+    c.committed.load(Ordering::Relaxed)
+        + c.segments.load(Ordering::Relaxed) * HEADER_BYTES as u64
+        + c.huge_used.load(Ordering::Relaxed)
+        + c.huge_cached.load(Ordering::Relaxed)
+}
+
+/// Raise `COUNTERS.committed_peak` to [`committed_bytes`] (called where it grows: slices
+/// committed, a segment reserved, a huge block's pages grown; slow paths only).
+pub fn note_committed_peak() {
+    let now = committed_bytes();
+    if now > COUNTERS.committed_peak.load(Ordering::Relaxed) {
+        COUNTERS.committed_peak.fetch_max(now, Ordering::Relaxed);
     }
 }
 

@@ -63,6 +63,7 @@ unsafe fn set_used_bytes(seg: *mut Segment, size: usize) {
             COUNTERS
                 .huge_used
                 .fetch_add((used - old) as u64, Ordering::Relaxed);
+            crate::span::arena::note_committed_peak();
         } else {
             COUNTERS
                 .huge_used
