@@ -159,6 +159,8 @@ pub fn snapshot() -> Stats {
         allocated_large: 0,
         allocated_huge: c.huge_used.load(Ordering::Relaxed),
         committed: arena::committed_bytes(),
+        // Raised where committed memory grows; a kept huge mapping's count moves
+        // between two counters, so the sum can pass the peak for a moment.
         committed_peak: c.committed_peak.load(Ordering::Relaxed),
         free_committed: arena::free_committed_bytes() + c.huge_cached.load(Ordering::Relaxed),
         reserved: c.reserved.load(Ordering::Relaxed) + c.huge_bytes.load(Ordering::Relaxed),
@@ -246,6 +248,7 @@ pub fn snapshot() -> Stats {
         }
     }
     s.allocated = s.allocated_small + s.allocated_large + s.allocated_huge;
+    s.committed_peak = s.committed_peak.max(s.committed);
     let residency = crate::observe::measure();
     s.resident = residency.resident;
     s.metadata = residency.metadata;

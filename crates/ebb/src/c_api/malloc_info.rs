@@ -89,11 +89,7 @@ fn write_xml(
     };
     let system = |w: &mut dyn Write| -> core::fmt::Result {
         writeln!(w, "<system type=\"current\" size=\"{}\"/>", s.committed)?;
-        writeln!(
-            w,
-            "<system type=\"max\" size=\"{}\"/>",
-            s.committed_peak.max(s.committed)
-        )?;
+        writeln!(w, "<system type=\"max\" size=\"{}\"/>", s.committed_peak)?;
         writeln!(w, "<aspace type=\"total\" size=\"{}\"/>", s.reserved)?;
         writeln!(w, "<aspace type=\"mprotect\" size=\"{}\"/>", s.committed)
     };
