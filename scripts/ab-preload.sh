@@ -27,6 +27,14 @@
 #       old=/tmp/old/ebb-bench-speed snmalloc=target/bench-speed/snmalloc/release/ebb-bench-speed \
 #       -- mstress --scale 1
 #
+# A NAME's value may start with environment assignments for its runs, comma separated,
+# ended by `@`: one library under two settings of an option, interleaved, e.g.
+#
+#   scripts/ab-preload.sh on=target/release/libebb.so \
+#       off=EBB_DENSE_HUGE_PAGES=0@target/release/libebb.so -- target/bench-speed/c48/c/sweep 1
+#
+# (with BINARIES=1, `NAME=VAR=VALUE@PROGRAM`). An empty library after `@` is glibc.
+#
 # Environment: RUNS (9), NICE (19: the niceness of every run; a shared machine),
 # BINARIES (0).
 set -euo pipefail
@@ -36,9 +44,17 @@ NICE=${NICE:-19}
 BINARIES=${BINARIES:-0}
 names=()
 libs=()
+envs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
-        *=*) names+=("${1%%=*}"); libs+=("${1#*=}") ;;
+        *=*)
+            names+=("${1%%=*}")
+            value=${1#*=}
+            case $value in
+                *@*) envs+=("${value%%@*}"); libs+=("${value#*@}") ;;
+                *) envs+=(""); libs+=("$value") ;;
+            esac
+            ;;
         *) echo "usage: $0 NAME=LIB... -- COMMAND..." >&2; exit 2 ;;
     esac
     shift
@@ -54,10 +70,12 @@ trap 'rm -f "$results"' EXIT
 for run in $(seq 1 "$RUNS"); do
     for k in $(seq 0 $((n - 1))); do
         i=$(((k + run - 1) % n))
+        # The NAME's own assignments (`VAR=VALUE,...@`), as `env` arguments.
+        IFS=, read -r -a assign <<<"${envs[$i]}"
         if [ "$BINARIES" = 1 ]; then
-            line=$(nice -n "$NICE" "${libs[$i]}" "$@" | grep '"cpu_ms"' | tail -1)
+            line=$(nice -n "$NICE" env "${assign[@]}" "${libs[$i]}" "$@" | grep '"cpu_ms"' | tail -1)
         else
-            line=$(nice -n "$NICE" env LD_PRELOAD="${libs[$i]}" "$@" | grep '"cpu_ms"' | tail -1)
+            line=$(nice -n "$NICE" env "${assign[@]}" LD_PRELOAD="${libs[$i]}" "$@" | grep '"cpu_ms"' | tail -1)
         fi
         printf '%s\t%s\t%s\n' "$run" "${names[$i]}" "$line" >>"$results"
     done
