@@ -665,3 +665,45 @@ fn huge_mappings_are_reused_then_returned() {
         base / MIB as u64
     );
 }
+
+/// The names of the process's threads, from `/proc/self/task/*/comm`.
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|name| name.trim_end().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The purger names itself, so `top -H` and `perf` tell its CPU time from the
+/// program's: exactly one thread of the process is `ebb-purger`, and it is not the
+/// thread that started it.
+#[test]
+fn purger_thread_is_named() {
+    let _serial = serial();
+    if !background_enabled("purger_thread_is_named") {
+        return;
+    }
+    // Freed spans start the purger (as in `idle_purger_does_not_wake`).
+    thread::spawn(|| drop(vec![vec![1u8; 64 << 10]; 256]))
+        .join()
+        .unwrap();
+    assert!(
+        poll_until(ebb::background_purger_running),
+        "freed spans should have started the purger"
+    );
+    let named = poll_until(|| thread_names().iter().any(|n| n == "ebb-purger"));
+    let names = thread_names();
+    assert!(named, "no thread named ebb-purger among {names:?}");
+    assert_eq!(
+        names.iter().filter(|n| *n == "ebb-purger").count(),
+        1,
+        "{names:?}"
+    );
+    let own = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+    assert_ne!(own.trim_end(), "ebb-purger", "the test thread was renamed");
+}

@@ -691,6 +691,7 @@ extern "C" fn on_report_signal(_: core::ffi::c_int) {
 }
 
 extern "C" fn report_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
+    crate::os::name_thread(b"ebb-report\0");
     let mut seen = SIGNALLED.load(Ordering::Acquire);
     loop {
         crate::os::wait(&SIGNALLED, seen, None);

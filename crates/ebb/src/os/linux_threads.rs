@@ -84,6 +84,20 @@ pub fn spawn_joinable(
     spawn(entry, stack_bytes, false)
 }
 
+/// Name the calling thread (at most 15 bytes, NUL-terminated), as `ps -L`, `top -H`,
+/// `perf` and debuggers show it: the allocator's threads say whose they are, as
+/// jemalloc's background thread does (`jemalloc_bg_thd`), instead of taking the name of
+/// the program. Nothing else reads the name; if the kernel refuses, nothing changes.
+pub fn name_thread(name: &'static [u8]) {
+    debug_assert!(
+        name.len() <= 16 && name.last() == Some(&0),
+        "a C string of 15 bytes or fewer"
+    );
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes (checked
+    // above) and changes only the calling thread's name.
+    preserving_errno(|| unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) });
+}
+
 /// Wait until the thread of `handle` (from [`spawn_joinable`], joined once) has ended.
 /// When this returns, glibc no longer counts it among the process's threads.
 pub fn join(handle: u64) {

@@ -109,7 +109,9 @@
 //! calling thread leaves the process's file-descriptor table for an empty one of its
 //! own, so the program's descriptor calls take the kernel's single-user fast path; true
 //! if done; `write_fd` on 0-2 still reaches the process's descriptors from such a
-//! thread), `process_thread_count() -> Option<u64>` (live threads
+//! thread), `name_thread(name)` (the calling thread's name as tools show it: the
+//! allocator's threads are `ebb-purger`, `ebb-report`, `ebb-profile`; a no-op where
+//! there is no such name), `process_thread_count() -> Option<u64>` (live threads
 //! of the process; None if unknown: the purger then never ends itself),
 //! `thread_key_create(dtor) -> Option<u32>` / `thread_key_set` / `thread_key_get` (a
 //! per-thread value whose destructor runs at thread exit, where the thread may still
@@ -219,6 +221,7 @@ mod contract {
     const _: fn(extern "C" fn(*mut c_void) -> *mut c_void, usize) -> Option<u64> = spawn_joinable;
     const _: fn(u64) = join;
     const _: fn() -> bool = detach_files;
+    const _: fn(&'static [u8]) = name_thread;
     const _: fn() -> Option<u64> = process_thread_count;
     const _: fn(unsafe extern "C" fn(*mut c_void)) -> Option<u32> = thread_key_create;
     const _: fn(u32, *mut c_void) = thread_key_set;

@@ -241,6 +241,7 @@ fn alone_in_process() -> bool {
 }
 
 extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
+    os::name_thread(b"ebb-purger\0");
     // The kernel may refuse (before Linux 5.9, or a seccomp filter): the table stays
     // shared, which costs the program speed only.
     let _ = os::detach_files();

@@ -331,6 +331,7 @@ extern "C" fn on_profile_signal(_: core::ffi::c_int) {
 }
 
 extern "C" fn signal_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
+    os::name_thread(b"ebb-profile\0");
     let mut seen = SIGNALLED.load(Ordering::Acquire);
     let mut sequence = 0;
     loop {
