@@ -5,6 +5,7 @@ mod alloc;
 mod chart;
 mod compare;
 mod procfs;
+mod profile;
 mod report;
 mod runner;
 mod workload;
@@ -36,6 +37,8 @@ Examples:
   ebb compare                                   # built-in workload, every installed allocator
   ebb run -- python3 -c 'x = [0] * 10**7'       # one program under ebb
   ebb run --alloc jemalloc --json out.json -- make -j2
+  ebb run --profile /tmp/heap -- ./my-tool input  # heap profile: top sites live at exit
+  ebb top --base /tmp/heap.1.pb.gz /tmp/heap.2.pb.gz   # what grew between two profiles
   ebb compare --alloc glibc,ebb --runs 5 --svg mem.svg -- ./my-tool input
   ebb run --ready 'listening on' --drive 'curl -s localhost:8080/' --idle 90s -- ./my-server
 
@@ -69,6 +72,7 @@ enum Cmd {
   ebb run -- ./my-tool input                          # under ebb
   ebb run --alloc glibc --json run.json --svg run.svg -- ./my-tool input
   ebb run --alloc /opt/lib/libfoo.so -- ./my-tool
+  ebb run --profile /tmp/heap --profile-rate 64k -- ./my-tool input
   ebb run --ready 'listening' --drive './load.sh' --idle 90s -- ./my-server
   ebb run --ready 'listening' --drive-for 20s --idle 30s -- ./my-server")]
     Run(RunArgs),
@@ -80,6 +84,14 @@ enum Cmd {
   ebb compare --svg docs/compare.svg --json cmp.json
   ebb compare --ready 'listening' --drive './load.sh' --idle 30s -- ./my-server")]
     Compare(CompareArgs),
+    /// Print the top allocation sites of a heap profile (as `pprof -top` does, no Go
+    /// needed), optionally minus an earlier one to find what grew.
+    #[command(after_help = "Examples:
+  ebb run --profile /tmp/heap -- ./my-tool input      # writes /tmp/heap.<pid>.pb.gz
+  ebb top /tmp/heap.1234.pb.gz                        # what was live at exit, by site
+  ebb top --index alloc_space -n 40 /tmp/heap.1234.pb.gz
+  ebb top --base /tmp/heap.1234.1.pb.gz /tmp/heap.1234.2.pb.gz   # what grew (EBB_PROFILE_SIGNAL)")]
+    Top(TopArgs),
     /// The built-in workload (a worker pool, a refresher replacing a sleeping owner's
     /// data, a burst), then idle; it uses the system allocator, so LD_PRELOAD applies.
     Workload {
@@ -132,9 +144,34 @@ struct RunArgs {
     quiet: bool,
     #[command(flatten)]
     sampling: Sampling,
+    /// Heap-profile every process of the tree (ebb only): each writes
+    /// PREFIX.<pid>.pb.gz at exit, and the top allocation sites of those that allocated
+    /// most are printed: what was still live at exit, and what was allocated.
+    #[arg(long, value_name = "PREFIX")]
+    profile: Option<PathBuf>,
+    /// With --profile: mean bytes between samples [default: 512k; k, m, g suffixes].
+    #[arg(long, value_name = "BYTES", requires = "profile", value_parser = parse_rate)]
+    profile_rate: Option<String>,
     /// The command and its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
+}
+
+#[derive(Args)]
+struct TopArgs {
+    /// A heap profile (.pb.gz: ebb's, or any pprof heap profile).
+    #[arg(value_name = "PROFILE")]
+    profile: PathBuf,
+    /// Subtract this earlier profile first: what grew between the two comes first.
+    #[arg(long, value_name = "PROFILE")]
+    base: Option<PathBuf>,
+    /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
+    /// [default: the profile's default, inuse_space for ebb's].
+    #[arg(long, value_name = "TYPE")]
+    index: Option<String>,
+    /// Rows to print.
+    #[arg(short, default_value_t = 20)]
+    n: usize,
 }
 
 #[derive(Args)]
@@ -180,6 +217,17 @@ fn parse_positive_duration(s: &str) -> Result<Duration, String> {
         return Err("must be longer than 0".into());
     }
     Ok(d)
+}
+
+/// A byte count as `EBB_PROFILE_RATE` reads it: digits with an optional k, m or g.
+fn parse_rate(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    let digits = s.trim_end_matches(['k', 'K', 'm', 'M', 'g', 'G']);
+    let suffixes = s.len() - digits.len();
+    match digits.parse::<u64>() {
+        Ok(n) if n > 0 && suffixes <= 1 => Ok(s.to_string()),
+        _ => Err("expected a byte count such as 512k, 64k or 1m".into()),
+    }
 }
 
 fn parse_regex(s: &str) -> Result<regex::Regex, String> {
@@ -233,6 +281,16 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
         Cmd::Run(args) => setup().and_then(|()| run(args)),
+        Cmd::Top(args) => profile::top(
+            &args.profile,
+            args.base.as_deref(),
+            args.index.as_deref(),
+            args.n,
+        )
+        .map(|table| {
+            print!("{table}");
+            ExitCode::SUCCESS
+        }),
         Cmd::Compare(args) => setup().and_then(|()| compare(args)),
     };
     match result {
@@ -286,6 +344,7 @@ fn spec(
         idle: sampling.idle.or(builtin.then_some(Duration::from_secs(4))),
         show_output,
         ebb_details,
+        profile: None,
     })
 }
 
@@ -311,8 +370,19 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             bail!("{name} is not installed: {install}")
         }
     };
+    let profiling = match &args.profile {
+        Some(_) if !allocator.is_ebb => {
+            bail!("--profile needs --alloc ebb: the heap profiler is ebb's")
+        }
+        Some(prefix) => Some(runner::Profiling {
+            prefix: std::path::absolute(prefix)
+                .with_context(|| format!("bad profile prefix {}", prefix.display()))?,
+            rate: args.profile_rate.clone(),
+        }),
+        None => None,
+    };
     let text = command_text(&args.command);
-    let spec = spec(
+    let mut spec = spec(
         &args.sampling,
         allocator,
         args.command,
@@ -320,6 +390,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         false,
         true,
     )?;
+    spec.profile = profiling;
+    let started = std::time::SystemTime::now();
     let bar = progress_bar();
     let result = runner::run(&spec, &mut |p| {
         bar.set_message(format!(
@@ -335,6 +407,9 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     let result = result?;
     eprint!("{}", report::run_text(&text, &result));
+    if let Some(profiling) = &spec.profile {
+        eprint!("{}", profile::run_text(&profiling.prefix, started));
+    }
     if let Some(path) = &args.sampling.json {
         write_file(path, &serde_json::to_string_pretty(&result)?, "JSON")?;
     }

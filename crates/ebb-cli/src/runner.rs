@@ -42,6 +42,17 @@ pub struct RunSpec {
     /// reports cost each process 0.1-1 ms at exit (the retention report reads
     /// `/proc/self/smaps`), which a command of many processes would be charged for.
     pub ebb_details: bool,
+    /// Under ebb: the heap profiler's settings (`EBB_PROFILE`, `EBB_PROFILE_RATE`) for
+    /// every process of the tree, each writing `<prefix>.<pid>.pb.gz` at exit.
+    pub profile: Option<Profiling>,
+}
+
+/// `ebb run --profile PREFIX [--profile-rate BYTES]`.
+#[derive(Clone)]
+pub struct Profiling {
+    /// Absolute, so processes that change directory write where asked.
+    pub prefix: std::path::PathBuf,
+    pub rate: Option<String>,
 }
 
 impl RunSpec {
@@ -327,6 +338,13 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     if spec.allocator.is_ebb && spec.ebb_details {
         cmd.env("EBB_STATS_FILE", stats_dir.0.join("ebb-stats-%p.json"));
         cmd.env("EBB_REPORT", stats_dir.0.join("ebb-retention-%p.json"));
+    }
+    if let (true, Some(profiling)) = (spec.allocator.is_ebb, &spec.profile) {
+        cmd.env("EBB_PROFILE", &profiling.prefix);
+        match &profiling.rate {
+            Some(rate) => cmd.env("EBB_PROFILE_RATE", rate),
+            None => cmd.env_remove("EBB_PROFILE_RATE"),
+        };
     }
     let capture = spec.ready.is_some() || !spec.show_output;
     if capture {

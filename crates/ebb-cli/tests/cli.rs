@@ -588,3 +588,127 @@ fn compare_exits_3_when_the_command_fails() {
     assert!(text.contains("glibc failed in 2 of 2 runs"), "{text}");
     assert!(stderr(&out).contains("exit status 5"), "{}", stderr(&out));
 }
+
+/// The value in bytes of a `flat` cell of `ebb top`'s table ("12.5 MiB", "312 B").
+fn table_bytes(cell: &str, unit: &str) -> f64 {
+    let n: f64 = cell
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {cell}"));
+    n * match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => MIB,
+        "GiB" => MIB * 1024.0,
+        _ => panic!("unit {unit}"),
+    }
+}
+
+/// The flat bytes of the row naming `function` in a table of `ebb top` (or of `ebb run
+/// --profile`), if there is one.
+fn flat_of(table: &str, function: &str) -> Option<f64> {
+    table.lines().find(|l| l.contains(function)).map(|l| {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        table_bytes(cells[0], cells[1])
+    })
+}
+
+/// `ebb run --profile`: the leak the helper makes (32 MiB malloc'd by `leak_blocks`,
+/// never freed) is the top live site at exit, and the 64 MiB `churn_blocks` allocated
+/// and freed shows among what was allocated but not among what was live; `ebb top` reads
+/// the same profile, and minus itself it is empty.
+#[test]
+fn profile_shows_the_leak_and_top_reads_it() {
+    let prefix = scratch("heap");
+    let out = ebb(&[
+        "run",
+        "-q",
+        "--profile",
+        prefix.to_str().unwrap(),
+        "--profile-rate",
+        "64k",
+        "--",
+        HELPER,
+        "leak",
+        "32",
+    ]);
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let (live, allocated) = text
+        .split_once("allocated over the run:")
+        .unwrap_or_else(|| panic!("no allocated table: {text}"));
+    let live = live
+        .split_once("still live at exit")
+        .unwrap_or_else(|| panic!("no live table: {text}"))
+        .1;
+    let leaked = flat_of(live, "leak_blocks").unwrap_or_else(|| panic!("no leak: {text}"));
+    // A sampled estimate of 32 MiB (512 blocks at one sample per 64 KiB on average).
+    assert!(
+        (24.0 * MIB..40.0 * MIB).contains(&leaked),
+        "{leaked}: {text}"
+    );
+    assert!(
+        flat_of(live, "churn_blocks").is_none(),
+        "freed, not live: {text}"
+    );
+    let churned = flat_of(allocated, "churn_blocks").unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        (48.0 * MIB..80.0 * MIB).contains(&churned),
+        "{churned}: {text}"
+    );
+
+    let written: Vec<PathBuf> = std::fs::read_dir(prefix.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("heap.") && name.ends_with(".pb.gz")
+        })
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let profile = written[0].to_str().unwrap();
+    assert!(text.contains(profile), "the path is printed: {text}");
+    let out = ebb(&["top", "--index", "alloc_space", "-n", "5", profile]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(table.starts_with("alloc_space: "), "{table}");
+    assert_eq!(flat_of(&table, "churn_blocks"), Some(churned), "{table}");
+    let out = ebb(&["top", "--base", profile, profile]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(table.starts_with("inuse_space: 0 B in total"), "{table}");
+    assert!(flat_of(&table, "leak_blocks").is_none(), "{table}");
+}
+
+/// The profiler is ebb's: asking for it under another allocator, or for a sample type a
+/// profile lacks, is a one-line error.
+#[test]
+fn profile_errors_are_one_line() {
+    let out = ebb(&[
+        "run",
+        "--alloc",
+        "glibc",
+        "--profile",
+        "/tmp/x",
+        "--",
+        HELPER,
+        "exit",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("--profile needs --alloc ebb"),
+        "{}",
+        stderr(&out)
+    );
+    let out = ebb(&["run", "--profile-rate", "64k", "--", HELPER, "exit", "0"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--profile-rate alone: {}",
+        stderr(&out)
+    );
+    let out = ebb(&["top", "/nonexistent.pb.gz"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+}

@@ -10,6 +10,8 @@
 //! - `server HOLD_MS`: prints `ready` after HOLD_MS ms, then sleeps until killed.
 //! - `silent`: prints nothing and sleeps until killed.
 //! - `exit CODE`: prints a line and exits with CODE.
+//! - `leak MIB`: `leak_blocks` mallocs MIB MiB in 64 KiB blocks and never frees them;
+//!   `churn_blocks` mallocs and frees twice that; then it exits 0 (for `--profile`).
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, ExitCode, Stdio};
@@ -30,6 +32,41 @@ fn touched(mib: u64) -> Vec<u8> {
         v[i] = 1;
     }
     v
+}
+
+const LEAK_BLOCK: usize = 64 << 10;
+
+/// Blocks that stay allocated until the process exits: the site a heap profile at
+/// exit must show as live. `malloc` directly, so the site is this function with or
+/// without frame pointers.
+#[inline(never)]
+fn leak_blocks(mib: u64) -> Vec<*mut u8> {
+    let mut blocks = Vec::with_capacity((mib as usize) * (1 << 20) / LEAK_BLOCK);
+    for _ in 0..blocks.capacity() {
+        // SAFETY: malloc of a nonzero size; the block is written within its bounds.
+        let p = unsafe { libc::malloc(LEAK_BLOCK) } as *mut u8;
+        assert!(!p.is_null());
+        // SAFETY: as above.
+        unsafe { p.write_bytes(1, LEAK_BLOCK) };
+        blocks.push(p);
+    }
+    blocks
+}
+
+/// Blocks allocated and freed again: allocated over the run, not live at exit.
+/// (`black_box`: the compiler would otherwise drop a malloc and free of a block no one
+/// reads.)
+#[inline(never)]
+fn churn_blocks(mib: u64) {
+    for _ in 0..(mib as usize) * (1 << 20) / LEAK_BLOCK {
+        // SAFETY: malloc of a nonzero size, written within bounds, freed once.
+        unsafe {
+            let p = std::hint::black_box(libc::malloc(LEAK_BLOCK) as *mut u8);
+            assert!(!p.is_null());
+            p.write_bytes(2, LEAK_BLOCK);
+            libc::free(std::hint::black_box(p) as *mut libc::c_void);
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -91,12 +128,20 @@ fn main() -> ExitCode {
         Some("silent") => loop {
             std::thread::sleep(Duration::from_secs(3600));
         },
+        Some("leak") => {
+            let mib = arg(&args, 2);
+            let leaked = leak_blocks(mib);
+            churn_blocks(2 * mib);
+            println!("leaked {} blocks", leaked.len());
+            std::mem::forget(leaked);
+            ExitCode::SUCCESS
+        }
         Some("exit") => {
             println!("exiting with {}", arg(&args, 2));
             ExitCode::from(arg(&args, 2) as u8)
         }
         _ => {
-            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE");
+            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB");
             ExitCode::from(2)
         }
     }

@@ -1,0 +1,385 @@
+//! The top allocation sites of a heap profile, as `pprof -top` prints them, for
+//! readers without Go: each function's *flat* value (samples whose allocation site it
+//! is: the innermost frame that is not the allocator's) and *cumulative* value
+//! (samples with it anywhere on the stack, counted once per sample), by one of the
+//! profile's sample types (`inuse_space` unless asked). With a base profile, the base's
+//! values are subtracted first: what grew between the two, where a leak shows.
+//!
+//! Works on any `profile.proto` (ids need not be dense); functions are told apart by
+//! name, as `pprof -top` does, so two inlined copies of one function add up.
+
+use crate::is_allocator_function;
+use crate::proto::Profile;
+use std::collections::HashMap;
+
+/// One function's line of the table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopRow {
+    pub name: String,
+    pub flat: i64,
+    pub cum: i64,
+}
+
+/// The table: rows sorted by |flat| (then |cum|, then name), largest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Top {
+    /// The sample type shown (`inuse_space`, ...), and its unit (`bytes`, `count`).
+    pub index: String,
+    pub unit: String,
+    /// The sum of the shown value over all samples (after subtracting the base).
+    pub total: i64,
+    pub rows: Vec<TopRow>,
+}
+
+/// The profile's sample types, in order (`alloc_objects`, `alloc_space`, ...).
+pub fn sample_types(profile: &Profile) -> Vec<String> {
+    profile
+        .sample_type
+        .iter()
+        .map(|t| string(profile, t.r#type).to_string())
+        .collect()
+}
+
+fn string(profile: &Profile, index: i64) -> &str {
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| profile.string_table.get(i))
+        .map_or("", String::as_str)
+}
+
+/// The sample type pprof shows by default: `default_sample_type` if set, else
+/// `inuse_space` if present, else the last one (pprof's rule).
+pub fn default_index(profile: &Profile) -> Option<String> {
+    let types = sample_types(profile);
+    let named = string(profile, profile.default_sample_type);
+    if profile.default_sample_type != 0 && types.iter().any(|t| t == named) {
+        return Some(named.to_string());
+    }
+    if types.iter().any(|t| t == "inuse_space") {
+        return Some("inuse_space".into());
+    }
+    types.last().cloned()
+}
+
+/// Flat and cumulative values by function name, the total, and the unit.
+struct ByFunction {
+    values: HashMap<String, (i64, i64)>,
+    total: i64,
+    unit: String,
+}
+
+/// Flat and cumulative values by function name for sample type `index`.
+fn by_function(profile: &Profile, index: &str) -> Result<ByFunction, String> {
+    let types = sample_types(profile);
+    let Some(column) = types.iter().position(|t| t == index) else {
+        return Err(format!(
+            "no sample type {index} in the profile (it has: {})",
+            types.join(", ")
+        ));
+    };
+    let unit = string(profile, profile.sample_type[column].unit).to_string();
+    let locations: HashMap<u64, &crate::proto::Location> =
+        profile.location.iter().map(|l| (l.id, l)).collect();
+    let functions: HashMap<u64, &str> = profile
+        .function
+        .iter()
+        .map(|f| (f.id, string(profile, f.name)))
+        .collect();
+    let mut values: HashMap<String, (i64, i64)> = HashMap::new();
+    let mut total = 0i64;
+    for sample in &profile.sample {
+        let Some(&value) = sample.value.get(column) else {
+            continue;
+        };
+        if value == 0 {
+            continue;
+        }
+        total += value;
+        // Frames innermost first; a location's lines are innermost (inlined) first.
+        let mut frames: Vec<String> = Vec::new();
+        for id in &sample.location_id {
+            match locations.get(id) {
+                Some(location) if !location.line.is_empty() => {
+                    for line in &location.line {
+                        let name = functions.get(&line.function_id).copied().unwrap_or("");
+                        frames.push(if name.is_empty() {
+                            format!("{:#x}", location.address)
+                        } else {
+                            name.to_string()
+                        });
+                    }
+                }
+                Some(location) => frames.push(format!("{:#x}", location.address)),
+                None => frames.push(format!("location {id}")),
+            }
+        }
+        // The allocation site: the first frame that is not the allocator's (all of
+        // them if the stack holds nothing else).
+        let site = frames
+            .iter()
+            .position(|f| !is_allocator_function(f))
+            .unwrap_or(0);
+        if let Some(name) = frames.get(site) {
+            values.entry(name.clone()).or_default().0 += value;
+        }
+        let mut seen: Vec<&str> = Vec::with_capacity(frames.len());
+        for name in &frames[site.min(frames.len())..] {
+            if !seen.contains(&name.as_str()) {
+                seen.push(name);
+                values.entry(name.clone()).or_default().1 += value;
+            }
+        }
+    }
+    Ok(ByFunction {
+        values,
+        total,
+        unit,
+    })
+}
+
+/// The table for sample type `index` (None: [`default_index`]), minus `base` if given.
+pub fn top(profile: &Profile, base: Option<&Profile>, index: Option<&str>) -> Result<Top, String> {
+    let index = match index {
+        Some(i) => i.to_string(),
+        None => default_index(profile).ok_or("the profile has no sample types")?,
+    };
+    let ByFunction {
+        mut values,
+        mut total,
+        unit,
+    } = by_function(profile, &index)?;
+    if let Some(base) = base {
+        let old = by_function(base, &index).map_err(|e| format!("base: {e}"))?;
+        for (name, (flat, cum)) in old.values {
+            let v = values.entry(name).or_default();
+            v.0 -= flat;
+            v.1 -= cum;
+        }
+        total -= old.total;
+    }
+    let mut rows: Vec<TopRow> = values
+        .into_iter()
+        .filter(|(_, (flat, cum))| *flat != 0 || *cum != 0)
+        .map(|(name, (flat, cum))| TopRow { name, flat, cum })
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.flat.abs(), b.cum.abs())
+            .cmp(&(a.flat.abs(), a.cum.abs()))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    Ok(Top {
+        index,
+        unit,
+        total,
+        rows,
+    })
+}
+
+/// A value in its unit, short: `1.5 MiB`, `312 B`, `-20 KiB`, `1234`.
+pub fn format_value(value: i64, unit: &str) -> String {
+    if unit != "bytes" {
+        return value.to_string();
+    }
+    let magnitude = value.unsigned_abs() as f64;
+    let sign = if value < 0 { "-" } else { "" };
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut scaled = magnitude;
+    let mut u = 0;
+    while scaled >= 1024.0 && u + 1 < UNITS.len() {
+        scaled /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{sign}{magnitude} B")
+    } else {
+        format!("{sign}{scaled:.1} {}", UNITS[u])
+    }
+}
+
+/// The table as `pprof -top` lays it out (flat, flat%, sum%, cum, cum%, name), `n` rows.
+pub fn format(top: &Top, n: usize) -> String {
+    use std::fmt::Write;
+    let percent = |v: i64| {
+        if top.total == 0 {
+            0.0
+        } else {
+            v as f64 * 100.0 / top.total as f64
+        }
+    };
+    let mut out = String::new();
+    let shown = top.rows.len().min(n);
+    let shown_flat: i64 = top.rows[..shown].iter().map(|r| r.flat).sum();
+    let _ = writeln!(
+        out,
+        "{}: {} in total; showing {} of {} functions ({} flat, {:.1}%)",
+        top.index,
+        format_value(top.total, &top.unit),
+        shown,
+        top.rows.len(),
+        format_value(shown_flat, &top.unit),
+        percent(shown_flat)
+    );
+    let _ = writeln!(
+        out,
+        "{:>11} {:>6} {:>6} {:>11} {:>6}  function",
+        "flat", "flat%", "sum%", "cum", "cum%"
+    );
+    let mut sum = 0i64;
+    for row in &top.rows[..shown] {
+        sum += row.flat;
+        let _ = writeln!(
+            out,
+            "{:>11} {:>5.1}% {:>5.1}% {:>11} {:>5.1}%  {}",
+            format_value(row.flat, &top.unit),
+            percent(row.flat),
+            percent(sum),
+            format_value(row.cum, &top.unit),
+            percent(row.cum),
+            row.name
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{Function, Line, Location, Sample, ValueType};
+
+    /// A profile of two sample types over named stacks (innermost first); `values`
+    /// are (alloc_space, inuse_space).
+    fn profile(stacks: &[(&[&str], i64, i64)]) -> Profile {
+        let mut p = Profile {
+            string_table: vec![String::new()],
+            ..Default::default()
+        };
+        let id = |p: &mut Profile, s: &str| {
+            if let Some(i) = p.string_table.iter().position(|t| t == s) {
+                return i as i64;
+            }
+            p.string_table.push(s.to_string());
+            p.string_table.len() as i64 - 1
+        };
+        for (t, u) in [("alloc_space", "bytes"), ("inuse_space", "bytes")] {
+            let vt = ValueType {
+                r#type: id(&mut p, t),
+                unit: id(&mut p, u),
+            };
+            p.sample_type.push(vt);
+        }
+        for (stack, alloc, inuse) in stacks {
+            let mut ids = Vec::new();
+            for name in *stack {
+                let name_id = id(&mut p, name);
+                let f = match p.function.iter().find(|f| f.name == name_id) {
+                    Some(f) => f.id,
+                    None => {
+                        // Sparse ids, as other writers may use.
+                        let fid = 100 + p.function.len() as u64 * 7;
+                        p.function.push(Function {
+                            id: fid,
+                            name: name_id,
+                            ..Default::default()
+                        });
+                        fid
+                    }
+                };
+                let lid = 1000 + p.location.len() as u64 * 3;
+                p.location.push(Location {
+                    id: lid,
+                    line: vec![Line {
+                        function_id: f,
+                        line: 1,
+                    }],
+                    ..Default::default()
+                });
+                ids.push(lid);
+            }
+            p.sample.push(Sample {
+                location_id: ids,
+                value: vec![*alloc, *inuse],
+            });
+        }
+        p
+    }
+
+    #[test]
+    fn flat_goes_to_the_first_frame_outside_the_allocator_and_cum_counts_once() {
+        let p = profile(&[
+            (&["malloc", "parse", "main"], 100, 60),
+            (
+                &["ebb::front::alloc::malloc", "parse", "parse", "main"],
+                50,
+                40,
+            ),
+            (&["malloc", "load", "main"], 30, 0),
+        ]);
+        let t = top(&p, None, None).unwrap();
+        assert_eq!(t.index, "inuse_space");
+        assert_eq!(t.total, 100);
+        let row = |n: &str| t.rows.iter().find(|r| r.name == n).cloned();
+        assert_eq!(
+            row("parse").unwrap(),
+            TopRow {
+                name: "parse".into(),
+                flat: 100,
+                cum: 100
+            }
+        );
+        assert_eq!(row("main").unwrap().flat, 0);
+        assert_eq!(row("main").unwrap().cum, 100);
+        assert!(
+            row("malloc").is_none(),
+            "the allocator's frames are not sites"
+        );
+        assert!(row("load").is_none(), "nothing of load's is live");
+        assert_eq!(t.rows[0].name, "parse");
+        let t = top(&p, None, Some("alloc_space")).unwrap();
+        assert_eq!(t.total, 180);
+        assert_eq!(t.rows[0].name, "parse");
+        assert_eq!(t.rows[0].flat, 150);
+        assert_eq!(t.rows[1].name, "load");
+    }
+
+    #[test]
+    fn a_base_is_subtracted_so_growth_comes_first() {
+        let before = profile(&[
+            (&["malloc", "cache_put", "main"], 500, 500),
+            (&["malloc", "leaky", "main"], 100, 100),
+        ]);
+        let after = profile(&[
+            (&["malloc", "cache_put", "main"], 500, 400),
+            (&["malloc", "leaky", "main"], 900, 900),
+        ]);
+        let t = top(&after, Some(&before), None).unwrap();
+        assert_eq!(t.total, 700);
+        assert_eq!(
+            t.rows[0],
+            TopRow {
+                name: "leaky".into(),
+                flat: 800,
+                cum: 800
+            }
+        );
+        assert_eq!(t.rows[1].name, "cache_put");
+        assert_eq!(t.rows[1].flat, -100);
+        let text = format(&t, 10);
+        assert!(text.contains("leaky"), "{text}");
+        assert!(text.contains("-100 B"), "{text}");
+    }
+
+    #[test]
+    fn an_unknown_sample_type_is_an_error_naming_the_ones_there_are() {
+        let p = profile(&[(&["malloc", "f"], 1, 1)]);
+        let e = top(&p, None, Some("cpu")).unwrap_err();
+        assert!(e.contains("alloc_space, inuse_space"), "{e}");
+    }
+
+    #[test]
+    fn values_print_in_binary_units() {
+        assert_eq!(format_value(312, "bytes"), "312 B");
+        assert_eq!(format_value(1536, "bytes"), "1.5 KiB");
+        assert_eq!(format_value(-3 << 20, "bytes"), "-3.0 MiB");
+        assert_eq!(format_value(1234, "count"), "1234");
+    }
+}
