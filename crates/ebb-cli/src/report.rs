@@ -106,7 +106,65 @@ pub fn run_text(command: &str, r: &RunResult) -> String {
             );
         }
     }
+    if let Some(text) = retention_text(&r.ebb_retention) {
+        out.push_str(&text);
+    }
     out
+}
+
+/// The retention report of the ebb process with the most RSS at exit, in two lines:
+/// what its RSS held (the parts add up to it), biggest first.
+fn retention_text(reports: &[serde_json::Value]) -> Option<String> {
+    let bytes = |r: &serde_json::Value, key: &str| r[key].as_u64().unwrap_or(0);
+    let report = reports.iter().max_by_key(|r| bytes(r, "rss"))?;
+    let rss = bytes(report, "rss");
+    if rss == 0 {
+        return None;
+    }
+    let mut parts: Vec<(&str, u64)> = [
+        ("live blocks", "live"),
+        ("free in pages with live blocks", "free_in_live_pages"),
+        ("free pages", "free_in_empty_pages"),
+        ("free spans awaiting purge", "free_spans"),
+        ("kept huge mappings", "huge_kept"),
+        ("freed by other threads, not taken in", "remote_freed"),
+        ("rounding", "rounding"),
+        ("ebb metadata", "metadata"),
+        ("file-backed", "file_backed"),
+        ("stacks", "stack"),
+        ("thread stacks", "thread_stacks"),
+        ("anonymous, not ebb's", "foreign_anon"),
+        ("other", "other"),
+    ]
+    .iter()
+    .map(|&(label, key)| (label, bytes(report, key)))
+    .filter(|&(_, b)| b * 200 >= rss)
+    .collect();
+    parts.sort_by_key(|p| std::cmp::Reverse(p.1));
+    let which = if reports.len() > 1 {
+        format!(
+            "pid {}, the largest of {} ebb processes",
+            bytes(report, "pid"),
+            reports.len()
+        )
+    } else {
+        format!("pid {}", bytes(report, "pid"))
+    };
+    let list = parts
+        .iter()
+        .map(|(label, b)| {
+            format!(
+                "{label} {} ({:.0}%)",
+                ebb_pprof::top::format_value(*b as i64, "bytes"),
+                *b as f64 * 100.0 / rss as f64
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(format!(
+        "  RSS at exit    {} ({which}; parts of at least 0.5%): {list}\n",
+        ebb_pprof::top::format_value(rss as i64, "bytes")
+    ))
 }
 
 pub fn compare_text(command: &str, runs: usize, summaries: &[AllocatorSummary]) -> String {

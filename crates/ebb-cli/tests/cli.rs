@@ -640,6 +640,19 @@ fn profile_shows_the_leak_and_top_reads_it() {
         .split_once("still live at exit")
         .unwrap_or_else(|| panic!("no live table: {text}"))
         .1;
+    // The retention report at exit: what the RSS held, the leak among live blocks.
+    let held = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("RSS at exit"))
+        .unwrap_or_else(|| panic!("no retention line: {text}"));
+    let live_blocks = held
+        .split_once("live blocks ")
+        .and_then(|(_, rest)| {
+            let cells: Vec<&str> = rest.split_whitespace().collect();
+            Some(table_bytes(cells[0], cells.get(1)?))
+        })
+        .unwrap_or_else(|| panic!("no live part: {held}"));
+    assert!(live_blocks >= 32.0 * MIB, "{held}");
     let leaked = flat_of(live, "leak_blocks").unwrap_or_else(|| panic!("no leak: {text}"));
     // A sampled estimate of 32 MiB (512 blocks at one sample per 64 KiB on average).
     assert!(
