@@ -162,6 +162,18 @@ fn clock_ticks_per_second() -> f64 {
     }
 }
 
+/// True if process `pid` has a handler for `signal` (`SigCgt` in its status).
+pub fn catches_signal(pid: i32, signal: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| (1..=64).contains(&signal) && mask & (1 << (signal - 1)) != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,51 +12,104 @@ const RUN_ROWS: usize = 10;
 /// Profiles of a tree `ebb run --profile` summarises (the ones that allocated most).
 const RUN_PROFILES: usize = 3;
 
-/// The profiles `<prefix>.<pid>.pb.gz` written since `since` (at exit: no `.<n>` of a
-/// signal), largest first by allocated bytes.
-pub fn written_since(
-    prefix: &Path,
-    since: SystemTime,
-) -> Vec<(PathBuf, ebb_pprof::proto::Profile)> {
+/// A profile a process of the tree wrote.
+pub struct Written {
+    pub path: PathBuf,
+    pub profile: ebb_pprof::proto::Profile,
+    /// Written at exit (`<prefix>.<pid>.pb.gz`), not on a signal (`.<pid>.<n>.pb.gz`).
+    pub at_exit: bool,
+}
+
+/// The directory and file-name stem of `prefix`.
+fn split_prefix(prefix: &Path) -> Option<(PathBuf, &str)> {
     let dir = match prefix.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let Some(stem) = prefix.file_name().and_then(|n| n.to_str()) else {
+    Some((dir, prefix.file_name()?.to_str()?))
+}
+
+/// The files `<prefix>.<pid>.pb.gz` (sequence None) and `<prefix>.<pid>.<n>.pb.gz`
+/// in `prefix`'s directory, as (path, pid, sequence, modified).
+fn profile_files(prefix: &Path) -> Vec<(PathBuf, u32, Option<u32>, SystemTime)> {
+    let Some((dir, stem)) = split_prefix(prefix) else {
         return Vec::new();
     };
-    let mut found: Vec<(PathBuf, ebb_pprof::proto::Profile, i64)> = std::fs::read_dir(&dir)
+    let number = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u32>().ok())
+            .flatten()
+    };
+    std::fs::read_dir(&dir)
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|entry| {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else {
-                return false;
-            };
-            let pid = name
-                .strip_prefix(stem)
-                .and_then(|rest| rest.strip_prefix('.'))
-                .and_then(|rest| rest.strip_suffix(".pb.gz"));
-            pid.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-                && entry
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|t| t >= since)
-        })
         .filter_map(|entry| {
-            let path = entry.path();
+            let name = entry.file_name();
+            let rest = name
+                .to_str()?
+                .strip_prefix(stem)?
+                .strip_prefix('.')?
+                .strip_suffix(".pb.gz")?;
+            let (pid, sequence) = match rest.split_once('.') {
+                Some((pid, n)) => (number(pid)?, Some(number(n)?)),
+                None => (number(rest)?, None),
+            };
+            let modified = entry.metadata().and_then(|m| m.modified()).ok()?;
+            Some((entry.path(), pid, sequence, modified))
+        })
+        .collect()
+}
+
+/// The profiles process `pid` wrote on a signal, in order (`.<pid>.1.pb.gz`, ...).
+pub fn signal_profiles(prefix: &Path, pid: i32) -> Vec<PathBuf> {
+    let mut files: Vec<(u32, PathBuf)> = profile_files(prefix)
+        .into_iter()
+        .filter(|&(_, p, _, _)| p as i32 == pid)
+        .filter_map(|(path, _, n, _)| Some((n?, path)))
+        .collect();
+    files.sort();
+    files.into_iter().map(|(_, path)| path).collect()
+}
+
+/// For each process that wrote profiles since `since`: its profile at exit, or else its
+/// last one on a signal (a server `ebb run` asked for one before stopping it). Largest
+/// first by allocated bytes.
+pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
+    let mut last: std::collections::HashMap<u32, (PathBuf, Option<u32>)> =
+        std::collections::HashMap::new();
+    for (path, pid, sequence, modified) in profile_files(prefix) {
+        if modified < since {
+            continue;
+        }
+        let newer = match last.get(&pid) {
+            None => true,
+            Some((_, None)) => false,
+            Some((_, Some(n))) => sequence.map_or(true, |m| m > *n),
+        };
+        if newer {
+            last.insert(pid, (path, sequence));
+        }
+    }
+    let mut found: Vec<(Written, i64)> = last
+        .into_values()
+        .filter_map(|(path, sequence)| {
             let profile = ebb_pprof::read_gzipped(&path).ok()?;
             let allocated =
                 ebb_pprof::top::top(&profile, None, Some("alloc_space")).map_or(0, |t| t.total);
-            Some((path, profile, allocated))
+            let at_exit = sequence.is_none();
+            Some((
+                Written {
+                    path,
+                    profile,
+                    at_exit,
+                },
+                allocated,
+            ))
         })
         .collect();
-    found.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-    found
-        .into_iter()
-        .map(|(p, profile, _)| (p, profile))
-        .collect()
+    found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.path.cmp(&b.0.path)));
+    found.into_iter().map(|(w, _)| w).collect()
 }
 
 /// What `ebb run --profile` prints after the run: for the profiles that allocated
@@ -68,8 +121,8 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
     if profiles.is_empty() {
         let _ = writeln!(
             out,
-            "\nebb run: no heap profile written to {}.<pid>.pb.gz (a profile is written when \
-             a process exits normally; one stopped by a signal writes none)",
+            "\nebb run: no heap profile written to {}.<pid>.pb.gz (a process writes one when it \
+             exits normally, or, in a server run, when ebb asks before stopping it)",
             prefix.display()
         );
         return out;
@@ -86,13 +139,18 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
             String::new()
         }
     );
-    for (path, profile) in profiles.iter().take(RUN_PROFILES) {
-        let _ = writeln!(out, "\n  {}", path.display());
+    for written in profiles.iter().take(RUN_PROFILES) {
+        let _ = writeln!(out, "\n  {}", written.path.display());
+        let live = if written.at_exit {
+            "still live at exit (leaks, caches)"
+        } else {
+            "live when ebb stopped it (leaks, caches)"
+        };
         for (index, what) in [
-            ("inuse_space", "still live at exit (leaks, caches)"),
+            ("inuse_space", live),
             ("alloc_space", "allocated over the run"),
         ] {
-            match ebb_pprof::top::top(profile, None, Some(index)) {
+            match ebb_pprof::top::top(&written.profile, None, Some(index)) {
                 Ok(table) => {
                     let _ = writeln!(out, "  {what}:");
                     for line in ebb_pprof::top::format(&table, RUN_ROWS).lines() {

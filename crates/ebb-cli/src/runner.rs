@@ -345,6 +345,9 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
             Some(rate) => cmd.env("EBB_PROFILE_RATE", rate),
             None => cmd.env_remove("EBB_PROFILE_RATE"),
         };
+        if spec.is_server() {
+            cmd.env("EBB_PROFILE_SIGNAL", profile_signal().to_string());
+        }
     }
     let capture = spec.ready.is_some() || !spec.show_output;
     if capture {
@@ -577,6 +580,9 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     if !exited {
         result.exit.stopped_by_ebb = true;
     }
+    if let (Some(profiling), true) = (&spec.profile, spec.is_server() && !exited) {
+        request_profiles(&profiling.prefix, me, drive_pid);
+    }
     stop_tree(
         child_pid,
         me,
@@ -638,6 +644,46 @@ fn spawn_drive(drive: &str, show_output: bool) -> Result<i32> {
         .spawn()
         .with_context(|| format!("cannot run the drive command `{drive}`"))?;
     Ok(child.id() as i32)
+}
+
+/// The signal on which a server's ebb processes write a heap profile under `--profile`
+/// (`EBB_PROFILE_SIGNAL`): a real-time one near the top, which programs rarely use. A
+/// server stopped by SIGTERM writes no profile at exit unless it exits normally.
+pub fn profile_signal() -> i32 {
+    libc::SIGRTMAX() - 3
+}
+
+/// How long the processes of a server get to write their profiles before it is stopped.
+const PROFILE_WAIT: Duration = Duration::from_secs(10);
+
+/// Before a server's tree is stopped: have each of its processes that catches
+/// [`profile_signal`] (ebb's, with the profiler on: `SigCgt` in its status; any other
+/// would die of it) write a profile, and wait until each has written one that reads
+/// whole (`<prefix>.<pid>.<n>.pb.gz`).
+fn request_profiles(prefix: &std::path::Path, me: i32, drive_pid: i32) {
+    let signal = profile_signal();
+    let asked: Vec<i32> = procfs::sample_tree(me, &[drive_pid])
+        .pids
+        .into_iter()
+        .filter(|&pid| procfs::catches_signal(pid, signal))
+        .collect();
+    let before: Vec<usize> = asked
+        .iter()
+        .map(|&pid| crate::profile::signal_profiles(prefix, pid).len())
+        .collect();
+    for &pid in &asked {
+        // SAFETY: kill only sends a signal; the process catches it (checked above).
+        unsafe { libc::kill(pid, signal) };
+    }
+    let deadline = Instant::now() + PROFILE_WAIT;
+    let written = |(&pid, &n): (&i32, &usize)| {
+        crate::profile::signal_profiles(prefix, pid)
+            .get(n)
+            .is_some_and(|path| ebb_pprof::read_gzipped(path).is_ok())
+    };
+    while Instant::now() < deadline && !asked.iter().zip(&before).all(written) {
+        std::thread::sleep(POLL);
+    }
 }
 
 /// SIGTERM to the tree (its process group and every process in it), SIGKILL to what is

@@ -693,6 +693,42 @@ fn profile_shows_the_leak_and_top_reads_it() {
     assert!(flat_of(&table, "leak_blocks").is_none(), "{table}");
 }
 
+/// A server stopped by ebb writes no profile at exit: `ebb run --profile` asks each of
+/// its processes for one on a signal before stopping it, and shows what was live then.
+#[test]
+fn profile_of_a_server_is_taken_before_it_is_stopped() {
+    let prefix = scratch("server-heap");
+    let out = ebb(&[
+        "run",
+        "-q",
+        "--profile",
+        prefix.to_str().unwrap(),
+        "--profile-rate",
+        "64k",
+        "--ready",
+        "ready",
+        "--idle",
+        "500ms",
+        "--",
+        HELPER,
+        "leaky-server",
+        "16",
+    ]);
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let live = text
+        .split_once("live when ebb stopped it")
+        .and_then(|(_, rest)| rest.split_once("allocated over the run"))
+        .unwrap_or_else(|| panic!("no table of what was live: {text}"))
+        .0;
+    let leaked = flat_of(live, "leak_blocks").unwrap_or_else(|| panic!("no leak: {text}"));
+    assert!(
+        (12.0 * MIB..20.0 * MIB).contains(&leaked),
+        "{leaked}: {text}"
+    );
+    assert!(text.contains("stopped by ebb"), "{text}");
+}
+
 /// The profiler is ebb's: asking for it under another allocator, or for a sample type a
 /// profile lacks, is a one-line error.
 #[test]

@@ -12,6 +12,8 @@
 //! - `exit CODE`: prints a line and exits with CODE.
 //! - `leak MIB`: `leak_blocks` mallocs MIB MiB in 64 KiB blocks and never frees them;
 //!   `churn_blocks` mallocs and frees twice that; then it exits 0 (for `--profile`).
+//! - `leaky-server MIB`: `leak_blocks` as above, then prints `ready` and sleeps until
+//!   killed (a server's profile, asked for on a signal).
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, ExitCode, Stdio};
@@ -136,12 +138,19 @@ fn main() -> ExitCode {
             std::mem::forget(leaked);
             ExitCode::SUCCESS
         }
+        Some("leaky-server") => {
+            let leaked = leak_blocks(arg(&args, 2));
+            println!("server: ready ({} blocks)", leaked.len());
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
         Some("exit") => {
             println!("exiting with {}", arg(&args, 2));
             ExitCode::from(arg(&args, 2) as u8)
         }
         _ => {
-            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB");
+            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB | leaky-server MIB");
             ExitCode::from(2)
         }
     }
