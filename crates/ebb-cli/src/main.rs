@@ -374,11 +374,21 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         Some(_) if !allocator.is_ebb => {
             bail!("--profile needs --alloc ebb: the heap profiler is ebb's")
         }
-        Some(prefix) => Some(runner::Profiling {
-            prefix: std::path::absolute(prefix)
-                .with_context(|| format!("bad profile prefix {}", prefix.display()))?,
-            rate: args.profile_rate.clone(),
-        }),
+        Some(prefix) => {
+            let prefix = std::path::absolute(prefix)
+                .with_context(|| format!("bad profile prefix {}", prefix.display()))?;
+            match prefix.parent() {
+                Some(dir) if dir.is_dir() => {}
+                _ => bail!(
+                    "--profile {}: no such directory for the profiles",
+                    prefix.display()
+                ),
+            }
+            Some(runner::Profiling {
+                prefix,
+                rate: args.profile_rate.clone(),
+            })
+        }
         None => None,
     };
     let text = command_text(&args.command);

@@ -750,6 +750,21 @@ fn profile_errors_are_one_line() {
         "{}",
         stderr(&out)
     );
+    let out = ebb(&[
+        "run",
+        "--profile",
+        "/nonexistent/heap",
+        "--",
+        HELPER,
+        "exit",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no such directory"),
+        "{}",
+        stderr(&out)
+    );
     let out = ebb(&["run", "--profile-rate", "64k", "--", HELPER, "exit", "0"]);
     assert_eq!(
         out.status.code(),
