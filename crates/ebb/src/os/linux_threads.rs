@@ -88,7 +88,13 @@ pub fn spawn_joinable(
 /// `perf` and debuggers show it: the allocator's threads say whose they are, as
 /// jemalloc's background thread does (`jemalloc_bg_thd`), instead of taking the name of
 /// the program. Nothing else reads the name; if the kernel refuses, nothing changes.
+/// Not under a seccomp filter, which might kill the process on a `prctl` it does not
+/// expect (as for [`detach_files`]; the check is one read of the thread's status, at
+/// the start of a thread that starts once).
 pub fn name_thread(name: &'static [u8]) {
+    if seccomp_filtered() {
+        return;
+    }
     debug_assert!(
         name.len() <= 16 && name.last() == Some(&0),
         "a C string of 15 bytes or fewer"
