@@ -53,7 +53,15 @@ pub struct EbbSummary {
     pub committed: f64,
     pub purged: f64,
     pub purger_wakeups: f64,
+    /// CPU time of ebb's background purger threads, seconds, and as a share of the
+    /// whole tree's CPU (user + sys) in that run: its cost is the program's.
+    pub purger_cpu_s: f64,
+    pub purger_share: f64,
 }
+
+/// A background purger above this share of the tree's CPU is flagged (issue 20's
+/// limit).
+pub const PURGER_SHARE_FLAG: f64 = 0.005;
 
 pub fn metric(run: &RunResult, key: &str) -> f64 {
     match key {
@@ -114,6 +122,15 @@ pub fn ebb_summary(runs: &[&RunResult]) -> Option<EbbSummary> {
         committed: med(&|r| ebb_field(r, "committed")),
         purged: med(&|r| ebb_field(r, "purged")),
         purger_wakeups: med(&|r| ebb_field(r, "purger_wakeups")),
+        purger_cpu_s: med(&|r| ebb_field(r, "purger_cpu_ns") / 1e9),
+        purger_share: med(&|r| {
+            let cpu = r.user_s + r.sys_s;
+            if cpu > 0.0 {
+                ebb_field(r, "purger_cpu_ns") / 1e9 / cpu
+            } else {
+                0.0
+            }
+        }),
     })
 }
 
@@ -283,8 +300,26 @@ fn rows(summaries: &[AllocatorSummary], markdown: bool) -> Vec<(String, Vec<Stri
             "ebb purger wake-ups".into(),
             field(&|e| format!("{:.0}", e.purger_wakeups)),
         ));
+        rows.push(("ebb purger CPU".into(), field(&|e| format_purger_cpu(e))));
     }
     rows
+}
+
+/// The purger's CPU time and share of the tree's CPU, flagged above
+/// [`PURGER_SHARE_FLAG`]: `3.1 ms (0.2%)`, `40 ms (1.3% ⚠)`.
+pub fn format_purger_cpu(e: &EbbSummary) -> String {
+    let ms = e.purger_cpu_s * 1e3;
+    let time = if ms >= 10.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.1} ms")
+    };
+    let flag = if e.purger_share > PURGER_SHARE_FLAG {
+        " ⚠"
+    } else {
+        ""
+    };
+    format!("{time} ({:.1}%{flag})", e.purger_share * 100.0)
 }
 
 pub fn format_secs(s: f64) -> String {
@@ -362,5 +397,29 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
+    }
+}
+
+#[cfg(test)]
+mod purger_tests {
+    use super::*;
+
+    fn summary(cpu_s: f64, share: f64) -> EbbSummary {
+        EbbSummary {
+            processes: 1.0,
+            allocated: 0.0,
+            committed: 0.0,
+            purged: 0.0,
+            purger_wakeups: 3.0,
+            purger_cpu_s: cpu_s,
+            purger_share: share,
+        }
+    }
+
+    #[test]
+    fn a_purger_above_half_a_percent_is_flagged() {
+        assert_eq!(format_purger_cpu(&summary(0.0031, 0.002)), "3.1 ms (0.2%)");
+        assert_eq!(format_purger_cpu(&summary(0.040, 0.013)), "40 ms (1.3% ⚠)");
+        assert_eq!(format_purger_cpu(&summary(0.001, 0.005)), "1.0 ms (0.5%)");
     }
 }

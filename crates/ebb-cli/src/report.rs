@@ -97,13 +97,22 @@ pub fn run_text(command: &str, r: &RunResult) -> String {
         if let Some(e) = compare::ebb_summary(&refs) {
             let _ = writeln!(
                 out,
-                "  ebb stats      {} process(es) at exit: allocated {}, committed {}, purged {}, purger wake-ups {:.0}",
+                "  ebb stats      {} process(es) at exit: allocated {}, committed {}, purged {}, purger wake-ups {:.0}, purger CPU {}",
                 e.processes,
                 format_bytes(e.allocated),
                 format_bytes(e.committed),
                 format_bytes(e.purged),
-                e.purger_wakeups
+                e.purger_wakeups,
+                compare::format_purger_cpu(&e)
             );
+            if e.purger_share > compare::PURGER_SHARE_FLAG {
+                let _ = writeln!(
+                    out,
+                    "                 ⚠ the background purger used more than {:.1}% of the CPU (mostly the \
+                     kernel's cost of freeing the pages it gave back; EBB_PURGE_DELAY sets how soon)",
+                    compare::PURGER_SHARE_FLAG * 100.0
+                );
+            }
         }
     }
     if let Some(text) = retention_text(&r.ebb_retention) {

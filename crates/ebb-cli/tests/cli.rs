@@ -640,6 +640,7 @@ fn profile_shows_the_leak_and_top_reads_it() {
         .split_once("still live at exit")
         .unwrap_or_else(|| panic!("no live table: {text}"))
         .1;
+    assert!(text.contains("purger CPU "), "{text}");
     // The retention report at exit: what the RSS held, the leak among live blocks.
     let held = text
         .lines()
