@@ -18,6 +18,8 @@ pub struct Written {
     pub profile: ebb_pprof::proto::Profile,
     /// Written at exit (`<prefix>.<pid>.pb.gz`), not on a signal (`.<pid>.<n>.pb.gz`).
     pub at_exit: bool,
+    /// Its estimate of the bytes allocated (`alloc_space`): 0 if it holds no sample.
+    pub allocated: i64,
 }
 
 /// The directory and file-name stem of `prefix`.
@@ -91,25 +93,26 @@ pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
             last.insert(pid, (path, sequence));
         }
     }
-    let mut found: Vec<(Written, i64)> = last
+    let mut found: Vec<Written> = last
         .into_values()
         .filter_map(|(path, sequence)| {
             let profile = ebb_pprof::read_gzipped(&path).ok()?;
             let allocated =
                 ebb_pprof::top::top(&profile, None, Some("alloc_space")).map_or(0, |t| t.total);
-            let at_exit = sequence.is_none();
-            Some((
-                Written {
-                    path,
-                    profile,
-                    at_exit,
-                },
+            Some(Written {
+                path,
+                profile,
+                at_exit: sequence.is_none(),
                 allocated,
-            ))
+            })
         })
         .collect();
-    found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.path.cmp(&b.0.path)));
-    found.into_iter().map(|(w, _)| w).collect()
+    found.sort_by(|a, b| {
+        b.allocated
+            .cmp(&a.allocated)
+            .then_with(|| a.path.cmp(&b.path))
+    });
+    found
 }
 
 /// What `ebb run --profile` prints after the run: for the profiles that allocated
@@ -127,19 +130,30 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
         );
         return out;
     }
+    let sampled = profiles.iter().filter(|w| w.allocated > 0).count();
+    let which = if sampled == 0 {
+        "; none holds a sample: the processes allocated too little for the sampling \
+         interval (--profile-rate)"
+            .to_string()
+    } else if sampled > RUN_PROFILES {
+        format!("; {sampled} with samples, the {RUN_PROFILES} that allocated most:")
+    } else if sampled < profiles.len() {
+        format!("; {sampled} with samples:")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "\nebb run: {} heap profile{} written ({}.<pid>.pb.gz){}",
+        "\nebb run: {} heap profile{} written ({}.<pid>.pb.gz){which}",
         profiles.len(),
         if profiles.len() == 1 { "" } else { "s" },
         prefix.display(),
-        if profiles.len() > RUN_PROFILES {
-            format!("; the {RUN_PROFILES} that allocated most:")
-        } else {
-            String::new()
-        }
     );
-    for written in profiles.iter().take(RUN_PROFILES) {
+    for written in profiles
+        .iter()
+        .filter(|w| w.allocated > 0)
+        .take(RUN_PROFILES)
+    {
         let _ = writeln!(out, "\n  {}", written.path.display());
         let live = if written.at_exit {
             "still live at exit (leaks, caches)"
