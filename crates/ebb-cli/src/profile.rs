@@ -75,7 +75,7 @@ pub fn signal_profiles(prefix: &Path, pid: i32) -> Vec<PathBuf> {
 }
 
 /// For each process that wrote profiles since `since`: its profile at exit, or else its
-/// last one on a signal (a server `ebb run` asked for one before stopping it). Largest
+/// last one on a signal (`ebb run` asked for one before stopping the tree). Largest
 /// first by allocated bytes.
 pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
     let mut last: std::collections::HashMap<u32, (PathBuf, Option<u32>)> =
@@ -125,7 +125,7 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
         let _ = writeln!(
             out,
             "\nebb run: no heap profile written to {}.<pid>.pb.gz (a process writes one when it \
-             exits normally, or, in a server run, when ebb asks before stopping it)",
+             exits normally, or when ebb asks before stopping it)",
             prefix.display()
         );
         return out;

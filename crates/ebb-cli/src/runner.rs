@@ -345,9 +345,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
             Some(rate) => cmd.env("EBB_PROFILE_RATE", rate),
             None => cmd.env_remove("EBB_PROFILE_RATE"),
         };
-        if spec.is_server() {
-            cmd.env("EBB_PROFILE_SIGNAL", profile_signal().to_string());
-        }
+        cmd.env("EBB_PROFILE_SIGNAL", profile_signal().to_string());
     }
     let capture = spec.ready.is_some() || !spec.show_output;
     if capture {
@@ -580,7 +578,9 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     if !exited {
         result.exit.stopped_by_ebb = true;
     }
-    if let (Some(profiling), true) = (&spec.profile, spec.is_server() && !exited) {
+    // A tree ebb stops (a server after its idle phase, any run on Ctrl-C) would write
+    // no profile at exit: ask for them first.
+    if let (Some(profiling), false) = (&spec.profile, exited) {
         request_profiles(&profiling.prefix, me, drive_pid);
     }
     stop_tree(
@@ -646,9 +646,10 @@ fn spawn_drive(drive: &str, show_output: bool) -> Result<i32> {
     Ok(child.id() as i32)
 }
 
-/// The signal on which a server's ebb processes write a heap profile under `--profile`
+/// The signal on which ebb processes write a heap profile under `--profile`
 /// (`EBB_PROFILE_SIGNAL`): a real-time one near the top, which programs rarely use. A
-/// server stopped by SIGTERM writes no profile at exit unless it exits normally.
+/// tree ebb stops (a server, or any run on Ctrl-C) gets SIGTERM, and a process that
+/// SIGTERM kills writes no profile at exit.
 pub fn profile_signal() -> i32 {
     libc::SIGRTMAX() - 3
 }
@@ -656,7 +657,7 @@ pub fn profile_signal() -> i32 {
 /// How long the processes of a server get to write their profiles before it is stopped.
 const PROFILE_WAIT: Duration = Duration::from_secs(10);
 
-/// Before a server's tree is stopped: have each of its processes that catches
+/// Before ebb stops a tree: have each of its processes that catches
 /// [`profile_signal`] (ebb's, with the profiler on: `SigCgt` in its status; any other
 /// would die of it) write a profile, and wait until each has written one that reads
 /// whole (`<prefix>.<pid>.<n>.pb.gz`).

@@ -1,0 +1,47 @@
+//! What the integration tests of `ebb` share: the binaries, a scratch directory, a run
+//! of `ebb`, and the processes a run starts.
+#![allow(dead_code)] // each test file uses part of it
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub const EBB: &str = env!("CARGO_BIN_EXE_ebb");
+pub const HELPER: &str = env!("CARGO_BIN_EXE_ebb-test-helper");
+pub const MIB: f64 = 1024.0 * 1024.0;
+
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ebb-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+pub fn ebb(args: &[&str]) -> Output {
+    Command::new(EBB)
+        .args(args)
+        // A user error must never show a backtrace, even with backtraces on.
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run ebb")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The processes whose parent is `parent`.
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let rest = &stat[stat.rfind(')').unwrap() + 1..];
+        if rest.split_whitespace().nth(1) == Some(&parent.to_string()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
