@@ -90,6 +90,7 @@ enum Cmd {
   ebb run --profile /tmp/heap -- ./my-tool input      # writes /tmp/heap.<pid>.pb.gz
   ebb top /tmp/heap.1234.pb.gz                        # what was live at exit, by site
   ebb top --index alloc_space -n 40 /tmp/heap.1234.pb.gz
+  ebb top --stacks -n 5 /tmp/heap.1234.pb.gz            # whole call chains
   ebb top --base /tmp/heap.1234.1.pb.gz /tmp/heap.1234.2.pb.gz   # what grew (EBB_PROFILE_SIGNAL)")]
     Top(TopArgs),
     /// The built-in workload (a worker pool, a refresher replacing a sleeping owner's
@@ -169,9 +170,16 @@ struct TopArgs {
     /// [default: the profile's default, inuse_space for ebb's].
     #[arg(long, value_name = "TYPE")]
     index: Option<String>,
-    /// Rows to print.
+    /// Rows (stacks with --stacks) to print.
     #[arg(short, default_value_t = 20)]
     n: usize,
+    /// Whole stacks from the allocation site outward, identical ones added up, instead
+    /// of functions: the callers behind a site every path goes through (Vec growth).
+    #[arg(long)]
+    stacks: bool,
+    /// With --stacks: frames shown of each stack.
+    #[arg(long, default_value_t = 12, requires = "stacks")]
+    depth: usize,
 }
 
 #[derive(Args)]
@@ -286,6 +294,7 @@ fn main() -> ExitCode {
             args.base.as_deref(),
             args.index.as_deref(),
             args.n,
+            args.stacks.then_some(args.depth),
         )
         .map(|table| {
             print!("{table}");

@@ -185,12 +185,14 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
     out
 }
 
-/// `ebb top`: the table of one profile, minus a base.
+/// `ebb top`: the table of one profile, minus a base; by stacks of `stack_depth`
+/// frames if given.
 pub fn top(
     profile: &Path,
     base: Option<&Path>,
     index: Option<&str>,
     rows: usize,
+    stack_depth: Option<usize>,
 ) -> Result<String> {
     let read = |path: &Path| {
         ebb_pprof::read_gzipped(path)
@@ -198,8 +200,14 @@ pub fn top(
     };
     let profile = read(profile)?;
     let base = base.map(read).transpose()?;
-    match ebb_pprof::top::top(&profile, base.as_ref(), index) {
-        Ok(table) => Ok(ebb_pprof::top::format(&table, rows)),
+    let text = match stack_depth {
+        Some(depth) => ebb_pprof::top::top_stacks(&profile, base.as_ref(), index)
+            .map(|table| ebb_pprof::top::format_stacks(&table, rows, depth)),
+        None => ebb_pprof::top::top(&profile, base.as_ref(), index)
+            .map(|table| ebb_pprof::top::format(&table, rows)),
+    };
+    match text {
+        Ok(text) => Ok(text),
         Err(e) => bail!("{e}"),
     }
 }

@@ -106,6 +106,23 @@ fn profile_shows_the_leak_and_top_reads_it() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(table.starts_with("alloc_space: "), "{table}");
     assert_eq!(flat_of(&table, "churn_blocks"), Some(churned), "{table}");
+    let out = ebb(&["top", "--stacks", "-n", "1", profile]);
+    let stacks = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stacks.starts_with("inuse_space: "), "{stacks}");
+    let first = stacks
+        .split("\n\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{stacks}"));
+    assert!(
+        first
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .trim()
+            .ends_with("leak_blocks"),
+        "{stacks}"
+    );
     let out = ebb(&["top", "--base", profile, profile]);
     let table = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{}", stderr(&out));

@@ -3,12 +3,12 @@
 //! profile with symbols (`go tool pprof -top OUT.pb.gz`). Run it on the machine that
 //! ran the program: it reads the mapped files named in the raw profile for symbols.
 //!
-//! `ebb-pprof top PROFILE.pb.gz [--base BASE.pb.gz] [--index TYPE] [-n N]`: its top
-//! allocation sites, as `pprof -top` prints them (`ebb_pprof::top`); `ebb top` is the
-//! same.
+//! `ebb-pprof top PROFILE.pb.gz [--base BASE.pb.gz] [--index TYPE] [-n N] [--stacks]`:
+//! its top allocation sites, as `pprof -top` prints them, or its top stacks
+//! (`ebb_pprof::top`); `ebb top` is the same.
 
 const USAGE: &str = "usage: ebb-pprof symbolize RAW -o OUT.pb.gz
-       ebb-pprof top PROFILE.pb.gz [--base BASE.pb.gz] [--index TYPE] [-n N]";
+       ebb-pprof top PROFILE.pb.gz [--base BASE.pb.gz] [--index TYPE] [-n N] [--stacks]";
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -46,11 +46,13 @@ fn top(args: &[String]) -> i32 {
     let mut base = None;
     let mut index = None;
     let mut rows = 20;
+    let mut stacks = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--base" => base = it.next(),
             "--index" => index = it.next(),
+            "--stacks" => stacks = true,
             "-n" => match it.next().and_then(|n| n.parse().ok()) {
                 Some(n) => rows = n,
                 None => {
@@ -74,11 +76,17 @@ fn top(args: &[String]) -> i32 {
     };
     let result = read(profile).and_then(|p| {
         let base = base.map(read).transpose()?;
-        ebb_pprof::top::top(&p, base.as_ref(), index.map(String::as_str))
+        let index = index.map(String::as_str);
+        if stacks {
+            ebb_pprof::top::top_stacks(&p, base.as_ref(), index)
+                .map(|t| ebb_pprof::top::format_stacks(&t, rows, 12))
+        } else {
+            ebb_pprof::top::top(&p, base.as_ref(), index).map(|t| ebb_pprof::top::format(&t, rows))
+        }
     });
     match result {
-        Ok(table) => {
-            print!("{}", ebb_pprof::top::format(&table, rows));
+        Ok(text) => {
+            print!("{text}");
             0
         }
         Err(e) => {

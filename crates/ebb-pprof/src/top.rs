@@ -61,15 +61,15 @@ pub fn default_index(profile: &Profile) -> Option<String> {
     types.last().cloned()
 }
 
-/// Flat and cumulative values by function name, the total, and the unit.
-struct ByFunction {
-    values: HashMap<String, (i64, i64)>,
+/// Each sample's stack from its allocation site outward (the allocator's frames
+/// dropped) with its value for one sample type, the total, and the unit.
+struct SiteStacks {
+    stacks: Vec<(Vec<String>, i64)>,
     total: i64,
     unit: String,
 }
 
-/// Flat and cumulative values by function name for sample type `index`.
-fn by_function(profile: &Profile, index: &str) -> Result<ByFunction, String> {
+fn site_stacks(profile: &Profile, index: &str) -> Result<SiteStacks, String> {
     let types = sample_types(profile);
     let Some(column) = types.iter().position(|t| t == index) else {
         return Err(format!(
@@ -85,7 +85,7 @@ fn by_function(profile: &Profile, index: &str) -> Result<ByFunction, String> {
         .iter()
         .map(|f| (f.id, string(profile, f.name)))
         .collect();
-    let mut values: HashMap<String, (i64, i64)> = HashMap::new();
+    let mut stacks = Vec::new();
     let mut total = 0i64;
     for sample in &profile.sample {
         let Some(&value) = sample.value.get(column) else {
@@ -119,11 +119,37 @@ fn by_function(profile: &Profile, index: &str) -> Result<ByFunction, String> {
             .iter()
             .position(|f| !is_allocator_function(f))
             .unwrap_or(0);
-        if let Some(name) = frames.get(site) {
-            values.entry(name.clone()).or_default().0 += value;
+        frames.drain(..site);
+        stacks.push((frames, value));
+    }
+    Ok(SiteStacks {
+        stacks,
+        total,
+        unit,
+    })
+}
+
+/// Flat and cumulative values by function name, the total, and the unit.
+struct ByFunction {
+    values: HashMap<String, (i64, i64)>,
+    total: i64,
+    unit: String,
+}
+
+/// Flat and cumulative values by function name for sample type `index`.
+fn by_function(profile: &Profile, index: &str) -> Result<ByFunction, String> {
+    let SiteStacks {
+        stacks,
+        total,
+        unit,
+    } = site_stacks(profile, index)?;
+    let mut values: HashMap<String, (i64, i64)> = HashMap::new();
+    for (frames, value) in &stacks {
+        if let Some(site) = frames.first() {
+            values.entry(site.clone()).or_default().0 += value;
         }
         let mut seen: Vec<&str> = Vec::with_capacity(frames.len());
-        for name in &frames[site.min(frames.len())..] {
+        for name in frames {
             if !seen.contains(&name.as_str()) {
                 seen.push(name);
                 values.entry(name.clone()).or_default().1 += value;
@@ -135,6 +161,85 @@ fn by_function(profile: &Profile, index: &str) -> Result<ByFunction, String> {
         total,
         unit,
     })
+}
+
+/// Whole stacks (from the allocation site outward) and their values, largest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackTable {
+    pub index: String,
+    pub unit: String,
+    pub total: i64,
+    pub rows: Vec<(Vec<String>, i64)>,
+}
+
+/// The stacks for sample type `index` (None: [`default_index`]), identical stacks
+/// added up, minus `base` if given: for sites whose own name says little (`Vec`'s
+/// growth, a wrapper every caller goes through), the callers that differ.
+pub fn top_stacks(
+    profile: &Profile,
+    base: Option<&Profile>,
+    index: Option<&str>,
+) -> Result<StackTable, String> {
+    let index = match index {
+        Some(i) => i.to_string(),
+        None => default_index(profile).ok_or("the profile has no sample types")?,
+    };
+    let now = site_stacks(profile, &index)?;
+    let mut values: HashMap<Vec<String>, i64> = HashMap::new();
+    for (frames, value) in now.stacks {
+        *values.entry(frames).or_default() += value;
+    }
+    let mut total = now.total;
+    if let Some(base) = base {
+        let old = site_stacks(base, &index).map_err(|e| format!("base: {e}"))?;
+        for (frames, value) in old.stacks {
+            *values.entry(frames).or_default() -= value;
+        }
+        total -= old.total;
+    }
+    let mut rows: Vec<(Vec<String>, i64)> = values.into_iter().filter(|(_, v)| *v != 0).collect();
+    rows.sort_by(|a, b| b.1.abs().cmp(&a.1.abs()).then_with(|| a.0.cmp(&b.0)));
+    Ok(StackTable {
+        index,
+        unit: now.unit,
+        total,
+        rows,
+    })
+}
+
+/// `n` stacks of the table, each its value, share and up to `depth` frames.
+pub fn format_stacks(table: &StackTable, n: usize, depth: usize) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let shown = table.rows.len().min(n);
+    let _ = writeln!(
+        out,
+        "{}: {} in total; showing {} of {} stacks (allocation site first)",
+        table.index,
+        format_value(table.total, &table.unit),
+        shown,
+        table.rows.len()
+    );
+    for (frames, value) in &table.rows[..shown] {
+        let share = if table.total == 0 {
+            0.0
+        } else {
+            *value as f64 * 100.0 / table.total as f64
+        };
+        let _ = writeln!(
+            out,
+            "\n{:>11} {:>5.1}%",
+            format_value(*value, &table.unit),
+            share
+        );
+        for frame in frames.iter().take(depth) {
+            let _ = writeln!(out, "      {frame}");
+        }
+        if frames.len() > depth {
+            let _ = writeln!(out, "      ... {} more", frames.len() - depth);
+        }
+    }
+    out
 }
 
 /// The table for sample type `index` (None: [`default_index`]), minus `base` if given.
@@ -366,6 +471,35 @@ mod tests {
         let text = format(&t, 10);
         assert!(text.contains("leaky"), "{text}");
         assert!(text.contains("-100 B"), "{text}");
+    }
+
+    #[test]
+    fn stacks_add_up_identical_chains_and_keep_callers_apart() {
+        let p = profile(&[
+            (&["malloc", "grow", "parse", "main"], 100, 60),
+            (&["malloc", "grow", "parse", "main"], 20, 20),
+            (
+                &["ebb::front::alloc::malloc", "grow", "load", "main"],
+                50,
+                40,
+            ),
+        ]);
+        let t = top_stacks(&p, None, None).unwrap();
+        assert_eq!(t.total, 120);
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(t.rows[0], (names(&["grow", "parse", "main"]), 80));
+        assert_eq!(t.rows[1], (names(&["grow", "load", "main"]), 40));
+        let minus = top_stacks(&p, Some(&p), None).unwrap();
+        assert_eq!((minus.total, minus.rows.len()), (0, 0));
+        let text = format_stacks(&t, 1, 2);
+        assert!(
+            text.contains("66.7%") && text.contains("      parse"),
+            "{text}"
+        );
+        assert!(
+            text.contains("... 1 more") && !text.contains("load"),
+            "{text}"
+        );
     }
 
     #[test]
