@@ -14,13 +14,30 @@ const MIB: usize = 1 << 20;
 static TURN: Mutex<()> = Mutex::new(());
 
 /// Take the injector for one test, with the background purger off (its OS calls
-/// would take a number meant for the test).
+/// would take a number meant for the test) and no free memory kept from the tests
+/// before: a huge block an earlier test freed stays mapped for reuse, and served the
+/// 100 MiB `huge_mapping_refused` expects refused (6 runs in 10 with 4 test threads).
+///
+/// A failed assertion while faults are armed must fail the test, not hang it: where
+/// ebb is the process's malloc too (the workspace's tests build it with `override`),
+/// the panic hook's backtrace allocates, is refused, and the allocation-error hook
+/// then waits for the backtrace lock the panic hook holds. So the injector is disarmed
+/// before any panic is reported.
 fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            disarm();
+            report(info);
+        }));
+    });
     let guard = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let mut options = ebb::options();
     options.background = false;
     ebb::set_options(options);
     disarm();
+    ebb::collect(true);
     guard
 }
 
@@ -142,10 +159,14 @@ fn huge_mapping_refused() {
     let _turn = exclusive();
     arm(FaultKind::Reserve as u8, 1, u64::MAX);
     let before = ebb::faults_refused();
-    assert!(ebb::alloc(100 * MIB, 16).is_null());
-    assert!(ebb::alloc_zeroed(100 * MIB, 4096).is_null());
-    assert!(ebb::faults_refused() >= before + 2);
+    let p = ebb::alloc(100 * MIB, 16);
+    let q = ebb::alloc_zeroed(100 * MIB, 4096);
+    let refused = ebb::faults_refused() - before;
     disarm();
+    assert!(
+        p.is_null() && q.is_null() && refused >= 2,
+        "mapped while refused: {p:?}, {q:?}; refusals {refused}"
+    );
     allocation_works();
 }
 
