@@ -31,6 +31,31 @@ fn flat_of(table: &str, function: &str) -> Option<f64> {
     })
 }
 
+/// The arguments of `ebb run -q --profile PREFIX --profile-rate 64k [extra...] --
+/// HELPER helper...`.
+fn profiled_run(prefix: &std::path::Path, extra: &[&str], helper: &[&str]) -> Vec<String> {
+    let args: Vec<String> = ["run", "-q", "--profile", prefix.to_str().unwrap()]
+        .iter()
+        .chain(&["--profile-rate", "64k"])
+        .chain(extra)
+        .chain(&["--", HELPER])
+        .chain(helper)
+        .map(|a| a.to_string())
+        .collect();
+    args
+}
+
+/// The leak `leak_blocks` shows in the table of what was live when ebb stopped the
+/// tree; panics if there is none.
+fn leak_when_stopped(text: &str) -> f64 {
+    let live = text
+        .split_once("live when ebb stopped it")
+        .and_then(|(_, rest)| rest.split_once("allocated over the run"))
+        .unwrap_or_else(|| panic!("no table of what was live: {text}"))
+        .0;
+    flat_of(live, "leak_blocks").unwrap_or_else(|| panic!("no leak: {text}"))
+}
+
 /// `ebb run --profile`: the leak the helper makes (32 MiB malloc'd by `leak_blocks`,
 /// never freed) is the top live site at exit, and the 64 MiB `churn_blocks` allocated
 /// and freed shows among what was allocated but not among what was live; `ebb top` reads
@@ -38,18 +63,8 @@ fn flat_of(table: &str, function: &str) -> Option<f64> {
 #[test]
 fn profile_shows_the_leak_and_top_reads_it() {
     let prefix = scratch("heap");
-    let out = ebb(&[
-        "run",
-        "-q",
-        "--profile",
-        prefix.to_str().unwrap(),
-        "--profile-rate",
-        "64k",
-        "--",
-        HELPER,
-        "leak",
-        "32",
-    ]);
+    let args = profiled_run(&prefix, &[], &["leak", "32"]);
+    let out = ebb(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let text = stderr(&out);
     assert!(out.status.success(), "{text}");
     let (live, allocated) = text
@@ -135,30 +150,15 @@ fn profile_shows_the_leak_and_top_reads_it() {
 #[test]
 fn profile_of_a_server_is_taken_before_it_is_stopped() {
     let prefix = scratch("server-heap");
-    let out = ebb(&[
-        "run",
-        "-q",
-        "--profile",
-        prefix.to_str().unwrap(),
-        "--profile-rate",
-        "64k",
-        "--ready",
-        "ready",
-        "--idle",
-        "500ms",
-        "--",
-        HELPER,
-        "leaky-server",
-        "16",
-    ]);
+    let args = profiled_run(
+        &prefix,
+        &["--ready", "ready", "--idle", "500ms"],
+        &["leaky-server", "16"],
+    );
+    let out = ebb(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let text = stderr(&out);
     assert!(out.status.success(), "{text}");
-    let live = text
-        .split_once("live when ebb stopped it")
-        .and_then(|(_, rest)| rest.split_once("allocated over the run"))
-        .unwrap_or_else(|| panic!("no table of what was live: {text}"))
-        .0;
-    let leaked = flat_of(live, "leak_blocks").unwrap_or_else(|| panic!("no leak: {text}"));
+    let leaked = leak_when_stopped(&text);
     assert!(
         (12.0 * MIB..20.0 * MIB).contains(&leaked),
         "{leaked}: {text}"
@@ -220,18 +220,7 @@ fn profile_errors_are_one_line() {
 fn profile_is_taken_when_ctrl_c_stops_the_run() {
     let prefix = scratch("interrupted-heap");
     let child = Command::new(EBB)
-        .args([
-            "run",
-            "-q",
-            "--profile",
-            prefix.to_str().unwrap(),
-            "--profile-rate",
-            "64k",
-            "--",
-            HELPER,
-            "leaky-server",
-            "16",
-        ])
+        .args(profiled_run(&prefix, &[], &["leaky-server", "16"]))
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -265,12 +254,7 @@ fn profile_is_taken_when_ctrl_c_stops_the_run() {
     let out = child.wait_with_output().unwrap();
     let text = stderr(&out);
     assert_eq!(out.status.code(), Some(130), "{text}");
-    let live = text
-        .split_once("live when ebb stopped it")
-        .and_then(|(_, rest)| rest.split_once("allocated over the run"))
-        .unwrap_or_else(|| panic!("no table of what was live: {text}"))
-        .0;
-    let leaked = flat_of(live, "leak_blocks").unwrap_or_else(|| panic!("no leak: {text}"));
+    let leaked = leak_when_stopped(&text);
     assert!(
         (12.0 * MIB..20.0 * MIB).contains(&leaked),
         "{leaked}: {text}"

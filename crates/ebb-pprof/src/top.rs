@@ -129,6 +129,14 @@ fn site_stacks(profile: &Profile, index: &str) -> Result<SiteStacks, String> {
     })
 }
 
+/// `index`, or the profile's default sample type.
+fn index_or_default(profile: &Profile, index: Option<&str>) -> Result<String, String> {
+    match index {
+        Some(i) => Ok(i.to_string()),
+        None => default_index(profile).ok_or_else(|| "the profile has no sample types".into()),
+    }
+}
+
 /// Flat and cumulative values by function name, the total, and the unit.
 struct ByFunction {
     values: HashMap<String, (i64, i64)>,
@@ -180,10 +188,7 @@ pub fn top_stacks(
     base: Option<&Profile>,
     index: Option<&str>,
 ) -> Result<StackTable, String> {
-    let index = match index {
-        Some(i) => i.to_string(),
-        None => default_index(profile).ok_or("the profile has no sample types")?,
-    };
+    let index = index_or_default(profile, index)?;
     let now = site_stacks(profile, &index)?;
     let mut values: HashMap<Vec<String>, i64> = HashMap::new();
     for (frames, value) in now.stacks {
@@ -207,6 +212,15 @@ pub fn top_stacks(
     })
 }
 
+/// `value` as a percentage of `total` (0 when the total is).
+fn percent_of(value: i64, total: i64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        value as f64 * 100.0 / total as f64
+    }
+}
+
 /// `n` stacks of the table, each its value, share and up to `depth` frames.
 pub fn format_stacks(table: &StackTable, n: usize, depth: usize) -> String {
     use std::fmt::Write;
@@ -221,11 +235,7 @@ pub fn format_stacks(table: &StackTable, n: usize, depth: usize) -> String {
         table.rows.len()
     );
     for (frames, value) in &table.rows[..shown] {
-        let share = if table.total == 0 {
-            0.0
-        } else {
-            *value as f64 * 100.0 / table.total as f64
-        };
+        let share = percent_of(*value, table.total);
         let _ = writeln!(
             out,
             "\n{:>11} {:>5.1}%",
@@ -244,10 +254,7 @@ pub fn format_stacks(table: &StackTable, n: usize, depth: usize) -> String {
 
 /// The table for sample type `index` (None: [`default_index`]), minus `base` if given.
 pub fn top(profile: &Profile, base: Option<&Profile>, index: Option<&str>) -> Result<Top, String> {
-    let index = match index {
-        Some(i) => i.to_string(),
-        None => default_index(profile).ok_or("the profile has no sample types")?,
-    };
+    let index = index_or_default(profile, index)?;
     let ByFunction {
         mut values,
         mut total,
@@ -304,13 +311,7 @@ pub fn format_value(value: i64, unit: &str) -> String {
 /// The table as `pprof -top` lays it out (flat, flat%, sum%, cum, cum%, name), `n` rows.
 pub fn format(top: &Top, n: usize) -> String {
     use std::fmt::Write;
-    let percent = |v: i64| {
-        if top.total == 0 {
-            0.0
-        } else {
-            v as f64 * 100.0 / top.total as f64
-        }
-    };
+    let percent = |v: i64| percent_of(v, top.total);
     let mut out = String::new();
     let shown = top.rows.len().min(n);
     let shown_flat: i64 = top.rows[..shown].iter().map(|r| r.flat).sum();
