@@ -99,8 +99,9 @@ pub fn name_thread(name: &'static [u8]) {
         name.len() <= 16 && name.last() == Some(&0),
         "a C string of 15 bytes or fewer"
     );
-    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes (checked
-    // above) and changes only the calling thread's name.
+    // SAFETY: PR_SET_NAME reads at most 16 bytes up to a NUL; `name` is a static C
+    // string of at most 16 bytes (every caller passes a literal; asserted above in
+    // debug builds), and the call changes only the calling thread's name.
     preserving_errno(|| unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) });
 }
 
