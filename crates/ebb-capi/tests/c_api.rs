@@ -534,6 +534,11 @@ fn retention_names_memory_of_another_allocator() {
         "{text}"
     );
     assert!(json_figure(&text, "foreign_anon") >= 300 << 20, "{text}");
+    // Stamped, for a series: when it was measured, and that the exit asked for it.
+    assert!(
+        text.contains("\"trigger\":\"exit\"") && json_figure(&text, "measured_at_ms") > 0,
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

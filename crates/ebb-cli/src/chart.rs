@@ -1,7 +1,9 @@
-//! The SVG chart (plotters' SVG backend): memory of the process tree over time, one
+//! The SVG charts (plotters' SVG backend): memory of the process tree over time, one
 //! line per allocator (its median run), above bars of each allocator's ratios to the
-//! first.
+//! first; and, for `ebb run --breakdown`, what one process's RSS held over time as
+//! stacked areas under the tree's RSS.
 
+use crate::breakdown::{Series, PARTS};
 use crate::compare::AllocatorSummary;
 use crate::runner::RunResult;
 use anyhow::{anyhow, Result};
@@ -52,6 +54,124 @@ pub fn render(
     Ok(svg)
 }
 
+/// Colours of the breakdown's parts, bottom (live blocks) first: what the program
+/// holds in a strong colour, what ebb holds free in warm ones, what is not ebb's grey.
+const PART_COLORS: &[RGBColor] = &[
+    RGBColor(0x4c, 0x72, 0xb0),
+    RGBColor(0xdd, 0x84, 0x52),
+    RGBColor(0xf0, 0xb2, 0x7a),
+    RGBColor(0xc4, 0x4e, 0x52),
+    RGBColor(0x81, 0x72, 0xb3),
+    RGBColor(0xda, 0x8b, 0xc3),
+    RGBColor(0x93, 0x78, 0x60),
+    RGBColor(0x55, 0xa8, 0x68),
+    RGBColor(0xbb, 0xbb, 0xbb),
+];
+
+/// `ebb run --breakdown --svg`: the parts of `series` (one process's retention reports)
+/// stacked over time, the whole tree's sampled RSS as a line above them.
+pub fn render_breakdown(title: &str, run: &RunResult, series: &Series) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1000, 560)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let t_max = run
+            .samples
+            .last()
+            .map(|s| s.t)
+            .into_iter()
+            .chain(series.points.last().map(|p| p.0))
+            .fold(1.0, f64::max);
+        let y_max = (run.peak.rss.max(series.peak_rss()) as f64 / MIB).max(1.0) * 1.1;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(one_line(title), ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..t_max, 0.0..y_max)
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since start")
+            .y_desc(format!("MiB (stacked: pid {})", series.pid))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(plot_error)?;
+        // Cumulative tops, bottom part first; drawn top-down so each lower area covers
+        // the one above it below its own top.
+        let mut tops: Vec<Vec<(f64, f64)>> = Vec::new();
+        for (key, _) in PARTS {
+            let part = series.part(key);
+            let top = part
+                .iter()
+                .enumerate()
+                .map(|(i, &(t, b))| {
+                    let below = tops.last().map_or(0.0, |l| l[i].1);
+                    (t, below + b as f64 / MIB)
+                })
+                .collect();
+            tops.push(top);
+        }
+        for (i, ((_, label), top)) in PARTS.iter().zip(&tops).enumerate().rev() {
+            if series.part(PARTS[i].0).iter().all(|&(_, b)| b == 0) {
+                continue; // an empty part: no area, no legend entry
+            }
+            let c = PART_COLORS[i % PART_COLORS.len()];
+            chart
+                .draw_series(AreaSeries::new(
+                    top.iter().copied(),
+                    0.0,
+                    c.mix(0.85).filled(),
+                ))
+                .map_err(plot_error)?
+                .label(*label)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
+        }
+        if let Some(idle) = run.idle_start_s {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(idle, 0.0), (idle, y_max)],
+                    6,
+                    4,
+                    BLACK.mix(0.6).stroke_width(1),
+                ))
+                .map_err(plot_error)?;
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    "idle",
+                    (idle + t_max * 0.005, y_max * 0.97),
+                    ("sans-serif", 13),
+                )))
+                .map_err(plot_error)?;
+        }
+        let rss = run.samples.iter().map(|s| (s.t, s.rss as f64 / MIB));
+        chart
+            .draw_series(LineSeries::new(rss, BLACK.stroke_width(2)))
+            .map_err(plot_error)?
+            .label("RSS of the process tree")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
+    }
+    Ok(svg)
+}
+
+/// A chart title on one line: a command's newlines as spaces, cut to what fits.
+fn one_line(title: &str) -> String {
+    const MAX_CHARS: usize = 90;
+    let flat = title.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
+}
+
 fn plot_error<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("cannot draw the chart: {e:?}")
 }
@@ -72,7 +192,7 @@ fn memory_over_time(
         .fold(1.0, f64::max)
         * 1.1;
     let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 20))
+        .caption(one_line(title), ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)

@@ -121,12 +121,25 @@ pub fn run_text(command: &str, r: &RunResult) -> String {
     out
 }
 
-/// The retention report of the ebb process with the most RSS at exit, in two lines:
-/// what its RSS held (the parts add up to it), biggest first.
+/// The last retention report of the ebb process with the most RSS then (at exit, or
+/// when ebb stopped the tree under `--breakdown`): what its RSS held (the parts add up
+/// to it), biggest first.
 fn retention_text(reports: &[serde_json::Value]) -> Option<String> {
     let bytes = |r: &serde_json::Value, key: &str| r[key].as_u64().unwrap_or(0);
-    let report = reports.iter().max_by_key(|r| bytes(r, "rss"))?;
+    // Each process's reports are in the order written: its last is its last word.
+    let mut last: Vec<&serde_json::Value> = Vec::new();
+    for r in reports {
+        match last.iter_mut().find(|l| l["pid"] == r["pid"]) {
+            Some(l) => *l = r,
+            None => last.push(r),
+        }
+    }
+    let report = *last.iter().max_by_key(|r| bytes(r, "rss"))?;
     let rss = bytes(report, "rss");
+    let when = match report["trigger"].as_str() {
+        Some("signal") => "RSS at the end",
+        _ => "RSS at exit   ",
+    };
     if rss == 0 {
         return None;
     }
@@ -150,11 +163,11 @@ fn retention_text(reports: &[serde_json::Value]) -> Option<String> {
     .filter(|&(_, b)| b * 200 >= rss)
     .collect();
     parts.sort_by_key(|p| std::cmp::Reverse(p.1));
-    let which = if reports.len() > 1 {
+    let which = if last.len() > 1 {
         format!(
             "pid {}, the largest of {} ebb processes",
             bytes(report, "pid"),
-            reports.len()
+            last.len()
         )
     } else {
         format!("pid {}", bytes(report, "pid"))
@@ -171,7 +184,7 @@ fn retention_text(reports: &[serde_json::Value]) -> Option<String> {
         .collect::<Vec<_>>()
         .join(", ");
     Some(format!(
-        "  RSS at exit    {} ({which}; parts of at least 0.5%): {list}\n",
+        "  {when} {} ({which}; parts of at least 0.5%): {list}\n",
         ebb_pprof::top::format_value(rss as i64, "bytes")
     ))
 }

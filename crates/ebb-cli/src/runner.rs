@@ -45,6 +45,9 @@ pub struct RunSpec {
     /// Under ebb: the heap profiler's settings (`EBB_PROFILE`, `EBB_PROFILE_RATE`) for
     /// every process of the tree, each writing `<prefix>.<pid>.pb.gz` at exit.
     pub profile: Option<Profiling>,
+    /// Under ebb: ask every process of the tree for its retention report this often
+    /// (`EBB_REPORT_SIGNAL`), making a series (`ebb run --breakdown`).
+    pub breakdown: Option<Duration>,
 }
 
 /// `ebb run --profile PREFIX [--profile-rate BYTES]`.
@@ -145,6 +148,36 @@ pub struct RunResult {
     pub ebb_retention: Vec<serde_json::Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub output_tail: Vec<String>,
+}
+
+impl RunResult {
+    /// A run of `command` under `allocator` before anything was measured.
+    pub fn new(command: String, allocator: String, preload: Option<PathBuf>) -> RunResult {
+        RunResult {
+            command,
+            allocator,
+            preload,
+            exit: Exit::default(),
+            wall_s: 0.0,
+            elapsed_s: 0.0,
+            ready_s: None,
+            drive_s: None,
+            drive_exit: None,
+            user_s: 0.0,
+            sys_s: 0.0,
+            peak: Mem::default(),
+            final_mem: Mem::default(),
+            idle_start_s: None,
+            idle_marks: Vec::new(),
+            max_processes: 0,
+            processes_seen: 0,
+            interrupted: false,
+            samples: Vec::new(),
+            ebb_stats: Vec::new(),
+            ebb_retention: Vec::new(),
+            output_tail: Vec::new(),
+        }
+    }
 }
 
 /// What the progress line shows after each sample.
@@ -338,6 +371,12 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     if spec.allocator.is_ebb && spec.ebb_details {
         cmd.env("EBB_STATS_FILE", stats_dir.0.join("ebb-stats-%p.json"));
         cmd.env("EBB_REPORT", stats_dir.0.join("ebb-retention-%p.json"));
+        if spec.breakdown.is_some() {
+            cmd.env(
+                "EBB_REPORT_SIGNAL",
+                crate::breakdown::report_signal().to_string(),
+            );
+        }
     }
     if let (true, Some(profiling)) = (spec.allocator.is_ebb, &spec.profile) {
         cmd.env("EBB_PROFILE", &profiling.prefix);
@@ -355,6 +394,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
         cmd.stdin(Stdio::null());
     }
     let start = Instant::now();
+    let start_ms = crate::breakdown::monotonic_ms();
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("command not found: {shown}"),
@@ -377,35 +417,15 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
 
     let me = std::process::id() as i32;
     let secs = |i: Instant| i.duration_since(start).as_secs_f64();
-    let mut result = RunResult {
-        command: spec
-            .command
+    let mut result = RunResult::new(
+        spec.command
             .iter()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" "),
-        allocator: spec.allocator.name.clone(),
-        preload: spec.allocator.preload.clone(),
-        exit: Exit::default(),
-        wall_s: 0.0,
-        elapsed_s: 0.0,
-        ready_s: None,
-        drive_s: None,
-        drive_exit: None,
-        user_s: 0.0,
-        sys_s: 0.0,
-        peak: Mem::default(),
-        final_mem: Mem::default(),
-        idle_start_s: None,
-        idle_marks: Vec::new(),
-        max_processes: 0,
-        processes_seen: 0,
-        interrupted: false,
-        samples: Vec::new(),
-        ebb_stats: Vec::new(),
-        ebb_retention: Vec::new(),
-        output_tail: Vec::new(),
-    };
+        spec.allocator.name.clone(),
+        spec.allocator.preload.clone(),
+    );
     let mut seen = std::collections::HashSet::new();
     let mut tail = std::collections::VecDeque::new();
     let mut phase = if spec.ready.is_some() {
@@ -420,6 +440,11 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     let mut last_mem = Mem::default();
     let mut last_pids: Vec<i32> = Vec::new();
     let mut next_sample = 0.0;
+    let breakdown_interval = spec
+        .breakdown
+        .filter(|_| spec.allocator.is_ebb && spec.ebb_details)
+        .map(|d| d.as_secs_f64());
+    let mut next_report = breakdown_interval.unwrap_or(0.0);
     let interval = spec.interval.as_secs_f64();
     let mut failure: Option<String> = None;
 
@@ -500,6 +525,11 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
                     *next_mark += 1;
                 }
             }
+        }
+
+        if let Some(every) = breakdown_interval.filter(|_| now >= next_report) {
+            crate::breakdown::request(&last_pids);
+            next_report = (next_report + every).max(now + every / 2.0);
         }
 
         if crate::interrupted() {
@@ -583,6 +613,10 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     if let (Some(profiling), false) = (&spec.profile, exited) {
         request_profiles(&profiling.prefix, me, drive_pid);
     }
+    // Nor a retention report at exit: under --breakdown, a last one on the signal.
+    if let (Some(_), false) = (breakdown_interval, exited) {
+        final_reports(&stats_dir, me, drive_pid);
+    }
     stop_tree(
         child_pid,
         me,
@@ -598,6 +632,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     result.processes_seen = seen.len();
     result.ebb_stats = stats_dir.collect("ebb-stats-");
     result.ebb_retention = stats_dir.collect("ebb-retention-");
+    crate::breakdown::stamp(&mut result.ebb_retention, start_ms);
     result.output_tail = tail.into_iter().collect();
     if let Some(message) = failure {
         if !result.output_tail.is_empty() && !spec.show_output {
@@ -683,6 +718,25 @@ fn request_profiles(prefix: &std::path::Path, me: i32, drive_pid: i32) {
             .is_some_and(|path| ebb_pprof::read_gzipped(path).is_ok())
     };
     while Instant::now() < deadline && !asked.iter().zip(&before).all(written) {
+        std::thread::sleep(POLL);
+    }
+}
+
+/// How long the processes of a stopped tree get to write their last retention report.
+const REPORT_WAIT: Duration = Duration::from_secs(3);
+
+/// Before ebb stops a tree under `--breakdown`: have each ebb process write one more
+/// report, and wait until its file has grown (its reports go in whole lines).
+fn final_reports(stats_dir: &StatsDir, me: i32, drive_pid: i32) {
+    let file = |pid: i32| stats_dir.0.join(format!("ebb-retention-{pid}.json"));
+    let lines =
+        |pid: i32| std::fs::read_to_string(file(pid)).map_or(0, |t| t.matches('\n').count());
+    let pids = procfs::sample_tree(me, &[drive_pid]).pids;
+    let before: Vec<(i32, usize)> = pids.iter().map(|&p| (p, lines(p))).collect();
+    let asked = crate::breakdown::request(&pids);
+    let deadline = Instant::now() + REPORT_WAIT;
+    let written = |&&(pid, n): &&(i32, usize)| !asked.contains(&pid) || lines(pid) > n;
+    while Instant::now() < deadline && !before.iter().all(|p| written(&p)) {
         std::thread::sleep(POLL);
     }
 }

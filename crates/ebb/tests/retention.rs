@@ -298,6 +298,13 @@ fn retention_lists_the_programs_own_mappings() {
     let mut json = String::new();
     report.write_json(&mut json).unwrap();
     assert!(json.contains(&format!("\"start\":{start},")), "{json}");
+    // Stamped with when it was measured; `write_json` itself names no trigger.
+    assert!(report.measured_at_ms > 0, "{json}");
+    assert!(
+        json.contains(&format!("\"measured_at_ms\":{},", report.measured_at_ms))
+            && !json.contains("\"trigger\""),
+        "{json}"
+    );
 }
 
 /// Stats count the blocks other threads freed and the owner has not taken in, from

@@ -14,6 +14,8 @@
 //!   `churn_blocks` mallocs and frees twice that; then it exits 0 (for `--profile`).
 //! - `leaky-server MIB`: `leak_blocks` as above, then prints `ready` and sleeps until
 //!   killed (a server's profile, asked for on a signal).
+//! - `phases MIB HOLD_MS`: `leak_blocks` as above, holds them HOLD_MS ms, frees them,
+//!   sleeps HOLD_MS ms and exits 0 (memory that rises and falls, for `--breakdown`).
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, ExitCode, Stdio};
@@ -145,12 +147,24 @@ fn main() -> ExitCode {
                 std::thread::sleep(Duration::from_secs(3600));
             }
         }
+        Some("phases") => {
+            let held = leak_blocks(arg(&args, 2));
+            println!("holding {} blocks", held.len());
+            std::thread::sleep(Duration::from_millis(arg(&args, 3)));
+            for p in held {
+                // SAFETY: each block came from malloc in leak_blocks and is freed once.
+                unsafe { libc::free(p as *mut libc::c_void) };
+            }
+            println!("freed");
+            std::thread::sleep(Duration::from_millis(arg(&args, 3)));
+            ExitCode::SUCCESS
+        }
         Some("exit") => {
             println!("exiting with {}", arg(&args, 2));
             ExitCode::from(arg(&args, 2) as u8)
         }
         _ => {
-            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB | leaky-server MIB");
+            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB | leaky-server MIB | phases MIB HOLD_MS");
             ExitCode::from(2)
         }
     }

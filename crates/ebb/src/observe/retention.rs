@@ -85,6 +85,10 @@ impl ForeignMapping {
 /// threads make while it is measured).
 #[derive(Clone, Copy, Debug)]
 pub struct Retention {
+    /// When it was measured: milliseconds on the system's monotonic clock (coarse:
+    /// within a timer tick), so reports of a series and samples another process took
+    /// (`ebb run --breakdown`) line up.
+    pub measured_at_ms: u64,
     /// Resident set of the process: the sum of `Rss` over `/proc/self/smaps`.
     pub rss: u64,
     /// Bytes of live blocks, resident or not (what the program holds, at block size).
@@ -151,6 +155,7 @@ impl Retention {
 
     fn empty() -> Self {
         let mut r = Retention {
+            measured_at_ms: 0,
             rss: 0,
             held: 0,
             live: 0,
@@ -209,6 +214,7 @@ impl Retention {
 /// shares, and one read of `/proc/self/smaps`; changes no allocator state.
 pub fn measure() -> Retention {
     let mut r = Retention::empty();
+    r.measured_at_ms = crate::os::now_ms();
     let pagemap = PageMap::open();
     for seg in arena::segments() {
         segment_parts(&mut r, seg, &pagemap);
@@ -564,11 +570,21 @@ impl Retention {
 
     /// Write the report as one JSON object (no trailing newline).
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
+        self.write_json_from(w, None)
+    }
+
+    /// `write_json`, saying what asked for it (`"exit"`, `"signal"`) if known: readers
+    /// of a series take the exit report as the process's last word.
+    fn write_json_from(&self, w: &mut impl Write, trigger: Option<&str>) -> fmt::Result {
         write!(
             w,
-            "{{\"ebb_retention_version\":1,\"pid\":{}",
-            crate::os::process_id()
+            "{{\"ebb_retention_version\":1,\"pid\":{},\"measured_at_ms\":{}",
+            crate::os::process_id(),
+            self.measured_at_ms
         )?;
+        if let Some(trigger) = trigger {
+            write!(w, ",\"trigger\":\"{trigger}\"")?;
+        }
         let fields: [(&str, u64); 18] = [
             ("rss", self.rss),
             ("parts_total", self.parts_total()),
@@ -651,8 +667,8 @@ pub fn print() {
 /// object a line) if the path ends in `.json`, else text. Appended, not truncated: the
 /// reports a signal asks for and the one at exit make a series, and a process holding
 /// two ebb instances (a Rust program on ebb with `libebb.so` preloaded) keeps both.
-/// Skipped silently if it cannot be opened.
-pub fn write_report_file() {
+/// Skipped silently if it cannot be opened. `trigger` says what asked for it.
+pub fn write_report_file(trigger: Trigger) {
     let Some(template) = crate::os::getenv(b"EBB_REPORT\0") else {
         return;
     };
@@ -667,7 +683,7 @@ pub fn write_report_file() {
         let report = measure();
         let mut w = StderrWriter::to_fd(fd);
         if path[..len].ends_with(b".json") {
-            let _ = report.write_json(&mut w);
+            let _ = report.write_json_from(&mut w, Some(trigger.name()));
             let _ = w.write_char('\n');
         } else {
             let _ = report.write_to(&mut w);
@@ -676,8 +692,26 @@ pub fn write_report_file() {
     crate::os::close_fd(fd);
 }
 
+/// What asked for a report in the `EBB_REPORT` file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// The process exiting (`atexit`).
+    Exit,
+    /// `EBB_REPORT_SIGNAL`.
+    Signal,
+}
+
+impl Trigger {
+    fn name(self) -> &'static str {
+        match self {
+            Trigger::Exit => "exit",
+            Trigger::Signal => "signal",
+        }
+    }
+}
+
 extern "C" fn write_report_at_exit() {
-    write_report_file();
+    write_report_file(Trigger::Exit);
 }
 
 /// Bumped by the signal handler; the watcher thread writes a report per change.
@@ -698,7 +732,7 @@ extern "C" fn report_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_voi
         let now = SIGNALLED.load(Ordering::Acquire);
         if now != seen {
             seen = now;
-            write_report_file();
+            write_report_file(Trigger::Signal);
         }
     }
 }
