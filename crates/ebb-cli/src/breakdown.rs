@@ -26,8 +26,7 @@ pub fn request(pids: &[i32]) -> Vec<i32> {
         .filter(|&pid| procfs::catches_signal(pid, signal))
         .collect();
     for &pid in &asked {
-        // SAFETY: kill only sends a signal; the process catches it (checked above).
-        unsafe { libc::kill(pid, signal) };
+        procfs::signal_watcher(pid, "ebb-report", signal);
     }
     asked
 }

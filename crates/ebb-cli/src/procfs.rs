@@ -174,6 +174,37 @@ pub fn catches_signal(pid: i32, signal: i32) -> bool {
         .is_some_and(|mask| (1..=64).contains(&signal) && mask & (1 << (signal - 1)) != 0)
 }
 
+/// The first thread of `pid` named `name` (`/proc/PID/task/TID/comm`).
+pub fn thread_named(pid: i32, name: &str) -> Option<i32> {
+    let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    tids.into_iter().find(|tid| {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+            .is_ok_and(|comm| comm.trim_end() == name)
+    })
+}
+
+/// Send `signal` to `pid`'s allocator thread named `thread` if it has one (ebb's
+/// watchers take their signal, so no thread of the program sees it: a process-directed
+/// signal may land on a thread in `sleep` or `poll` and end it early), else to the
+/// process. The caller checked that the process catches it.
+pub fn signal_watcher(pid: i32, thread: &str, signal: i32) {
+    match thread_named(pid, thread) {
+        // SAFETY: tgkill only sends a signal, to a thread of `pid`.
+        Some(tid) => unsafe {
+            libc::syscall(libc::SYS_tgkill, pid, tid, signal);
+        },
+        // SAFETY: kill only sends a signal.
+        None => unsafe {
+            libc::kill(pid, signal);
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +213,21 @@ mod tests {
     fn own_memory_is_read() {
         let mem = process_mem(std::process::id() as i32).expect("own /proc entry");
         assert!(mem.rss > 0 && mem.pss > 0 && mem.anon > 0, "{mem:?}");
+    }
+
+    #[test]
+    fn a_thread_is_found_by_name() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let named = std::thread::Builder::new()
+            .name("procfs-named".into())
+            .spawn(move || rx.recv())
+            .unwrap();
+        let me = std::process::id() as i32;
+        let tid = thread_named(me, "procfs-named").expect("named thread not found");
+        assert_ne!(tid, me, "the main thread is not the named one");
+        assert_eq!(thread_named(me, "no-such-thread"), None);
+        drop(tx);
+        let _ = named.join();
     }
 
     #[test]

@@ -708,8 +708,7 @@ fn request_profiles(prefix: &std::path::Path, me: i32, drive_pid: i32) {
         .map(|&pid| crate::profile::signal_profiles(prefix, pid).len())
         .collect();
     for &pid in &asked {
-        // SAFETY: kill only sends a signal; the process catches it (checked above).
-        unsafe { libc::kill(pid, signal) };
+        procfs::signal_watcher(pid, "ebb-profile", signal);
     }
     let deadline = Instant::now() + PROFILE_WAIT;
     let written = |(&pid, &n): (&i32, &usize)| {

@@ -131,6 +131,23 @@ fn breakdown_of_a_stopped_server_ends_with_a_last_report() {
     );
 }
 
+/// The reports are asked of ebb's report thread alone: a program thread in a
+/// `nanosleep` (which `SA_RESTART` does not resume) sleeps on through 15 of them.
+#[test]
+fn breakdown_interrupts_no_program_thread() {
+    let out = ebb(&["run", "--breakdown=100ms", "--", HELPER, "nap", "1500"]);
+    let text = stderr(&out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{text}");
+    assert!(said.contains("nap done"), "{said}");
+    let reports = text
+        .split_once("; ")
+        .and_then(|_| text.split_once(" reports, "))
+        .and_then(|(head, _)| head.rsplit(' ').next()?.parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("no report count: {text}"));
+    assert!(reports >= 5, "{reports} reports: {text}");
+}
+
 #[test]
 fn breakdown_needs_ebb() {
     let out = ebb(&["run", "--alloc", "glibc", "--breakdown", "--", "true"]);

@@ -16,6 +16,8 @@
 //!   killed (a server's profile, asked for on a signal).
 //! - `phases MIB HOLD_MS`: `leak_blocks` as above, holds them HOLD_MS ms, frees them,
 //!   sleeps HOLD_MS ms and exits 0 (memory that rises and falls, for `--breakdown`).
+//! - `nap MS`: one `nanosleep` of MS ms; exits 1 with `nap interrupted` if a signal
+//!   ended it early (`EINTR`), else 0.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, ExitCode, Stdio};
@@ -159,12 +161,27 @@ fn main() -> ExitCode {
             std::thread::sleep(Duration::from_millis(arg(&args, 3)));
             ExitCode::SUCCESS
         }
+        Some("nap") => {
+            let ms = arg(&args, 2);
+            let ts = libc::timespec {
+                tv_sec: (ms / 1000) as libc::time_t,
+                tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+            };
+            // SAFETY: `ts` is valid; no remainder is asked for.
+            let rc = unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+            if rc != 0 {
+                println!("nap interrupted: {}", std::io::Error::last_os_error());
+                return ExitCode::FAILURE;
+            }
+            println!("nap done");
+            ExitCode::SUCCESS
+        }
         Some("exit") => {
             println!("exiting with {}", arg(&args, 2));
             ExitCode::from(arg(&args, 2) as u8)
         }
         _ => {
-            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB | leaky-server MIB | phases MIB HOLD_MS");
+            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB | leaky-server MIB | phases MIB HOLD_MS | nap MS");
             ExitCode::from(2)
         }
     }

@@ -716,6 +716,8 @@ extern "C" fn write_report_at_exit() {
 
 /// Bumped by the signal handler; the watcher thread writes a report per change.
 static SIGNALLED: AtomicU32 = AtomicU32::new(0);
+/// `EBB_REPORT_SIGNAL`'s number, which the watcher takes (set before it starts).
+static REPORT_SIGNAL: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn on_report_signal(_: core::ffi::c_int) {
     // Only async-signal-safe work here: a report takes locks the interrupted thread
@@ -726,6 +728,9 @@ extern "C" fn on_report_signal(_: core::ffi::c_int) {
 
 extern "C" fn report_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
     crate::os::name_thread(b"ebb-report\0");
+    // A signal sent to this thread alone (`ebb run --breakdown` does so) leaves the
+    // program's threads uninterrupted.
+    crate::os::accept_signal(REPORT_SIGNAL.load(Ordering::Acquire) as core::ffi::c_int);
     let mut seen = SIGNALLED.load(Ordering::Acquire);
     loop {
         crate::os::wait(&SIGNALLED, seen, None);
@@ -747,6 +752,7 @@ pub fn register() {
     if let Some(signo) =
         crate::os::getenv(b"EBB_REPORT_SIGNAL\0").and_then(crate::os::signal_number)
     {
+        REPORT_SIGNAL.store(signo as u32, Ordering::Release);
         if crate::os::spawn_detached(report_watcher, 256 << 10) {
             crate::os::on_signal(signo, on_report_signal);
         }

@@ -121,6 +121,22 @@ pub fn signal_number(name: &[u8]) -> Option<c_int> {
     }
 }
 
+/// Let signal `signo` reach the calling thread (an allocator thread, started with every
+/// signal blocked), so that a signal sent to that thread alone (`tgkill`: what `ebb run`
+/// does) runs its handler there and interrupts none of the program's threads; a
+/// `sleep` or `poll` of the program would return early (`EINTR`, which `SA_RESTART`
+/// does not prevent for them). True if done.
+pub fn accept_signal(signo: c_int) -> bool {
+    // SAFETY: the set is initialised by sigemptyset before use; pthread_sigmask only
+    // changes the calling thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signo);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, null_mut()) == 0
+    }
+}
+
 /// Run `handler` when signal `signo` arrives (`SA_RESTART`, so interrupted system calls
 /// of the program resume). True if installed.
 pub fn on_signal(signo: c_int, handler: extern "C" fn(c_int)) -> bool {

@@ -269,6 +269,8 @@ static PREFIX: AtomicUsize = AtomicUsize::new(0);
 static PREFIX_LEN: AtomicUsize = AtomicUsize::new(0);
 static LEAKS: AtomicBool = AtomicBool::new(false);
 static SIGNALLED: AtomicU32 = AtomicU32::new(0);
+/// `EBB_PROFILE_SIGNAL`'s number, which the watcher takes (set before it starts).
+static PROFILE_SIGNAL: AtomicU32 = AtomicU32::new(0);
 
 fn env_rate() -> Option<u64> {
     let text = os::getenv(b"EBB_PROFILE_RATE\0")?;
@@ -332,6 +334,9 @@ extern "C" fn on_profile_signal(_: core::ffi::c_int) {
 
 extern "C" fn signal_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
     os::name_thread(b"ebb-profile\0");
+    // A signal sent to this thread alone (`ebb run --profile` does so) leaves the
+    // program's threads uninterrupted.
+    os::accept_signal(PROFILE_SIGNAL.load(Ordering::Acquire) as core::ffi::c_int);
     let mut seen = SIGNALLED.load(Ordering::Acquire);
     let mut sequence = 0;
     loop {
@@ -375,6 +380,7 @@ pub fn register_from_env() {
         // compressor state, hundreds of KiB, is built on the stack unless the optimiser places
         // it in its box; 256 KiB overflowed in an unoptimised build). Address space
         // only: what the dump does not touch never becomes resident.
+        PROFILE_SIGNAL.store(signo as u32, Ordering::Release);
         if os::spawn_detached(signal_watcher, WATCHER_STACK_BYTES) {
             os::on_signal(signo, on_profile_signal);
         }
