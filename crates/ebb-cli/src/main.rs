@@ -40,6 +40,7 @@ Examples:
   ebb run --alloc jemalloc --json out.json -- make -j2
   ebb run --profile /tmp/heap -- ./my-tool input  # heap profile: top sites live at exit
   ebb top --base /tmp/heap.1.pb.gz /tmp/heap.2.pb.gz   # what grew between two profiles
+  ebb flame /tmp/heap.1234.pb.gz                  # the same as a flame graph (SVG)
   ebb compare --alloc glibc,ebb --runs 5 --svg mem.svg -- ./my-tool input
   ebb run --ready 'listening on' --drive 'curl -s localhost:8080/' --idle 90s -- ./my-server
 
@@ -95,6 +96,15 @@ enum Cmd {
   ebb top --stacks -n 5 /tmp/heap.1234.pb.gz            # whole call chains
   ebb top --base /tmp/heap.1234.1.pb.gz /tmp/heap.1234.2.pb.gz   # what grew (EBB_PROFILE_SIGNAL)")]
     Top(TopArgs),
+    /// Draw a heap profile's stacks as a flame graph (SVG, zoomable in a browser),
+    /// optionally minus an earlier profile to see what grew.
+    #[command(after_help = "Examples:
+  ebb run --profile /tmp/heap -- ./my-tool input      # writes /tmp/heap.<pid>.pb.gz
+  ebb flame /tmp/heap.1234.pb.gz                      # /tmp/heap.1234.svg: live at exit
+  ebb flame --index alloc_space -o churn.svg /tmp/heap.1234.pb.gz
+  ebb flame --base /tmp/heap.1234.1.pb.gz /tmp/heap.1234.2.pb.gz   # what grew
+  ebb flame --folded stacks.txt /tmp/heap.1234.pb.gz  # also for speedscope, flamegraph.pl")]
+    Flame(FlameArgs),
     /// The built-in workload (a worker pool, a refresher replacing a sleeping owner's
     /// data, a burst), then idle; it uses the system allocator, so LD_PRELOAD applies.
     Workload {
@@ -190,6 +200,26 @@ struct TopArgs {
     /// With --stacks: frames shown of each stack.
     #[arg(long, default_value_t = 12, requires = "stacks")]
     depth: usize,
+}
+
+#[derive(Args)]
+struct FlameArgs {
+    /// A heap profile (.pb.gz: ebb's, or any pprof heap profile).
+    #[arg(value_name = "PROFILE")]
+    profile: PathBuf,
+    /// Subtract this earlier profile first: only the stacks that grew are drawn.
+    #[arg(long, value_name = "PROFILE")]
+    base: Option<PathBuf>,
+    /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
+    /// [default: the profile's default, inuse_space for ebb's].
+    #[arg(long, value_name = "TYPE")]
+    index: Option<String>,
+    /// The SVG to write [default: the profile's name with .svg for .pb.gz].
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Also write the stacks in the folded format (one `outer;...;site value` a line).
+    #[arg(long, value_name = "FILE")]
+    folded: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -310,6 +340,26 @@ fn main() -> ExitCode {
             print!("{table}");
             ExitCode::SUCCESS
         }),
+        Cmd::Flame(args) => {
+            let svg = args
+                .output
+                .clone()
+                .unwrap_or_else(|| profile::default_flame_path(&args.profile));
+            profile::flame(
+                &args.profile,
+                args.base.as_deref(),
+                args.index.as_deref(),
+                &svg,
+                args.folded.as_deref(),
+            )
+            .map(|what| {
+                eprintln!("ebb: wrote {} ({what})", svg.display());
+                if let Some(folded) = &args.folded {
+                    eprintln!("ebb: wrote {}", folded.display());
+                }
+                ExitCode::SUCCESS
+            })
+        }
         Cmd::Compare(args) => setup().and_then(|()| compare(args)),
     };
     match result {

@@ -1,7 +1,8 @@
 //! The heap profiler from the command line: `ebb run --profile PREFIX` has every ebb
 //! process of the tree write a profile at exit (`EBB_PROFILE`) and prints the top
 //! allocation sites of what it wrote; `ebb top` prints them for any profile, minus a
-//! base (`ebb_pprof::top`: `pprof -top` for readers without Go).
+//! base (`ebb_pprof::top`: `pprof -top` for readers without Go); `ebb flame` draws its
+//! stacks as a flame graph (`inferno`).
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -180,9 +181,88 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
     let _ = writeln!(
         out,
         "\n  more: ebb top PROFILE [--base EARLIER] [--index alloc_objects] [-n 50]; \
-         go tool pprof -http=: PROFILE"
+         ebb flame PROFILE (a flame graph); go tool pprof -http=: PROFILE"
     );
     out
+}
+
+/// Where `ebb flame` writes by default: beside the profile, `.pb.gz` (or whatever
+/// extension it has) replaced by `.svg`.
+pub fn default_flame_path(profile: &Path) -> PathBuf {
+    let name = profile
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("profile");
+    let stem = name
+        .strip_suffix(".pb.gz")
+        .or_else(|| name.strip_suffix(".gz"))
+        .unwrap_or(name);
+    profile.with_file_name(format!("{stem}.svg"))
+}
+
+/// `ebb flame`: the stacks of one profile (minus a base: what grew) as a flame graph
+/// in `svg`, and in the folded format in `folded` if given; returns a line saying what
+/// was drawn.
+pub fn flame(
+    profile_path: &Path,
+    base_path: Option<&Path>,
+    index: Option<&str>,
+    svg: &Path,
+    folded: Option<&Path>,
+) -> Result<String> {
+    let read = |path: &Path| {
+        ebb_pprof::read_gzipped(path)
+            .with_context(|| format!("cannot read the profile {}", path.display()))
+    };
+    let profile = read(profile_path)?;
+    let base = base_path.map(read).transpose()?;
+    let table = match ebb_pprof::top::top_stacks(&profile, base.as_ref(), index) {
+        Ok(table) => table,
+        Err(e) => bail!("{e}"),
+    };
+    let lines = ebb_pprof::top::folded(&table);
+    if let Some(path) = folded {
+        let mut text = lines.join("\n");
+        text.push('\n');
+        std::fs::write(path, text)
+            .with_context(|| format!("cannot write the folded stacks to {}", path.display()))?;
+    }
+    let drawn: i64 = table.rows.iter().map(|r| r.1).filter(|&v| v > 0).sum();
+    let what = match (&base_path, table.unit.as_str()) {
+        (Some(b), _) => format!("{} that grew since {}", table.index, b.display()),
+        (None, _) => table.index.clone(),
+    };
+    if lines.is_empty() {
+        bail!(
+            "nothing to draw: {} holds no {what} (a profile minus itself, or one with no samples)",
+            profile_path.display()
+        );
+    }
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = format!("ebb heap profile: {what}");
+    options.subtitle = Some(format!(
+        "{}: {} in {} stacks (allocation sites on top; click to zoom, Ctrl-F to search)",
+        profile_path.display(),
+        ebb_pprof::top::format_value(drawn, &table.unit),
+        lines.len()
+    ));
+    options.count_name = table.unit.clone();
+    options.name_type = "Function:".into();
+    options.colors =
+        inferno::flamegraph::Palette::Basic(inferno::flamegraph::color::BasicPalette::Mem);
+    let file = std::fs::File::create(svg)
+        .with_context(|| format!("cannot write the flame graph to {}", svg.display()))?;
+    inferno::flamegraph::from_lines(
+        &mut options,
+        lines.iter().map(String::as_str),
+        std::io::BufWriter::new(file),
+    )
+    .with_context(|| format!("cannot draw the flame graph to {}", svg.display()))?;
+    Ok(format!(
+        "{what}: {} in {} stacks",
+        ebb_pprof::top::format_value(drawn, &table.unit),
+        lines.len()
+    ))
 }
 
 /// `ebb top`: the table of one profile, minus a base; by stacks of `stack_depth`

@@ -143,6 +143,76 @@ fn profile_shows_the_leak_and_top_reads_it() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(table.starts_with("inuse_space: 0 B in total"), "{table}");
     assert!(flat_of(&table, "leak_blocks").is_none(), "{table}");
+    flame_draws_the_leak(profile, churned);
+}
+
+/// `ebb flame` on the leak's profile: the live flame graph's widest frame on top of a
+/// stack is `leak_blocks`, its folded stacks end in it with the sampled bytes, and
+/// the allocated one shows `churn_blocks` with what `ebb top` gave; a profile minus
+/// itself is an error, not an empty picture.
+fn flame_draws_the_leak(profile: &str, churned: f64) {
+    let svg = scratch("leak-flame.svg");
+    let folded = scratch("leak-folded.txt");
+    let out = ebb(&[
+        "flame",
+        "-o",
+        svg.to_str().unwrap(),
+        "--folded",
+        folded.to_str().unwrap(),
+        profile,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = std::fs::read_to_string(&folded).unwrap();
+    let leaked: f64 = lines
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.ends_with(";leak_blocks"))
+        .map(|(_, v)| v.parse::<f64>().unwrap())
+        .sum();
+    assert!((24.0 * MIB..40.0 * MIB).contains(&leaked), "{lines}");
+    // Each frame of the SVG is a <g> whose <title> reads "NAME (VALUE bytes, P%)".
+    let text = std::fs::read_to_string(&svg).unwrap();
+    // inferno writes a DOCTYPE, which roxmltree parses only when allowed.
+    let options = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    let doc = roxmltree::Document::parse_with_options(&text, options)
+        .expect("the flame graph is XML");
+    let titles: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("title"))
+        .filter_map(|n| n.text())
+        .collect();
+    assert!(
+        titles.iter().any(|t| t.starts_with("leak_blocks (")),
+        "no leak_blocks frame among {titles:?}"
+    );
+    let out = ebb(&[
+        "flame",
+        "--index",
+        "alloc_space",
+        "-o",
+        svg.to_str().unwrap(),
+        profile,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("alloc_space: "), "{said}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let churn_bytes = text
+        .split("churn_blocks (")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .map(|n| n.replace(',', "").parse::<f64>().unwrap())
+        .unwrap_or_else(|| panic!("no churn_blocks frame"));
+    assert!(
+        (churn_bytes - churned).abs() <= churned * 0.01,
+        "{churn_bytes} vs {churned}"
+    );
+    let out = ebb(&["flame", "--base", profile, profile]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("nothing to draw"), "{}", stderr(&out));
 }
 
 /// A server stopped by ebb writes no profile at exit: `ebb run --profile` asks each of

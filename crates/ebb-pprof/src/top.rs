@@ -252,6 +252,27 @@ pub fn format_stacks(table: &StackTable, n: usize, depth: usize) -> String {
     out
 }
 
+/// The table's stacks in the folded format flame graph tools read (Brendan Gregg's
+/// `stackcollapse` output, which `inferno`, `flamegraph.pl` and speedscope take): one
+/// line a stack, outermost frame first, frames joined by `;`, then a space and the
+/// value. Only positive values (a table minus a base: what grew); a `;` inside a name
+/// becomes `:` so it cannot split the frame; a sample whose stack the unwinder could
+/// not record (no frames) is `[unknown]`, as stack collapsers write it.
+pub fn folded(table: &StackTable) -> Vec<String> {
+    table
+        .rows
+        .iter()
+        .filter(|(_, value)| *value > 0)
+        .map(|(frames, value)| {
+            let chain: Vec<String> = frames.iter().rev().map(|f| f.replace(';', ":")).collect();
+            match chain.is_empty() {
+                true => format!("[unknown] {value}"),
+                false => format!("{} {value}", chain.join(";")),
+            }
+        })
+        .collect()
+}
+
 /// The table for sample type `index` (None: [`default_index`]), minus `base` if given.
 pub fn top(profile: &Profile, base: Option<&Profile>, index: Option<&str>) -> Result<Top, String> {
     let index = index_or_default(profile, index)?;
@@ -500,6 +521,31 @@ mod tests {
         assert!(
             text.contains("... 1 more") && !text.contains("load"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn folded_lines_go_outermost_first_and_keep_what_grew() {
+        let p = profile(&[
+            (&["malloc", "grow", "parse", "main"], 100, 60),
+            (&["malloc", "<T as Tr>::f;x", "main"], 10, 10),
+            (&[], 5, 5),
+        ]);
+        let lines = folded(&top_stacks(&p, None, None).unwrap());
+        assert_eq!(
+            lines,
+            [
+                "main;parse;grow 60",
+                "main;<T as Tr>::f:x 10",
+                "[unknown] 5"
+            ]
+        );
+        let base = profile(&[(&["malloc", "grow", "parse", "main"], 10, 80)]);
+        let grew = folded(&top_stacks(&p, Some(&base), None).unwrap());
+        assert_eq!(
+            grew,
+            ["main;<T as Tr>::f:x 10", "[unknown] 5"],
+            "a shrunk stack is no frame"
         );
     }
 
