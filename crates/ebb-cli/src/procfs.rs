@@ -218,10 +218,16 @@ mod tests {
     #[test]
     fn a_thread_is_found_by_name() {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (started_tx, started) = std::sync::mpsc::channel::<()>();
+        // std names a thread from inside it, once it runs: wait until it does.
         let named = std::thread::Builder::new()
             .name("procfs-named".into())
-            .spawn(move || rx.recv())
+            .spawn(move || {
+                started_tx.send(()).unwrap();
+                rx.recv()
+            })
             .unwrap();
+        started.recv().unwrap();
         let me = std::process::id() as i32;
         let tid = thread_named(me, "procfs-named").expect("named thread not found");
         assert_ne!(tid, me, "the main thread is not the named one");
