@@ -83,6 +83,13 @@ pub fn run_text(command: &str, r: &RunResult) -> String {
         r.samples.len()
     );
     out.push_str(&mem_line("peak", &r.peak));
+    if r.peak_process_rss == r.peak.rss && r.samples.iter().all(|s| s.rss < r.peak.rss) {
+        let _ = writeln!(
+            out,
+            "                 (peak RSS: the kernel's high-water mark of one process, which the \
+             samples missed; PSS and anonymous: the samples')"
+        );
+    }
     for m in &r.idle_marks {
         let mem = crate::procfs::Mem {
             rss: m.rss,

@@ -128,7 +128,12 @@ pub struct RunResult {
     /// CPU seconds of every process of the tree, the whole run (idle included).
     pub user_s: f64,
     pub sys_s: f64,
+    /// Sums over the tree at the samples; `rss` is at least `peak_process_rss`.
     pub peak: Mem,
+    /// The largest RSS any one process of the tree reached: the kernel's high-water mark
+    /// (`ru_maxrss` from `wait4`), exact where samples can miss a peak between them (a
+    /// command shorter than the interval).
+    pub peak_process_rss: u64,
     /// At the end: the last sample before the command exited, or at the end of the idle
     /// phase.
     #[serde(rename = "final")]
@@ -166,6 +171,7 @@ impl RunResult {
             user_s: 0.0,
             sys_s: 0.0,
             peak: Mem::default(),
+            peak_process_rss: 0,
             final_mem: Mem::default(),
             idle_start_s: None,
             idle_marks: Vec::new(),
@@ -213,6 +219,8 @@ struct Reaped {
     exit: Exit,
     user_s: f64,
     sys_s: f64,
+    /// Its RSS high-water mark (or of the largest process it waited for).
+    max_rss: u64,
 }
 
 fn reap_one() -> Option<Reaped> {
@@ -241,6 +249,7 @@ fn reap_one() -> Option<Reaped> {
         exit,
         user_s: secs(usage.ru_utime),
         sys_s: secs(usage.ru_stime),
+        max_rss: usage.ru_maxrss.max(0) as u64 * 1024,
     })
 }
 
@@ -460,6 +469,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
             }
             result.user_s += r.user_s;
             result.sys_s += r.sys_s;
+            result.peak_process_rss = result.peak_process_rss.max(r.max_rss);
             if r.pid == child_pid {
                 result.exit = r.exit;
                 exited = true;
@@ -630,6 +640,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
         result.wall_s = result.idle_start_s.unwrap_or(result.elapsed_s);
     }
     result.processes_seen = seen.len();
+    result.peak.rss = result.peak.rss.max(result.peak_process_rss);
     result.ebb_stats = stats_dir.collect("ebb-stats-");
     result.ebb_retention = stats_dir.collect("ebb-retention-");
     crate::breakdown::stamp(&mut result.ebb_retention, start_ms);
@@ -759,6 +770,7 @@ fn stop_tree(
             }
             result.user_s += r.user_s;
             result.sys_s += r.sys_s;
+            result.peak_process_rss = result.peak_process_rss.max(r.max_rss);
             if r.pid == pgid && !*exited {
                 let stopped = result.exit.stopped_by_ebb;
                 result.exit = r.exit;

@@ -18,6 +18,47 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
+/// A command shorter than the sampling interval: the samples see none of its memory,
+/// the kernel's high-water mark (`ru_maxrss` from `wait4`) does, and the peak says so.
+#[test]
+fn peak_between_samples_comes_from_the_kernel() {
+    let json = scratch("short.json");
+    let out = ebb(&[
+        "run",
+        "--alloc",
+        "glibc",
+        "--interval",
+        "1h",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        HELPER,
+        "alloc",
+        "64",
+        "0",
+    ]);
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let r = read_json(&json);
+    let sampled = r["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| f(&s["rss"]))
+        .fold(0.0, f64::max);
+    assert!(
+        sampled < 64.0 * MIB,
+        "a sample caught it after all: {sampled}"
+    );
+    assert!(
+        f(&r["peak_process_rss"]) >= 64.0 * MIB,
+        "{}",
+        r["peak_process_rss"]
+    );
+    assert!(f(&r["peak"]["rss"]) >= 64.0 * MIB, "peak {}", r["peak"]);
+    assert!(text.contains("the kernel's high-water mark"), "{text}");
+}
+
 #[test]
 fn peak_of_a_tree_includes_its_children() {
     let json = scratch("tree.json");

@@ -177,8 +177,8 @@ fn flame_draws_the_leak(profile: &str, churned: f64) {
         allow_dtd: true,
         ..Default::default()
     };
-    let doc = roxmltree::Document::parse_with_options(&text, options)
-        .expect("the flame graph is XML");
+    let doc =
+        roxmltree::Document::parse_with_options(&text, options).expect("the flame graph is XML");
     let titles: Vec<&str> = doc
         .descendants()
         .filter(|n| n.has_tag_name("title"))
