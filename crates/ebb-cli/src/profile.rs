@@ -32,8 +32,41 @@ fn split_prefix(prefix: &Path) -> Option<(PathBuf, &str)> {
     Some((dir, prefix.file_name()?.to_str()?))
 }
 
+/// A profile file: pprof (`.pb.gz`), or ebb's raw format (`.raw`), which a program
+/// with ebb as its Rust global allocator writes when it does not link `ebb-pprof`;
+/// symbolized here, on the machine that ran it, as `ebb-pprof symbolize` does.
+pub fn read_profile(path: &Path) -> Result<ebb_pprof::proto::Profile> {
+    if path.extension().is_some_and(|e| e == "raw") {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the profile {}", path.display()))?;
+        let raw = ebb_pprof::RawProfile::parse(&text)
+            .map_err(|e| anyhow::anyhow!("{}: not an ebb raw profile: {e}", path.display()))?;
+        return Ok(ebb_pprof::build(&raw));
+    }
+    read_pprof(path)
+}
+
+/// A whole profile file: a `.raw` one ending with its `end` line (it is written in
+/// place, so a reader can find it half written), or a gzipped pprof that decodes.
+pub fn is_whole(path: &Path) -> bool {
+    if path.extension().is_some_and(|e| e == "raw") {
+        return std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| ebb_pprof::RawProfile::parse(&text).ok())
+            .is_some_and(|raw| raw.complete);
+    }
+    read_pprof(path).is_ok()
+}
+
+fn read_pprof(path: &Path) -> Result<ebb_pprof::proto::Profile> {
+    ebb_pprof::read_gzipped(path)
+        .with_context(|| format!("cannot read the profile {}", path.display()))
+}
+
 /// The files `<prefix>.<pid>.pb.gz` (sequence None) and `<prefix>.<pid>.<n>.pb.gz`
-/// in `prefix`'s directory, as (path, pid, sequence, modified).
+/// in `prefix`'s directory, as (path, pid, sequence, modified); and the same with
+/// `.raw` (a process whose Rust code runs on ebb, with `libebb.so` preloaded for its C
+/// code, holds two ebb instances and may write both).
 fn profile_files(prefix: &Path) -> Vec<(PathBuf, u32, Option<u32>, SystemTime)> {
     let Some((dir, stem)) = split_prefix(prefix) else {
         return Vec::new();
@@ -49,11 +82,10 @@ fn profile_files(prefix: &Path) -> Vec<(PathBuf, u32, Option<u32>, SystemTime)> 
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name();
-            let rest = name
-                .to_str()?
-                .strip_prefix(stem)?
-                .strip_prefix('.')?
-                .strip_suffix(".pb.gz")?;
+            let rest = name.to_str()?.strip_prefix(stem)?.strip_prefix('.')?;
+            let rest = rest
+                .strip_suffix(".pb.gz")
+                .or_else(|| rest.strip_suffix(".raw"))?;
             let (pid, sequence) = match rest.split_once('.') {
                 Some((pid, n)) => (number(pid)?, Some(number(n)?)),
                 None => (number(rest)?, None),
@@ -76,15 +108,18 @@ pub fn signal_profiles(prefix: &Path, pid: i32) -> Vec<PathBuf> {
 }
 
 /// For each process that wrote profiles since `since`: its profile at exit, or else its
-/// last one on a signal (`ebb run` asked for one before stopping the tree). Largest
-/// first by allocated bytes.
+/// last one on a signal (`ebb run` asked for one before stopping the tree); of a
+/// process with two ebb instances (a `.pb.gz` and a `.raw`), the one that allocated
+/// more. Largest first by allocated bytes.
 pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
-    let mut last: std::collections::HashMap<u32, (PathBuf, Option<u32>)> =
+    type Key = (u32, bool);
+    let mut last: std::collections::HashMap<Key, (PathBuf, Option<u32>)> =
         std::collections::HashMap::new();
     for (path, pid, sequence, modified) in profile_files(prefix) {
         if modified < since {
             continue;
         }
+        let pid = (pid, path.extension().is_some_and(|e| e == "raw"));
         let newer = match last.get(&pid) {
             None => true,
             Some((_, None)) => false,
@@ -94,20 +129,27 @@ pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
             last.insert(pid, (path, sequence));
         }
     }
-    let mut found: Vec<Written> = last
-        .into_values()
-        .filter_map(|(path, sequence)| {
-            let profile = ebb_pprof::read_gzipped(&path).ok()?;
-            let allocated =
-                ebb_pprof::top::top(&profile, None, Some("alloc_space")).map_or(0, |t| t.total);
-            Some(Written {
-                path,
-                profile,
-                at_exit: sequence.is_none(),
-                allocated,
-            })
-        })
-        .collect();
+    let mut by_pid: std::collections::HashMap<u32, Written> = std::collections::HashMap::new();
+    for ((pid, _), (path, sequence)) in last {
+        let Ok(profile) = read_profile(&path) else {
+            continue;
+        };
+        let allocated =
+            ebb_pprof::top::top(&profile, None, Some("alloc_space")).map_or(0, |t| t.total);
+        let written = Written {
+            path,
+            profile,
+            at_exit: sequence.is_none(),
+            allocated,
+        };
+        match by_pid.get(&pid) {
+            Some(other) if other.allocated >= written.allocated => {}
+            _ => {
+                by_pid.insert(pid, written);
+            }
+        }
+    }
+    let mut found: Vec<Written> = by_pid.into_values().collect();
     found.sort_by(|a, b| {
         b.allocated
             .cmp(&a.allocated)
@@ -145,7 +187,7 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
     };
     let _ = writeln!(
         out,
-        "\nebb run: {} heap profile{} written ({}.<pid>.pb.gz){which}",
+        "\nebb run: {} heap profile{} written ({}.<pid>.pb.gz, or .raw from Rust code on ebb){which}",
         profiles.len(),
         if profiles.len() == 1 { "" } else { "s" },
         prefix.display(),
@@ -186,8 +228,8 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
     out
 }
 
-/// Where `ebb flame` writes by default: beside the profile, `.pb.gz` (or whatever
-/// extension it has) replaced by `.svg`.
+/// Where `ebb flame` writes by default: beside the profile, `.pb.gz` (`.gz`, `.raw`)
+/// replaced by `.svg`.
 pub fn default_flame_path(profile: &Path) -> PathBuf {
     let name = profile
         .file_name()
@@ -196,6 +238,7 @@ pub fn default_flame_path(profile: &Path) -> PathBuf {
     let stem = name
         .strip_suffix(".pb.gz")
         .or_else(|| name.strip_suffix(".gz"))
+        .or_else(|| name.strip_suffix(".raw"))
         .unwrap_or(name);
     profile.with_file_name(format!("{stem}.svg"))
 }
@@ -210,12 +253,8 @@ pub fn flame(
     svg: &Path,
     folded: Option<&Path>,
 ) -> Result<String> {
-    let read = |path: &Path| {
-        ebb_pprof::read_gzipped(path)
-            .with_context(|| format!("cannot read the profile {}", path.display()))
-    };
-    let profile = read(profile_path)?;
-    let base = base_path.map(read).transpose()?;
+    let profile = read_profile(profile_path)?;
+    let base = base_path.map(read_profile).transpose()?;
     let table = match ebb_pprof::top::top_stacks(&profile, base.as_ref(), index) {
         Ok(table) => table,
         Err(e) => bail!("{e}"),
@@ -274,12 +313,8 @@ pub fn top(
     rows: usize,
     stack_depth: Option<usize>,
 ) -> Result<String> {
-    let read = |path: &Path| {
-        ebb_pprof::read_gzipped(path)
-            .with_context(|| format!("cannot read the profile {}", path.display()))
-    };
-    let profile = read(profile)?;
-    let base = base.map(read).transpose()?;
+    let profile = read_profile(profile)?;
+    let base = base.map(read_profile).transpose()?;
     let text = match stack_depth {
         Some(depth) => ebb_pprof::top::top_stacks(&profile, base.as_ref(), index)
             .map(|table| ebb_pprof::top::format_stacks(&table, rows, depth)),
@@ -289,5 +324,49 @@ pub fn top(
     match text {
         Ok(text) => Ok(text),
         Err(e) => bail!("{e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A raw profile of one stack that allocated `bytes`, whole or cut short.
+    fn raw_text(bytes: u64, whole: bool) -> String {
+        let end = if whole { "end\n" } else { "" };
+        format!("ebb-heap-raw 2\nrate 524288\nb 1 {bytes} 1 {bytes} 401000\n{end}")
+    }
+
+    /// A process with two ebb instances wrote a `.pb.gz` (the preloaded one, which
+    /// served libc's few allocations) and a `.raw` (its Rust code's): the one that
+    /// allocated more stands for the process, read and symbolized from the raw text.
+    #[test]
+    fn of_two_instances_the_busier_profile_is_the_process() {
+        let dir = std::env::temp_dir().join(format!("ebb-cli-raw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let since = SystemTime::now() - std::time::Duration::from_secs(5);
+        let small = ebb_pprof::RawProfile::parse(&raw_text(4096, true)).unwrap();
+        ebb_pprof::write_gzipped(&ebb_pprof::build(&small), &dir.join("heap.77.pb.gz")).unwrap();
+        std::fs::write(dir.join("heap.77.raw"), raw_text(64 << 20, true)).unwrap();
+        let found = written_since(&dir.join("heap"), since);
+        assert_eq!(found.len(), 1);
+        assert!(
+            found[0].path.ends_with("heap.77.raw"),
+            "{:?}",
+            found[0].path
+        );
+        assert!(found[0].allocated >= 60 << 20, "{}", found[0].allocated);
+        assert!(found[0].at_exit);
+        assert!(is_whole(&dir.join("heap.77.raw")));
+        std::fs::write(dir.join("heap.77.1.raw"), raw_text(1 << 20, false)).unwrap();
+        assert!(
+            !is_whole(&dir.join("heap.77.1.raw")),
+            "no end line: being written"
+        );
+        assert_eq!(
+            default_flame_path(&dir.join("heap.77.raw")),
+            dir.join("heap.77.svg")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -725,7 +725,7 @@ fn request_profiles(prefix: &std::path::Path, me: i32, drive_pid: i32) {
     let written = |(&pid, &n): (&i32, &usize)| {
         crate::profile::signal_profiles(prefix, pid)
             .get(n)
-            .is_some_and(|path| ebb_pprof::read_gzipped(path).is_ok())
+            .is_some_and(|path| crate::profile::is_whole(path))
     };
     while Instant::now() < deadline && !asked.iter().zip(&before).all(written) {
         std::thread::sleep(POLL);

@@ -64,6 +64,8 @@ pub struct RawBucket {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RawProfile {
+    /// The file ended with `end`: written whole (older writers never say so).
+    pub complete: bool,
     pub rate: u64,
     pub mappings: Vec<RawMapping>,
     pub samples: Vec<RawSample>,
@@ -127,6 +129,8 @@ impl RawProfile {
                     let pcs = f.map(hex).collect::<Result<Vec<_>, _>>()?;
                     raw.buckets.push(RawBucket { values, pcs });
                 }
+                // Written last since `end` was added: the file is whole.
+                Some("end") => raw.complete = true,
                 None => {}
                 Some(other) => return Err(bad(&format!("unknown record {other}"))),
             }
@@ -529,6 +533,7 @@ pub fn own_executable_mappings() -> Vec<RawMapping> {
 /// samples, their allocation values set to the live ones).
 pub fn snapshot(leaks_only: bool) -> RawProfile {
     let mut raw = RawProfile {
+        complete: true,
         rate: ebb::profile::rate(),
         mappings: own_executable_mappings(),
         ..Default::default()

@@ -94,6 +94,7 @@ fn sites(beta_live: u64) -> Vec<Site> {
 fn raw_profile(seed: u64, beta_live: u64) -> RawProfile {
     let mut sampler = Sampler::new(seed);
     let mut raw = RawProfile {
+        complete: true,
         rate: RATE,
         mappings: executable_mappings(),
         samples: Vec::new(),

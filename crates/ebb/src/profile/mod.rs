@@ -226,8 +226,10 @@ pub(crate) fn is_writer() -> bool {
 /// rate <mean sampling interval in bytes>
 /// map <start hex> <end hex> <file offset hex> <path>        (executable mappings)
 /// b <alloc objects> <alloc bytes> <in-use objects> <in-use bytes> <pc hex>...
+/// end
 /// ```
-/// Each `b` line is a call stack (innermost first) with the estimated totals.
+/// Each `b` line is a call stack (innermost first) with the estimated totals; `end`
+/// says the file is whole (a reader may find it while it is being written).
 pub fn write_raw(path: &CStr, leaks_only: bool) -> bool {
     let Some(fd) = os::create_file(path.to_bytes_with_nul()) else {
         return false;
@@ -257,6 +259,7 @@ pub fn write_raw(path: &CStr, leaks_only: bool) -> bool {
             }
             let _ = w.write_char('\n');
         });
+        let _ = w.write_str("end\n");
     }
     os::close_fd(fd);
     true
