@@ -113,25 +113,41 @@ impl Series<'_> {
 /// The series of the process whose RSS was largest at any report, if it has at least
 /// two reports (one is the exit report `run_text` already prints), and how many
 /// processes reported.
+/// A process with two ebb instances (a Rust program on ebb with `libebb.so` preloaded)
+/// has a series of each (`instance`); the one that held more of ebb's memory is its.
 pub fn largest(result: &RunResult) -> Option<(Series<'_>, usize)> {
-    let mut pids: Vec<u64> = result
+    let key = |r: &serde_json::Value| (r["pid"].as_u64(), r["instance"].as_u64());
+    let mut keys: Vec<(Option<u64>, Option<u64>)> = result
         .ebb_retention
         .iter()
-        .filter_map(|r| r["pid"].as_u64())
+        .map(key)
+        .filter(|k| k.0.is_some())
         .collect();
-    pids.sort_unstable();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut pids: Vec<Option<u64>> = keys.iter().map(|k| k.0).collect();
     pids.dedup();
-    let series = pids.iter().map(|&pid| {
+    let series = keys.iter().map(|&k| {
         let mut points: Vec<(f64, &serde_json::Value)> = result
             .ebb_retention
             .iter()
-            .filter(|r| r["pid"].as_u64() == Some(pid))
+            .filter(|r| key(r) == k)
             .filter_map(|r| Some((r["t"].as_f64()?, r)))
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        Series { pid, points }
+        Series {
+            pid: k.0.unwrap_or(0),
+            points,
+        }
     });
-    let best = series.max_by_key(|s| s.peak_rss())?;
+    let held = |s: &Series| {
+        s.points
+            .iter()
+            .map(|(_, r)| bytes(r, "ebb_total"))
+            .max()
+            .unwrap_or(0)
+    };
+    let best = series.max_by_key(|s| (s.peak_rss(), held(s)))?;
     (best.points.len() >= 2).then_some((best, pids.len()))
 }
 
@@ -325,5 +341,22 @@ mod tests {
         assert_eq!(rows.len(), 12, "{table}");
         assert!(rows[10].trim_start().starts_with("1.00"), "{table}");
         assert!(rows[11].trim_start().starts_with("4.90"), "{table}");
+    }
+
+    #[test]
+    fn of_two_instances_in_one_process_the_one_holding_more_is_shown() {
+        let report = |instance: u64, t: f64, total: u64| {
+            json!({"pid": 9, "instance": instance, "t": t, "rss": 100 << 20,
+                   "ebb_total": total, "live": total})
+        };
+        let result = result_with(vec![
+            report(1, 0.5, 1 << 20),
+            report(2, 0.5, 80 << 20),
+            report(2, 1.0, 90 << 20),
+            report(1, 1.0, 1 << 20),
+        ]);
+        let (series, processes) = largest(&result).unwrap();
+        assert_eq!(processes, 1);
+        assert_eq!(series.part("live"), vec![(0.5, 80 << 20), (1.0, 90 << 20)]);
     }
 }

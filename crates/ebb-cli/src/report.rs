@@ -133,14 +133,19 @@ pub fn run_text(command: &str, r: &RunResult) -> String {
 /// to it), biggest first.
 fn retention_text(reports: &[serde_json::Value]) -> Option<String> {
     let bytes = |r: &serde_json::Value, key: &str| r[key].as_u64().unwrap_or(0);
-    // Each process's reports are in the order written: its last is its last word.
+    // Each instance's reports are in the order written: its last is its last word.
     let mut last: Vec<&serde_json::Value> = Vec::new();
     for r in reports {
-        match last.iter_mut().find(|l| l["pid"] == r["pid"]) {
+        let same = |l: &&serde_json::Value| l["pid"] == r["pid"] && l["instance"] == r["instance"];
+        match last.iter_mut().find(|l| same(l)) {
             Some(l) => *l = r,
             None => last.push(r),
         }
     }
+    // Of a process with two instances (each measuring the same RSS a moment apart),
+    // the one holding more of ebb's memory; then the process with the most RSS.
+    last.sort_by_key(|r| (bytes(r, "pid"), std::cmp::Reverse(bytes(r, "ebb_total"))));
+    last.dedup_by_key(|r| bytes(r, "pid"));
     let report = *last.iter().max_by_key(|r| bytes(r, "rss"))?;
     let rss = bytes(report, "rss");
     let when = match report["trigger"].as_str() {
@@ -213,4 +218,33 @@ pub fn compare_text(command: &str, runs: usize, summaries: &[AllocatorSummary]) 
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A process with two ebb instances writes two exit reports that measure the same
+    /// RSS a moment apart: the summary is the instance holding ebb's memory, not the
+    /// one that served libc's few allocations, even when the latter measured a page
+    /// more; across processes, the one with the most RSS.
+    #[test]
+    fn the_instance_holding_the_memory_speaks_for_its_process() {
+        let report = |pid: u64, instance: u64, rss: u64, live: u64| {
+            json!({"pid": pid, "instance": instance, "trigger": "exit", "rss": rss,
+                   "ebb_total": live, "live": live, "foreign_anon": rss - live})
+        };
+        let text = retention_text(&[
+            report(5, 1, 100 << 20, 90 << 20),
+            report(5, 2, (100 << 20) + 4096, 0),
+            report(6, 3, 20 << 20, 10 << 20),
+        ])
+        .unwrap();
+        assert!(
+            text.contains("pid 5, the largest of 2 ebb processes"),
+            "{text}"
+        );
+        assert!(text.contains("live blocks 90.0 MiB"), "{text}");
+    }
 }

@@ -148,7 +148,10 @@ fn rust_program_raw_profile_symbolized_afterwards() {
     let raw = only_file(&dir, ".raw");
     // Written whole: a reader that finds it being written can tell (the `end` line).
     let text = std::fs::read_to_string(&raw).unwrap();
-    assert!(ebb_pprof::RawProfile::parse(&text).unwrap().complete, "no end line");
+    assert!(
+        ebb_pprof::RawProfile::parse(&text).unwrap().complete,
+        "no end line"
+    );
     let out = dir.join("symbolized.pb.gz");
     let status = Command::new(env!("CARGO_BIN_EXE_ebb-pprof"))
         .arg("symbolize")

@@ -302,6 +302,7 @@ fn retention_lists_the_programs_own_mappings() {
     assert!(report.measured_at_ms > 0, "{json}");
     assert!(
         json.contains(&format!("\"measured_at_ms\":{},", report.measured_at_ms))
+            && json.contains("\"instance\":")
             && !json.contains("\"trigger\""),
         "{json}"
     );

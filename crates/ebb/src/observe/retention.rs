@@ -576,10 +576,14 @@ impl Retention {
     /// `write_json`, saying what asked for it (`"exit"`, `"signal"`) if known: readers
     /// of a series take the exit report as the process's last word.
     fn write_json_from(&self, w: &mut impl Write, trigger: Option<&str>) -> fmt::Result {
+        // A process can hold two ebb instances (a Rust program on ebb with `libebb.so`
+        // preloaded), each seeing the other's memory as not its own: the address of
+        // one of its statics tells their reports apart.
         write!(
             w,
-            "{{\"ebb_retention_version\":1,\"pid\":{},\"measured_at_ms\":{}",
+            "{{\"ebb_retention_version\":1,\"pid\":{},\"instance\":{},\"measured_at_ms\":{}",
             crate::os::process_id(),
+            &SIGNALLED as *const AtomicU32 as usize,
             self.measured_at_ms
         )?;
         if let Some(trigger) = trigger {
