@@ -200,6 +200,11 @@ struct TopArgs {
     /// With --stacks: frames shown of each stack.
     #[arg(long, default_value_t = 12, requires = "stacks")]
     depth: usize,
+    /// Count Rust's standard collections (Vec growth, Box::new, format!, HashMap's
+    /// tables) as allocation sites, as pprof does; by default their flat values go
+    /// to the code that called them.
+    #[arg(long)]
+    std_sites: bool,
 }
 
 #[derive(Args)]
@@ -220,6 +225,10 @@ struct FlameArgs {
     /// Also write the stacks in the folded format (one `outer;...;site value` a line).
     #[arg(long, value_name = "FILE")]
     folded: Option<PathBuf>,
+    /// Draw Rust's standard collections (Vec growth, Box::new, ...) as the top
+    /// frames, as pprof does; by default stacks end at the code that called them.
+    #[arg(long)]
+    std_sites: bool,
 }
 
 #[derive(Args)]
@@ -333,6 +342,7 @@ fn main() -> ExitCode {
             &args.profile,
             args.base.as_deref(),
             args.index.as_deref(),
+            sites(args.std_sites),
             args.n,
             args.stacks.then_some(args.depth),
         )
@@ -349,6 +359,7 @@ fn main() -> ExitCode {
                 &args.profile,
                 args.base.as_deref(),
                 args.index.as_deref(),
+                sites(args.std_sites),
                 &svg,
                 args.folded.as_deref(),
             )
@@ -368,6 +379,16 @@ fn main() -> ExitCode {
             eprintln!("ebb: error: {e:#}");
             ExitCode::from(EXIT_ERROR)
         }
+    }
+}
+
+/// `--std-sites`: pprof's allocation sites; by default Rust's collection code is
+/// charged to its caller.
+fn sites(std_sites: bool) -> ebb_pprof::top::Sites {
+    if std_sites {
+        ebb_pprof::top::Sites::OutsideAllocator
+    } else {
+        ebb_pprof::top::Sites::OutsideStd
     }
 }
 

@@ -8,6 +8,10 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+/// The sites `ebb run --profile` prints: Rust's collection code (`Vec` growth,
+/// `Box::new`, `format!`) charged to the code that called it.
+const SITES: ebb_pprof::top::Sites = ebb_pprof::top::Sites::OutsideStd;
+
 /// Rows of each table `ebb run --profile` prints.
 const RUN_ROWS: usize = 10;
 /// Profiles of a tree `ebb run --profile` summarises (the ones that allocated most).
@@ -135,7 +139,7 @@ pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
             continue;
         };
         let allocated =
-            ebb_pprof::top::top(&profile, None, Some("alloc_space")).map_or(0, |t| t.total);
+            ebb_pprof::top::top(&profile, None, Some("alloc_space"), SITES).map_or(0, |t| t.total);
         let written = Written {
             path,
             profile,
@@ -207,7 +211,7 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
             ("inuse_space", live),
             ("alloc_space", "allocated over the run"),
         ] {
-            match ebb_pprof::top::top(&written.profile, None, Some(index)) {
+            match ebb_pprof::top::top(&written.profile, None, Some(index), SITES) {
                 Ok(table) => {
                     let _ = writeln!(out, "  {what}:");
                     for line in ebb_pprof::top::format(&table, RUN_ROWS).lines() {
@@ -250,12 +254,13 @@ pub fn flame(
     profile_path: &Path,
     base_path: Option<&Path>,
     index: Option<&str>,
+    sites: ebb_pprof::top::Sites,
     svg: &Path,
     folded: Option<&Path>,
 ) -> Result<String> {
     let profile = read_profile(profile_path)?;
     let base = base_path.map(read_profile).transpose()?;
-    let table = match ebb_pprof::top::top_stacks(&profile, base.as_ref(), index) {
+    let table = match ebb_pprof::top::top_stacks(&profile, base.as_ref(), index, sites) {
         Ok(table) => table,
         Err(e) => bail!("{e}"),
     };
@@ -310,15 +315,16 @@ pub fn top(
     profile: &Path,
     base: Option<&Path>,
     index: Option<&str>,
+    sites: ebb_pprof::top::Sites,
     rows: usize,
     stack_depth: Option<usize>,
 ) -> Result<String> {
     let profile = read_profile(profile)?;
     let base = base.map(read_profile).transpose()?;
     let text = match stack_depth {
-        Some(depth) => ebb_pprof::top::top_stacks(&profile, base.as_ref(), index)
+        Some(depth) => ebb_pprof::top::top_stacks(&profile, base.as_ref(), index, sites)
             .map(|table| ebb_pprof::top::format_stacks(&table, rows, depth)),
-        None => ebb_pprof::top::top(&profile, base.as_ref(), index)
+        None => ebb_pprof::top::top(&profile, base.as_ref(), index, sites)
             .map(|table| ebb_pprof::top::format(&table, rows)),
     };
     match text {

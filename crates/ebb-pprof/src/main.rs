@@ -10,6 +10,10 @@
 const USAGE: &str = "usage: ebb-pprof symbolize RAW -o OUT.pb.gz
        ebb-pprof top PROFILE.pb.gz [--base BASE.pb.gz] [--index TYPE] [-n N] [--stacks]";
 
+/// `ebb-pprof top` is `pprof -top` without Go: the same sites as pprof (`ebb top`
+/// charges Rust's collection code to its caller unless asked not to).
+const SITES: ebb_pprof::top::Sites = ebb_pprof::top::Sites::OutsideAllocator;
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("top") {
@@ -78,10 +82,11 @@ fn top(args: &[String]) -> i32 {
         let base = base.map(read).transpose()?;
         let index = index.map(String::as_str);
         if stacks {
-            ebb_pprof::top::top_stacks(&p, base.as_ref(), index)
+            ebb_pprof::top::top_stacks(&p, base.as_ref(), index, SITES)
                 .map(|t| ebb_pprof::top::format_stacks(&t, rows, 12))
         } else {
-            ebb_pprof::top::top(&p, base.as_ref(), index).map(|t| ebb_pprof::top::format(&t, rows))
+            ebb_pprof::top::top(&p, base.as_ref(), index, SITES)
+                .map(|t| ebb_pprof::top::format(&t, rows))
         }
     });
     match result {

@@ -7,10 +7,50 @@
 //!
 //! Works on any `profile.proto` (ids need not be dense); functions are told apart by
 //! name, as `pprof -top` does, so two inlined copies of one function add up.
+//!
+//! What counts as the allocation site is a [`Sites`] rule: the first frame outside the
+//! allocator (pprof's view), or also outside Rust's standard collections (`Vec`'s
+//! growth, `Box::new`, `format!`, `collect`, `HashMap`'s tables), whose own names
+//! say only that something grew: then the site is the code that called them.
 
 use crate::is_allocator_function;
 use crate::proto::Profile;
 use std::collections::HashMap;
+
+/// Which frames at the inner end of a stack are not the allocation site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sites {
+    /// The allocator's own frames only (`malloc`, ebb, `__rust_alloc`): `pprof`'s view.
+    OutsideAllocator,
+    /// Those and Rust's standard library plumbing that allocates for its caller:
+    /// `alloc`'s `Vec`/`RawVec`/`Box`/`String`/`fmt`, `core`'s iterators, `std`'s and
+    /// hashbrown's hash tables. Those frames at the inner end are dropped as the
+    /// allocator's are (std code further out, such as an iterator calling the user's
+    /// closure, stays); a stack of nothing else keeps them.
+    OutsideStd,
+}
+
+/// Rust's standard-library code that allocates on behalf of its caller, by function
+/// name (full paths) or, for inlined frames whose DWARF name is short, by file.
+pub fn is_std_plumbing(name: &str, file: &str) -> bool {
+    const NAME_PREFIXES: &[&str] = &[
+        "alloc::",
+        "<alloc::",
+        "core::",
+        "<core::",
+        "hashbrown::",
+        "<hashbrown::",
+        "std::collections::",
+        "<std::collections::",
+    ];
+    const FILES: &[&str] = &[
+        "library/alloc/src/",
+        "library/core/src/",
+        "library/std/src/collections/",
+        "/hashbrown-",
+    ];
+    NAME_PREFIXES.iter().any(|p| name.starts_with(p)) || FILES.iter().any(|f| file.contains(f))
+}
 
 /// One function's line of the table.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,7 +109,7 @@ struct SiteStacks {
     unit: String,
 }
 
-fn site_stacks(profile: &Profile, index: &str) -> Result<SiteStacks, String> {
+fn site_stacks(profile: &Profile, index: &str, sites: Sites) -> Result<SiteStacks, String> {
     let types = sample_types(profile);
     let Some(column) = types.iter().position(|t| t == index) else {
         return Err(format!(
@@ -80,10 +120,10 @@ fn site_stacks(profile: &Profile, index: &str) -> Result<SiteStacks, String> {
     let unit = string(profile, profile.sample_type[column].unit).to_string();
     let locations: HashMap<u64, &crate::proto::Location> =
         profile.location.iter().map(|l| (l.id, l)).collect();
-    let functions: HashMap<u64, &str> = profile
+    let functions: HashMap<u64, (&str, &str)> = profile
         .function
         .iter()
-        .map(|f| (f.id, string(profile, f.name)))
+        .map(|f| (f.id, (string(profile, f.name), string(profile, f.filename))))
         .collect();
     let mut stacks = Vec::new();
     let mut total = 0i64;
@@ -96,12 +136,18 @@ fn site_stacks(profile: &Profile, index: &str) -> Result<SiteStacks, String> {
         }
         total += value;
         // Frames innermost first; a location's lines are innermost (inlined) first.
+        // Each with whether it is std's plumbing (for `Sites::OutsideStd`).
         let mut frames: Vec<String> = Vec::new();
+        let mut plumbing: Vec<bool> = Vec::new();
         for id in &sample.location_id {
             match locations.get(id) {
                 Some(location) if !location.line.is_empty() => {
                     for line in &location.line {
-                        let name = functions.get(&line.function_id).copied().unwrap_or("");
+                        let (name, file) = functions
+                            .get(&line.function_id)
+                            .copied()
+                            .unwrap_or(("", ""));
+                        plumbing.push(is_std_plumbing(name, file));
                         frames.push(if name.is_empty() {
                             format!("{:#x}", location.address)
                         } else {
@@ -109,15 +155,24 @@ fn site_stacks(profile: &Profile, index: &str) -> Result<SiteStacks, String> {
                         });
                     }
                 }
-                Some(location) => frames.push(format!("{:#x}", location.address)),
-                None => frames.push(format!("location {id}")),
+                Some(location) => {
+                    plumbing.push(false);
+                    frames.push(format!("{:#x}", location.address));
+                }
+                None => {
+                    plumbing.push(false);
+                    frames.push(format!("location {id}"));
+                }
             }
         }
-        // The allocation site: the first frame that is not the allocator's (all of
-        // them if the stack holds nothing else).
-        let site = frames
-            .iter()
-            .position(|f| !is_allocator_function(f))
+        // The allocation site: the first frame that is not the allocator's (nor, by
+        // the rule, std's plumbing); all of them if the stack holds nothing else.
+        let outside = |i: usize| {
+            !is_allocator_function(&frames[i]) && (sites == Sites::OutsideAllocator || !plumbing[i])
+        };
+        let site = (0..frames.len())
+            .find(|&i| outside(i))
+            .or_else(|| (0..frames.len()).find(|&i| !is_allocator_function(&frames[i])))
             .unwrap_or(0);
         frames.drain(..site);
         stacks.push((frames, value));
@@ -145,12 +200,12 @@ struct ByFunction {
 }
 
 /// Flat and cumulative values by function name for sample type `index`.
-fn by_function(profile: &Profile, index: &str) -> Result<ByFunction, String> {
+fn by_function(profile: &Profile, index: &str, sites: Sites) -> Result<ByFunction, String> {
     let SiteStacks {
         stacks,
         total,
         unit,
-    } = site_stacks(profile, index)?;
+    } = site_stacks(profile, index, sites)?;
     let mut values: HashMap<String, (i64, i64)> = HashMap::new();
     for (frames, value) in &stacks {
         if let Some(site) = frames.first() {
@@ -187,16 +242,17 @@ pub fn top_stacks(
     profile: &Profile,
     base: Option<&Profile>,
     index: Option<&str>,
+    sites: Sites,
 ) -> Result<StackTable, String> {
     let index = index_or_default(profile, index)?;
-    let now = site_stacks(profile, &index)?;
+    let now = site_stacks(profile, &index, sites)?;
     let mut values: HashMap<Vec<String>, i64> = HashMap::new();
     for (frames, value) in now.stacks {
         *values.entry(frames).or_default() += value;
     }
     let mut total = now.total;
     if let Some(base) = base {
-        let old = site_stacks(base, &index).map_err(|e| format!("base: {e}"))?;
+        let old = site_stacks(base, &index, sites).map_err(|e| format!("base: {e}"))?;
         for (frames, value) in old.stacks {
             *values.entry(frames).or_default() -= value;
         }
@@ -274,15 +330,20 @@ pub fn folded(table: &StackTable) -> Vec<String> {
 }
 
 /// The table for sample type `index` (None: [`default_index`]), minus `base` if given.
-pub fn top(profile: &Profile, base: Option<&Profile>, index: Option<&str>) -> Result<Top, String> {
+pub fn top(
+    profile: &Profile,
+    base: Option<&Profile>,
+    index: Option<&str>,
+    sites: Sites,
+) -> Result<Top, String> {
     let index = index_or_default(profile, index)?;
     let ByFunction {
         mut values,
         mut total,
         unit,
-    } = by_function(profile, &index)?;
+    } = by_function(profile, &index, sites)?;
     if let Some(base) = base {
-        let old = by_function(base, &index).map_err(|e| format!("base: {e}"))?;
+        let old = by_function(base, &index, sites).map_err(|e| format!("base: {e}"))?;
         for (name, (flat, cum)) in old.values {
             let v = values.entry(name).or_default();
             v.0 -= flat;
@@ -441,7 +502,7 @@ mod tests {
             ),
             (&["malloc", "load", "main"], 30, 0),
         ]);
-        let t = top(&p, None, None).unwrap();
+        let t = top(&p, None, None, Sites::OutsideAllocator).unwrap();
         assert_eq!(t.index, "inuse_space");
         assert_eq!(t.total, 100);
         let row = |n: &str| t.rows.iter().find(|r| r.name == n).cloned();
@@ -461,7 +522,7 @@ mod tests {
         );
         assert!(row("load").is_none(), "nothing of load's is live");
         assert_eq!(t.rows[0].name, "parse");
-        let t = top(&p, None, Some("alloc_space")).unwrap();
+        let t = top(&p, None, Some("alloc_space"), Sites::OutsideAllocator).unwrap();
         assert_eq!(t.total, 180);
         assert_eq!(t.rows[0].name, "parse");
         assert_eq!(t.rows[0].flat, 150);
@@ -478,7 +539,7 @@ mod tests {
             (&["malloc", "cache_put", "main"], 500, 400),
             (&["malloc", "leaky", "main"], 900, 900),
         ]);
-        let t = top(&after, Some(&before), None).unwrap();
+        let t = top(&after, Some(&before), None, Sites::OutsideAllocator).unwrap();
         assert_eq!(t.total, 700);
         assert_eq!(
             t.rows[0],
@@ -506,12 +567,12 @@ mod tests {
                 40,
             ),
         ]);
-        let t = top_stacks(&p, None, None).unwrap();
+        let t = top_stacks(&p, None, None, Sites::OutsideAllocator).unwrap();
         assert_eq!(t.total, 120);
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(t.rows[0], (names(&["grow", "parse", "main"]), 80));
         assert_eq!(t.rows[1], (names(&["grow", "load", "main"]), 40));
-        let minus = top_stacks(&p, Some(&p), None).unwrap();
+        let minus = top_stacks(&p, Some(&p), None, Sites::OutsideAllocator).unwrap();
         assert_eq!((minus.total, minus.rows.len()), (0, 0));
         let text = format_stacks(&t, 1, 2);
         assert!(
@@ -531,7 +592,7 @@ mod tests {
             (&["malloc", "<T as Tr>::f;x", "main"], 10, 10),
             (&[], 5, 5),
         ]);
-        let lines = folded(&top_stacks(&p, None, None).unwrap());
+        let lines = folded(&top_stacks(&p, None, None, Sites::OutsideAllocator).unwrap());
         assert_eq!(
             lines,
             [
@@ -541,7 +602,7 @@ mod tests {
             ]
         );
         let base = profile(&[(&["malloc", "grow", "parse", "main"], 10, 80)]);
-        let grew = folded(&top_stacks(&p, Some(&base), None).unwrap());
+        let grew = folded(&top_stacks(&p, Some(&base), None, Sites::OutsideAllocator).unwrap());
         assert_eq!(
             grew,
             ["main;<T as Tr>::f:x 10", "[unknown] 5"],
@@ -549,10 +610,52 @@ mod tests {
         );
     }
 
+    /// Rust's collection code is not the site when asked: `Vec`'s growth is charged
+    /// to the function that pushed, and a stack of nothing but std's code keeps its
+    /// first frame past the allocator.
+    #[test]
+    fn std_plumbing_moves_flat_values_to_the_caller() {
+        let p = profile(&[
+            (
+                &[
+                    "__rust_alloc",
+                    "alloc::raw_vec::finish_grow",
+                    "<alloc::vec::Vec<u8>>::push",
+                    "parse",
+                    "main",
+                ],
+                100,
+                100,
+            ),
+            (
+                &["malloc", "hashbrown::raw::RawTable<T>::reserve_rehash"],
+                10,
+                10,
+            ),
+        ]);
+        let raw = top(&p, None, None, Sites::OutsideAllocator).unwrap();
+        assert_eq!(raw.rows[0].name, "alloc::raw_vec::finish_grow");
+        let folded_std = top(&p, None, None, Sites::OutsideStd).unwrap();
+        let row = |name: &str| folded_std.rows.iter().find(|r| r.name == name).cloned();
+        assert_eq!(row("parse").map(|r| (r.flat, r.cum)), Some((100, 100)));
+        assert_eq!(row("<alloc::vec::Vec<u8>>::push").map(|r| r.flat), None);
+        assert_eq!(
+            row("hashbrown::raw::RawTable<T>::reserve_rehash").map(|r| r.flat),
+            Some(10)
+        );
+        let stacks = top_stacks(&p, None, None, Sites::OutsideStd).unwrap();
+        assert_eq!(stacks.rows[0].0, ["parse", "main"]);
+        assert!(is_std_plumbing(
+            "finish_grow<alloc::alloc::Global>",
+            "/rustc/abc/library/alloc/src/raw_vec/mod.rs"
+        ));
+        assert!(!is_std_plumbing("parse", "/home/me/src/parse.rs"));
+    }
+
     #[test]
     fn an_unknown_sample_type_is_an_error_naming_the_ones_there_are() {
         let p = profile(&[(&["malloc", "f"], 1, 1)]);
-        let e = top(&p, None, Some("cpu")).unwrap_err();
+        let e = top(&p, None, Some("cpu"), Sites::OutsideAllocator).unwrap_err();
         assert!(e.contains("alloc_space, inuse_space"), "{e}");
     }
 
