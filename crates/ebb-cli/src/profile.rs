@@ -6,7 +6,7 @@
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 /// The sites `ebb run --profile` prints: Rust's collection code (`Vec` growth,
 /// `Box::new`, `format!`) charged to the code that called it.
@@ -16,6 +16,47 @@ const SITES: ebb_pprof::top::Sites = ebb_pprof::top::Sites::OutsideStd;
 const RUN_ROWS: usize = 10;
 /// Profiles of a tree `ebb run --profile` summarises (the ones that allocated most).
 const RUN_PROFILES: usize = 3;
+
+/// The signal on which ebb processes write a heap profile under `--profile`
+/// (`EBB_PROFILE_SIGNAL`): a real-time one near the top, which programs rarely use. A
+/// tree ebb stops (a server, or any run on Ctrl-C) gets SIGTERM, and a process that
+/// SIGTERM kills writes no profile at exit.
+pub fn profile_signal() -> i32 {
+    libc::SIGRTMAX() - 3
+}
+
+/// How long the processes of a server get to write their profiles before it is stopped.
+const PROFILE_WAIT: Duration = Duration::from_secs(10);
+
+/// Before ebb stops a tree: have each of its processes that catches
+/// [`profile_signal`] (ebb's, with the profiler on: `SigCgt` in its status; any other
+/// would die of it) write a profile, and wait until each has written one that reads
+/// whole (`<prefix>.<pid>.<n>.pb.gz`).
+/// `pids`: the tree's processes; `poll`: how often to look for the files.
+pub fn request_profiles(prefix: &Path, pids: &[i32], poll: Duration) {
+    let signal = profile_signal();
+    let asked: Vec<i32> = pids
+        .iter()
+        .copied()
+        .filter(|&pid| crate::procfs::catches_signal(pid, signal))
+        .collect();
+    let before: Vec<usize> = asked
+        .iter()
+        .map(|&pid| signal_profiles(prefix, pid).len())
+        .collect();
+    for &pid in &asked {
+        crate::procfs::signal_watcher(pid, "ebb-profile", signal);
+    }
+    let deadline = Instant::now() + PROFILE_WAIT;
+    let written = |(&pid, &n): (&i32, &usize)| {
+        signal_profiles(prefix, pid)
+            .get(n)
+            .is_some_and(|path| is_whole(path))
+    };
+    while Instant::now() < deadline && !asked.iter().zip(&before).all(written) {
+        std::thread::sleep(poll);
+    }
+}
 
 /// A profile a process of the tree wrote.
 pub struct Written {

@@ -393,7 +393,10 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
             Some(rate) => cmd.env("EBB_PROFILE_RATE", rate),
             None => cmd.env_remove("EBB_PROFILE_RATE"),
         };
-        cmd.env("EBB_PROFILE_SIGNAL", profile_signal().to_string());
+        cmd.env(
+            "EBB_PROFILE_SIGNAL",
+            crate::profile::profile_signal().to_string(),
+        );
     }
     let capture = spec.ready.is_some() || !spec.show_output;
     if capture {
@@ -621,7 +624,8 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
     // A tree ebb stops (a server after its idle phase, any run on Ctrl-C) would write
     // no profile at exit: ask for them first.
     if let (Some(profiling), false) = (&spec.profile, exited) {
-        request_profiles(&profiling.prefix, me, drive_pid);
+        let pids = procfs::sample_tree(me, &[drive_pid]).pids;
+        crate::profile::request_profiles(&profiling.prefix, &pids, POLL);
     }
     // Nor a retention report at exit: under --breakdown, a last one on the signal.
     if let (Some(_), false) = (breakdown_interval, exited) {
@@ -690,46 +694,6 @@ fn spawn_drive(drive: &str, show_output: bool) -> Result<i32> {
         .spawn()
         .with_context(|| format!("cannot run the drive command `{drive}`"))?;
     Ok(child.id() as i32)
-}
-
-/// The signal on which ebb processes write a heap profile under `--profile`
-/// (`EBB_PROFILE_SIGNAL`): a real-time one near the top, which programs rarely use. A
-/// tree ebb stops (a server, or any run on Ctrl-C) gets SIGTERM, and a process that
-/// SIGTERM kills writes no profile at exit.
-pub fn profile_signal() -> i32 {
-    libc::SIGRTMAX() - 3
-}
-
-/// How long the processes of a server get to write their profiles before it is stopped.
-const PROFILE_WAIT: Duration = Duration::from_secs(10);
-
-/// Before ebb stops a tree: have each of its processes that catches
-/// [`profile_signal`] (ebb's, with the profiler on: `SigCgt` in its status; any other
-/// would die of it) write a profile, and wait until each has written one that reads
-/// whole (`<prefix>.<pid>.<n>.pb.gz`).
-fn request_profiles(prefix: &std::path::Path, me: i32, drive_pid: i32) {
-    let signal = profile_signal();
-    let asked: Vec<i32> = procfs::sample_tree(me, &[drive_pid])
-        .pids
-        .into_iter()
-        .filter(|&pid| procfs::catches_signal(pid, signal))
-        .collect();
-    let before: Vec<usize> = asked
-        .iter()
-        .map(|&pid| crate::profile::signal_profiles(prefix, pid).len())
-        .collect();
-    for &pid in &asked {
-        procfs::signal_watcher(pid, "ebb-profile", signal);
-    }
-    let deadline = Instant::now() + PROFILE_WAIT;
-    let written = |(&pid, &n): (&i32, &usize)| {
-        crate::profile::signal_profiles(prefix, pid)
-            .get(n)
-            .is_some_and(|path| crate::profile::is_whole(path))
-    };
-    while Instant::now() < deadline && !asked.iter().zip(&before).all(written) {
-        std::thread::sleep(POLL);
-    }
 }
 
 /// How long the processes of a stopped tree get to write their last retention report.
