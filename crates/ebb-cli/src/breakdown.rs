@@ -16,19 +16,17 @@ pub fn report_signal() -> i32 {
 }
 
 /// Ask each of `pids` that catches [`report_signal`] (an ebb process with
-/// `EBB_REPORT_SIGNAL` set; any other would die of it) for a report now; returns the
-/// processes asked.
+/// `EBB_REPORT_SIGNAL` set; any other would die of it) for a report now, through its
+/// `ebb-report` thread only (`procfs::signal_thread`: a process without one, just
+/// starting, forked without `exec`, or under seccomp where ebb names no thread, is
+/// skipped); returns the processes asked.
 pub fn request(pids: &[i32]) -> Vec<i32> {
     let signal = report_signal();
-    let asked: Vec<i32> = pids
-        .iter()
+    pids.iter()
         .copied()
         .filter(|&pid| procfs::catches_signal(pid, signal))
-        .collect();
-    for &pid in &asked {
-        procfs::signal_watcher(pid, "ebb-report", signal);
-    }
-    asked
+        .filter(|&pid| procfs::signal_thread(pid, "ebb-report", signal))
+        .collect()
 }
 
 /// Milliseconds on the monotonic clock ebb stamps its reports with
@@ -110,9 +108,8 @@ impl Series<'_> {
     }
 }
 
-/// The series of the process whose RSS was largest at any report, if it has at least
-/// two reports (one is the exit report `run_text` already prints), and how many
-/// processes reported.
+/// The series of the process whose RSS was largest at any report among those with at
+/// least two reports, and how many processes reported.
 /// A process with two ebb instances (a Rust program on ebb with `libebb.so` preloaded)
 /// has a series of each (`instance`); the one that held more of ebb's memory is its.
 pub fn largest(result: &RunResult) -> Option<(Series<'_>, usize)> {
@@ -147,8 +144,12 @@ pub fn largest(result: &RunResult) -> Option<(Series<'_>, usize)> {
             .max()
             .unwrap_or(0)
     };
-    let best = series.max_by_key(|s| (s.peak_rss(), held(s)))?;
-    (best.points.len() >= 2).then_some((best, pids.len()))
+    // Of the processes that lived through two reports (one is the exit report
+    // `run_text` already prints; a process shorter than the interval has no series).
+    let best = series
+        .filter(|s| s.points.len() >= 2)
+        .max_by_key(|s| (s.peak_rss(), held(s)))?;
+    Some((best, pids.len()))
 }
 
 /// Rows of the printed table at most; the peak and the last report are always rows.

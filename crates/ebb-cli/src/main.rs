@@ -516,8 +516,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         match breakdown::text(&result) {
             Some(table) => eprint!("{table}"),
             None => eprintln!(
-                "  breakdown      fewer than two retention reports: the run ended before the first \
-                 interval, or no process of the tree runs ebb"
+                "  breakdown      no process of the tree gave two retention reports: each ended \
+                 before the first interval (only its report at exit), or none runs ebb"
             ),
         }
     }

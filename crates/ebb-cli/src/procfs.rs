@@ -188,21 +188,21 @@ pub fn thread_named(pid: i32, name: &str) -> Option<i32> {
     })
 }
 
-/// Send `signal` to `pid`'s allocator thread named `thread` if it has one (ebb's
-/// watchers take their signal, so no thread of the program sees it: a process-directed
-/// signal may land on a thread in `sleep` or `poll` and end it early), else to the
-/// process. The caller checked that the process catches it.
-pub fn signal_watcher(pid: i32, thread: &str, signal: i32) {
-    match thread_named(pid, thread) {
-        // SAFETY: tgkill only sends a signal, to a thread of `pid`.
-        Some(tid) => unsafe {
-            libc::syscall(libc::SYS_tgkill, pid, tid, signal);
-        },
-        // SAFETY: kill only sends a signal.
-        None => unsafe {
-            libc::kill(pid, signal);
-        },
-    }
+/// Send `signal` to `pid`'s allocator thread named `thread`, if it has one; false if
+/// not. ebb's watchers take their signal, so no thread of the program sees it (a
+/// process-directed signal may land on a thread in `sleep` or `poll` and end it
+/// early). And it is safe against `exec`: a process that catches the signal when we
+/// look may be a `vfork` child about to `exec` (it inherited the handler) or may `exec`
+/// before the signal arrives, and the new program, whose ebb has not yet installed its
+/// handler, would die of it (`gcc` killed under `make -j2` with reports every 50 ms);
+/// `exec` ends every other thread, so a signal sent to the watcher is never delivered
+/// to the new program.
+pub fn signal_thread(pid: i32, thread: &str, signal: i32) -> bool {
+    let Some(tid) = thread_named(pid, thread) else {
+        return false;
+    };
+    // SAFETY: tgkill only sends a signal, to a thread of `pid`.
+    unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) == 0 }
 }
 
 #[cfg(test)]

@@ -148,6 +148,26 @@ fn breakdown_interrupts_no_program_thread() {
     assert!(reports >= 5, "{reports} reports: {text}");
 }
 
+/// Reports asked for every 10 ms of a process that `exec`s itself 400 times: a
+/// signal sent as it `exec`s must never reach the new program before its ebb has
+/// installed the handler (the default action of a real-time signal ends it).
+#[test]
+fn breakdown_kills_no_process_that_execs() {
+    let out = ebb(&[
+        "run",
+        "--quiet",
+        "--interval",
+        "10ms",
+        "--breakdown=10ms",
+        "--",
+        HELPER,
+        "exec-chain",
+        "400",
+    ]);
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+}
+
 #[test]
 fn breakdown_needs_ebb() {
     let out = ebb(&["run", "--alloc", "glibc", "--breakdown", "--", "true"]);

@@ -18,8 +18,12 @@
 //!   sleeps HOLD_MS ms and exits 0 (memory that rises and falls, for `--breakdown`).
 //! - `nap MS`: one `nanosleep` of MS ms; exits 1 with `nap interrupted` if a signal
 //!   ended it early (`EINTR`), else 0.
+//! - `exec-chain N`: sleeps 1 ms and `exec`s itself as `exec-chain N-1`, down to 0,
+//!   which exits 0: one process through N `exec`s (a signal its new program has no
+//!   handler for yet kills it).
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
@@ -176,12 +180,25 @@ fn main() -> ExitCode {
             println!("nap done");
             ExitCode::SUCCESS
         }
+        Some("exec-chain") => {
+            let left = arg(&args, 2);
+            if left == 0 {
+                return ExitCode::SUCCESS;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            let exe = std::env::current_exe().expect("own path");
+            let e = Command::new(exe)
+                .args(["exec-chain", &(left - 1).to_string()])
+                .exec();
+            eprintln!("ebb-test-helper: exec failed: {e}");
+            ExitCode::FAILURE
+        }
         Some("exit") => {
             println!("exiting with {}", arg(&args, 2));
             ExitCode::from(arg(&args, 2) as u8)
         }
         _ => {
-            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB | leaky-server MIB | phases MIB HOLD_MS | nap MS");
+            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB | leaky-server MIB | phases MIB HOLD_MS | nap MS | exec-chain N");
             ExitCode::from(2)
         }
     }

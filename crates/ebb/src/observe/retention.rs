@@ -757,8 +757,11 @@ pub fn register() {
         crate::os::getenv(b"EBB_REPORT_SIGNAL\0").and_then(crate::os::signal_number)
     {
         REPORT_SIGNAL.store(signo as u32, Ordering::Release);
-        if crate::os::spawn_detached(report_watcher, 256 << 10) {
-            crate::os::on_signal(signo, on_report_signal);
+        // The handler first: a watcher thread named `ebb-report` promises a handler to
+        // `ebb run`, which signals that thread alone (a signal before the watcher
+        // waits only bumps the count it starts from).
+        if crate::os::on_signal(signo, on_report_signal) {
+            crate::os::spawn_detached(report_watcher, 256 << 10);
         }
     }
 }

@@ -384,8 +384,10 @@ pub fn register_from_env() {
         // it in its box; 256 KiB overflowed in an unoptimised build). Address space
         // only: what the dump does not touch never becomes resident.
         PROFILE_SIGNAL.store(signo as u32, Ordering::Release);
-        if os::spawn_detached(signal_watcher, WATCHER_STACK_BYTES) {
-            os::on_signal(signo, on_profile_signal);
+        // The handler first: a watcher named `ebb-profile` promises one to `ebb run`,
+        // which signals that thread alone.
+        if os::on_signal(signo, on_profile_signal) {
+            os::spawn_detached(signal_watcher, WATCHER_STACK_BYTES);
         }
     }
 }
