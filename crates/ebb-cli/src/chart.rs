@@ -83,20 +83,8 @@ pub fn render_breakdown(title: &str, run: &RunResult, series: &Series) -> Result
             .chain(series.points.last().map(|p| p.0))
             .fold(1.0, f64::max);
         let y_max = (run.peak.rss.max(series.peak_rss()) as f64 / MIB).max(1.0) * 1.1;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(one_line(title), ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..t_max, 0.0..y_max)
-            .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds since start")
-            .y_desc(format!("MiB (stacked: pid {})", series.pid))
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(plot_error)?;
+        let y_desc = format!("MiB (stacked: pid {})", series.pid);
+        let mut chart = time_chart(&root, title, t_max, y_max, &y_desc)?;
         // Cumulative tops, bottom part first; drawn top-down so each lower area covers
         // the one above it below its own top.
         let mut tops: Vec<Vec<(f64, f64)>> = Vec::new();
@@ -162,6 +150,35 @@ pub fn render_breakdown(title: &str, run: &RunResult, series: &Series) -> Result
     Ok(svg)
 }
 
+/// A linear axis of `f64`.
+type Axis = plotters::coord::types::RangedCoordf64;
+
+/// Axes of memory (MiB, 0 to `y_max`) over seconds since the start (0 to `t_max`),
+/// under a one-line `title`.
+fn time_chart<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    t_max: f64,
+    y_max: f64,
+    y_desc: &str,
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<Axis, Axis>>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(one_line(title), ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..t_max, 0.0..y_max)
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since start")
+        .y_desc(y_desc)
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(plot_error)?;
+    Ok(chart)
+}
+
 /// A chart title on one line: a command's newlines as spaces, cut to what fits.
 fn one_line(title: &str) -> String {
     const MAX_CHARS: usize = 90;
@@ -191,20 +208,7 @@ fn memory_over_time(
         .map(|r| r.peak.rss as f64 / MIB)
         .fold(1.0, f64::max)
         * 1.1;
-    let mut chart = ChartBuilder::on(area)
-        .caption(one_line(title), ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..t_max, 0.0..y_max)
-        .map_err(plot_error)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since start")
-        .y_desc("RSS of the process tree (MiB)")
-        .light_line_style(WHITE.mix(0.0))
-        .draw()
-        .map_err(plot_error)?;
+    let mut chart = time_chart(area, title, t_max, y_max, "RSS of the process tree (MiB)")?;
     for (i, (summary, run)) in summaries.iter().zip(runs).enumerate() {
         let c = color(i);
         let points = run.samples.iter().map(|s| (s.t, s.rss as f64 / MIB));

@@ -178,18 +178,40 @@ struct RunArgs {
     command: Vec<OsString>,
 }
 
+/// What `top` and `flame` read: a profile, minus a base, by a sample type.
 #[derive(Args)]
-struct TopArgs {
-    /// A heap profile (.pb.gz: ebb's, or any pprof heap profile).
+struct ProfileQuery {
+    /// A heap profile (.pb.gz: ebb's, or any pprof heap profile; or ebb's .raw).
     #[arg(value_name = "PROFILE")]
     profile: PathBuf,
-    /// Subtract this earlier profile first: what grew between the two comes first.
+    /// Subtract this earlier profile first: what grew between the two.
     #[arg(long, value_name = "PROFILE")]
     base: Option<PathBuf>,
     /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
     /// [default: the profile's default, inuse_space for ebb's].
     #[arg(long, value_name = "TYPE")]
     index: Option<String>,
+    /// Count Rust's standard collections (Vec growth, Box::new, format!, HashMap's
+    /// tables) as allocation sites, as pprof does; by default what they allocate is
+    /// charged to the code that called them.
+    #[arg(long)]
+    std_sites: bool,
+}
+
+impl ProfileQuery {
+    fn sites(&self) -> ebb_pprof::top::Sites {
+        if self.std_sites {
+            ebb_pprof::top::Sites::OutsideAllocator
+        } else {
+            ebb_pprof::top::Sites::OutsideStd
+        }
+    }
+}
+
+#[derive(Args)]
+struct TopArgs {
+    #[command(flatten)]
+    query: ProfileQuery,
     /// Rows (stacks with --stacks) to print.
     #[arg(short, default_value_t = 20)]
     n: usize,
@@ -200,35 +222,18 @@ struct TopArgs {
     /// With --stacks: frames shown of each stack.
     #[arg(long, default_value_t = 12, requires = "stacks")]
     depth: usize,
-    /// Count Rust's standard collections (Vec growth, Box::new, format!, HashMap's
-    /// tables) as allocation sites, as pprof does; by default their flat values go
-    /// to the code that called them.
-    #[arg(long)]
-    std_sites: bool,
 }
 
 #[derive(Args)]
 struct FlameArgs {
-    /// A heap profile (.pb.gz: ebb's, or any pprof heap profile).
-    #[arg(value_name = "PROFILE")]
-    profile: PathBuf,
-    /// Subtract this earlier profile first: only the stacks that grew are drawn.
-    #[arg(long, value_name = "PROFILE")]
-    base: Option<PathBuf>,
-    /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
-    /// [default: the profile's default, inuse_space for ebb's].
-    #[arg(long, value_name = "TYPE")]
-    index: Option<String>,
+    #[command(flatten)]
+    query: ProfileQuery,
     /// The SVG to write [default: the profile's name with .svg for .pb.gz].
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Also write the stacks in the folded format (one `outer;...;site value` a line).
     #[arg(long, value_name = "FILE")]
     folded: Option<PathBuf>,
-    /// Draw Rust's standard collections (Vec growth, Box::new, ...) as the top
-    /// frames, as pprof does; by default stacks end at the code that called them.
-    #[arg(long)]
-    std_sites: bool,
 }
 
 #[derive(Args)]
@@ -339,10 +344,10 @@ fn main() -> ExitCode {
         }
         Cmd::Run(args) => setup().and_then(|()| run(args)),
         Cmd::Top(args) => profile::top(
-            &args.profile,
-            args.base.as_deref(),
-            args.index.as_deref(),
-            sites(args.std_sites),
+            &args.query.profile,
+            args.query.base.as_deref(),
+            args.query.index.as_deref(),
+            args.query.sites(),
             args.n,
             args.stacks.then_some(args.depth),
         )
@@ -354,12 +359,12 @@ fn main() -> ExitCode {
             let svg = args
                 .output
                 .clone()
-                .unwrap_or_else(|| profile::default_flame_path(&args.profile));
+                .unwrap_or_else(|| profile::default_flame_path(&args.query.profile));
             profile::flame(
-                &args.profile,
-                args.base.as_deref(),
-                args.index.as_deref(),
-                sites(args.std_sites),
+                &args.query.profile,
+                args.query.base.as_deref(),
+                args.query.index.as_deref(),
+                args.query.sites(),
                 &svg,
                 args.folded.as_deref(),
             )
@@ -379,16 +384,6 @@ fn main() -> ExitCode {
             eprintln!("ebb: error: {e:#}");
             ExitCode::from(EXIT_ERROR)
         }
-    }
-}
-
-/// `--std-sites`: pprof's allocation sites; by default Rust's collection code is
-/// charged to its caller.
-fn sites(std_sites: bool) -> ebb_pprof::top::Sites {
-    if std_sites {
-        ebb_pprof::top::Sites::OutsideAllocator
-    } else {
-        ebb_pprof::top::Sites::OutsideStd
     }
 }
 
