@@ -5,6 +5,7 @@ mod alloc;
 mod breakdown;
 mod chart;
 mod compare;
+mod live_report;
 mod procfs;
 mod profile;
 mod report;
@@ -41,6 +42,7 @@ Examples:
   ebb run --profile /tmp/heap -- ./my-tool input  # heap profile: top sites live at exit
   ebb top --base /tmp/heap.1.pb.gz /tmp/heap.2.pb.gz   # what grew between two profiles
   ebb flame /tmp/heap.1234.pb.gz                  # the same as a flame graph (SVG)
+  ebb report 1234                                 # what a running ebb process's RSS holds
   ebb compare --alloc glibc,ebb --runs 5 --svg mem.svg -- ./my-tool input
   ebb run --ready 'listening on' --drive 'curl -s localhost:8080/' --idle 90s -- ./my-server
 
@@ -105,6 +107,17 @@ enum Cmd {
   ebb flame --base /tmp/heap.1234.1.pb.gz /tmp/heap.1234.2.pb.gz   # what grew
   ebb flame --folded stacks.txt /tmp/heap.1234.pb.gz  # also for speedscope, flamegraph.pl")]
     Flame(FlameArgs),
+    /// Print the retention report of a running ebb process now: what its RSS holds.
+    /// The process must have been started with EBB_REPORT and EBB_REPORT_SIGNAL.
+    #[command(after_help = "Examples:
+  EBB_REPORT=/tmp/rss.%p.txt EBB_REPORT_SIGNAL=USR2 LD_PRELOAD=target/release/libebb.so ./my-server &
+  ebb report $!                                       # the report, as the process wrote it
+  watch -n 10 ebb report $(pidof my-server)")]
+    Report {
+        /// The process id.
+        #[arg(value_name = "PID")]
+        pid: i32,
+    },
     /// The built-in workload (a worker pool, a refresher replacing a sleeping owner's
     /// data, a burst), then idle; it uses the system allocator, so LD_PRELOAD applies.
     Workload {
@@ -376,6 +389,18 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             })
         }
+        Cmd::Report { pid } => live_report::request(pid).map(|text| {
+            print!("{text}");
+            // A JSON report is one line for programs; a person also gets its summary.
+            let json: Vec<serde_json::Value> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            if let Some(summary) = report::retention_text(&json, "RSS now       ") {
+                eprint!("{summary}");
+            }
+            ExitCode::SUCCESS
+        }),
         Cmd::Compare(args) => setup().and_then(|()| compare(args)),
     };
     match result {

@@ -122,7 +122,7 @@ pub fn run_text(command: &str, r: &RunResult) -> String {
             }
         }
     }
-    if let Some(text) = retention_text(&r.ebb_retention) {
+    if let Some(text) = retention_text(&r.ebb_retention, "RSS at the end") {
         out.push_str(&text);
     }
     out
@@ -130,8 +130,8 @@ pub fn run_text(command: &str, r: &RunResult) -> String {
 
 /// The last retention report of the ebb process with the most RSS then (at exit, or
 /// when ebb stopped the tree under `--breakdown`): what its RSS held (the parts add up
-/// to it), biggest first.
-fn retention_text(reports: &[serde_json::Value]) -> Option<String> {
+/// to it), biggest first; `signalled` labels a report asked for by a signal.
+pub fn retention_text(reports: &[serde_json::Value], signalled: &str) -> Option<String> {
     let bytes = |r: &serde_json::Value, key: &str| r[key].as_u64().unwrap_or(0);
     // Each instance's reports are in the order written: its last is its last word.
     let mut last: Vec<&serde_json::Value> = Vec::new();
@@ -149,7 +149,7 @@ fn retention_text(reports: &[serde_json::Value]) -> Option<String> {
     let report = *last.iter().max_by_key(|r| bytes(r, "rss"))?;
     let rss = bytes(report, "rss");
     let when = match report["trigger"].as_str() {
-        Some("signal") => "RSS at the end",
+        Some("signal") => signalled,
         _ => "RSS at exit   ",
     };
     if rss == 0 {
@@ -235,11 +235,14 @@ mod tests {
             json!({"pid": pid, "instance": instance, "trigger": "exit", "rss": rss,
                    "ebb_total": live, "live": live, "foreign_anon": rss - live})
         };
-        let text = retention_text(&[
-            report(5, 1, 100 << 20, 90 << 20),
-            report(5, 2, (100 << 20) + 4096, 0),
-            report(6, 3, 20 << 20, 10 << 20),
-        ])
+        let text = retention_text(
+            &[
+                report(5, 1, 100 << 20, 90 << 20),
+                report(5, 2, (100 << 20) + 4096, 0),
+                report(6, 3, 20 << 20, 10 << 20),
+            ],
+            "RSS now",
+        )
         .unwrap();
         assert!(
             text.contains("pid 5, the largest of 2 ebb processes"),

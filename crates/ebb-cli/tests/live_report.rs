@@ -1,0 +1,108 @@
+//! `ebb report PID`: the retention report of a running ebb process.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `libebb.so`, built beside `ebb` by the workspace build.
+fn libebb() -> PathBuf {
+    std::path::Path::new(EBB).with_file_name("libebb.so")
+}
+
+/// A server the test started, killed when the test ends, passed or not (a server left
+/// running would hold the test harness's stderr open and hang whoever reads it).
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The helper as a server under ebb, holding 16 MiB, with `env` added; returns once it
+/// is ready.
+fn server(env: &[(&str, &str)]) -> Server {
+    let mut cmd = Command::new(HELPER);
+    cmd.args(["leaky-server", "16"])
+        .env("LD_PRELOAD", libebb())
+        .stdout(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = Server(cmd.spawn().expect("start the helper"));
+    let mut line = String::new();
+    BufReader::new(child.0.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("ready"), "{line}");
+    child
+}
+
+fn has_thread(pid: u32, name: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name))
+}
+
+/// A server started with `EBB_REPORT` (JSON) and `EBB_REPORT_SIGNAL`: `ebb report`
+/// prints the report it appends now (its 16 MiB among the live blocks) and the one-line
+/// summary; the server runs on.
+#[test]
+fn report_of_a_running_server() {
+    let file = scratch("live.%p.json");
+    let mut child = server(&[
+        ("EBB_REPORT", file.to_str().unwrap()),
+        ("EBB_REPORT_SIGNAL", "USR2"),
+    ]);
+    let pid = child.0.id();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !has_thread(pid, "ebb-report") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for round in 0..2 {
+        let out = ebb(&["report", &pid.to_string()]);
+        let text = stderr(&out);
+        assert!(out.status.success(), "{text}");
+        let said = String::from_utf8_lossy(&out.stdout);
+        let report: serde_json::Value = serde_json::from_str(said.trim())
+            .unwrap_or_else(|e| panic!("round {round}: not one JSON report ({e}): {said}"));
+        assert_eq!(report["pid"].as_u64(), Some(pid as u64), "{report}");
+        assert_eq!(report["trigger"], "signal", "{report}");
+        assert!(
+            report["live"].as_u64().unwrap() as f64 >= 16.0 * MIB,
+            "{report}"
+        );
+        assert!(
+            text.contains("RSS now") && text.contains("live blocks"),
+            "{text}"
+        );
+    }
+    assert!(child.0.try_wait().unwrap().is_none(), "the server ended");
+}
+
+#[test]
+fn report_of_a_process_not_set_up_for_it_is_a_one_line_error() {
+    let child = server(&[]);
+    let out = ebb(&["report", &child.0.id().to_string()]);
+    drop(child);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stderr(&out);
+    assert!(
+        text.contains("was not started with EBB_REPORT") && text.lines().count() == 1,
+        "{text}"
+    );
+    let out = ebb(&["report", "999999999"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no process 999999999"),
+        "{}",
+        stderr(&out)
+    );
+}
