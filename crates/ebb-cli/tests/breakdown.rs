@@ -49,6 +49,21 @@ fn breakdown_follows_live_memory_up_and_down() {
     assert!(out.status.success(), "{text}");
     let run = json_of(&json);
     let reports = reports_of_largest(&run);
+    assert_rise_and_fall(&run, &reports);
+    let table = text
+        .split_once("breakdown      what RSS held over time")
+        .unwrap_or_else(|| panic!("no breakdown table: {text}"))
+        .1;
+    assert!(table.contains(" live ") && table.contains("peak"), "{text}");
+    let last_row = table.lines().take_while(|l| !l.starts_with("ebb: ")).last();
+    assert!(last_row.unwrap().ends_with("at exit"), "{text}");
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.contains("live blocks") && chart.contains("RSS of the process tree"));
+}
+
+/// `reports` (one process's, of `run`) rose past 48 MiB of live blocks and fell below 8
+/// again before the exit report, about every 200 ms and on the run's time axis.
+fn assert_rise_and_fall(run: &serde_json::Value, reports: &[serde_json::Value]) {
     let signalled = reports.iter().filter(|r| r["trigger"] == "signal").count();
     // About 15 in 3 s; a loaded machine may start the helper late or skip a few.
     assert!(
@@ -57,7 +72,7 @@ fn breakdown_follows_live_memory_up_and_down() {
     );
     assert_eq!(reports.last().unwrap()["trigger"], "exit", "{reports:?}");
     let elapsed = run["elapsed_s"].as_f64().unwrap();
-    for r in &reports {
+    for r in reports {
         let t = r["t"].as_f64().unwrap();
         assert!(
             (0.0..=elapsed + 0.1).contains(&t),
@@ -75,15 +90,43 @@ fn breakdown_follows_live_memory_up_and_down() {
             .any(|r| live(r) < 8.0 * MIB),
         "live never fell: {reports:?}"
     );
-    let table = text
-        .split_once("breakdown      what RSS held over time")
-        .unwrap_or_else(|| panic!("no breakdown table: {text}"))
-        .1;
-    assert!(table.contains(" live ") && table.contains("peak"), "{text}");
-    let last_row = table.lines().take_while(|l| !l.starts_with("ebb: ")).last();
-    assert!(last_row.unwrap().ends_with("at exit"), "{text}");
-    let chart = std::fs::read_to_string(&svg).unwrap();
-    assert!(chart.contains("live blocks") && chart.contains("RSS of the process tree"));
+}
+
+/// A worker forked without `exec` (a pre-fork server's, Python's `multiprocessing`'s)
+/// is asked for its reports as any process is: its report thread is started again in
+/// the child (threads do not survive `fork`), so the reports follow its memory up and
+/// down, not only its exit. Without it the worker wrote its exit report alone.
+#[test]
+fn breakdown_reaches_a_forked_worker() {
+    let json = scratch("breakdown-forked.json");
+    let out = ebb(&[
+        "run",
+        "--quiet",
+        "--breakdown=200ms",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        HELPER,
+        "fork-then",
+        "phases",
+        "48",
+        "1500",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = json_of(&json);
+    let reports = reports_of_largest(&run);
+    let pids: std::collections::BTreeSet<String> = run["ebb_retention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["pid"].to_string())
+        .collect();
+    assert_eq!(
+        pids.len(),
+        2,
+        "reports of the parent and the worker: {pids:?}"
+    );
+    assert_rise_and_fall(&run, &reports);
 }
 
 /// A server that ebb stops after its idle phase writes no report at exit: ebb asks for

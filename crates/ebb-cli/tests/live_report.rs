@@ -27,8 +27,15 @@ impl Drop for Server {
 /// The helper as a server under ebb, holding 16 MiB, with `env` added; returns once it
 /// is ready.
 fn server(env: &[(&str, &str)]) -> Server {
+    server_from(&["leaky-server", "16"], env).0
+}
+
+/// The helper run with `args` under ebb, `env` added, once it printed `ready`; and the
+/// process id it printed there (the server's own: a forked worker's, under
+/// `fork-then`).
+fn server_from(args: &[&str], env: &[(&str, &str)]) -> (Server, u32) {
     let mut cmd = Command::new(HELPER);
-    cmd.args(["leaky-server", "16"])
+    cmd.args(args)
         .env("LD_PRELOAD", libebb())
         .stdout(Stdio::piped());
     for (k, v) in env {
@@ -40,7 +47,26 @@ fn server(env: &[(&str, &str)]) -> Server {
         .read_line(&mut line)
         .unwrap();
     assert!(line.contains("ready"), "{line}");
-    child
+    let pid = line
+        .trim_end()
+        .trim_end_matches(')')
+        .rsplit(' ')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    (child, pid)
+}
+
+/// Waits up to 10 s for `pid`'s thread `name`; true if it came.
+fn wait_for_thread(pid: u32, name: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !has_thread(pid, name) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
 }
 
 fn has_thread(pid: u32, name: &str) -> bool {
@@ -62,10 +88,7 @@ fn report_of_a_running_server() {
         ("EBB_REPORT_SIGNAL", "USR2"),
     ]);
     let pid = child.0.id();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !has_thread(pid, "ebb-report") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_thread(pid, "ebb-report");
     for round in 0..2 {
         let out = ebb(&["report", &pid.to_string()]);
         let text = stderr(&out);
@@ -85,6 +108,35 @@ fn report_of_a_running_server() {
         );
     }
     assert!(child.0.try_wait().unwrap().is_none(), "the server ended");
+}
+
+/// A worker forked without `exec` (a pre-fork server's) has its own report thread
+/// (threads do not survive `fork`; ebb starts it again at the child's first slow path)
+/// and so answers `ebb report` with its own memory.
+#[test]
+fn report_of_a_forked_worker() {
+    let file = scratch("forked.%p.json");
+    let (_parent, worker) = server_from(
+        &["fork-then", "leaky-server", "16"],
+        &[
+            ("EBB_REPORT", file.to_str().unwrap()),
+            ("EBB_REPORT_SIGNAL", "USR2"),
+        ],
+    );
+    assert!(
+        wait_for_thread(worker, "ebb-report"),
+        "the forked worker {worker} has no ebb-report thread"
+    );
+    let out = ebb(&["report", &worker.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = serde_json::from_str(said.trim())
+        .unwrap_or_else(|e| panic!("not one JSON report ({e}): {said}"));
+    assert_eq!(report["pid"].as_u64(), Some(worker as u64), "{report}");
+    assert!(
+        report["live"].as_u64().unwrap() as f64 >= 16.0 * MIB,
+        "{report}"
+    );
 }
 
 #[test]

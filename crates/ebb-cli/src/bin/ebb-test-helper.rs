@@ -21,6 +21,9 @@
 //! - `exec-chain N`: sleeps 1 ms and `exec`s itself as `exec-chain N-1`, down to 0,
 //!   which exits 0: one process through N `exec`s (a signal its new program has no
 //!   handler for yet kills it).
+//! - `fork-then COMMAND ARGS...`: `fork`s without `exec`; the child runs COMMAND as
+//!   above (and dies with the parent), the parent waits for it and exits as it did
+//!   (a pre-fork server's worker, Python's `multiprocessing`).
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -81,7 +84,38 @@ fn churn_blocks(mib: u64) {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
+    run(&args)
+}
+
+/// `args` as the process's arguments (the program's path first).
+fn run(args: &[String]) -> ExitCode {
+    let args = args.to_vec();
     match args.get(1).map(String::as_str) {
+        Some("fork-then") => {
+            // SAFETY: this process runs one thread of its own (ebb's watchers aside, which
+            // the child does not need); the child only allocates, prints and sleeps.
+            let pid = unsafe { libc::fork() };
+            if pid < 0 {
+                eprintln!("ebb-test-helper: fork: {}", std::io::Error::last_os_error());
+                return ExitCode::FAILURE;
+            }
+            if pid == 0 {
+                // SAFETY: prctl with constant arguments; the child dies with the parent
+                // (a test that kills the parent leaves no worker behind).
+                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+                let mut rest = vec![args[0].clone()];
+                rest.extend_from_slice(&args[2..]);
+                return run(&rest);
+            }
+            let mut status = 0;
+            // SAFETY: `status` is a valid out-pointer; `pid` is our child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            if libc::WIFEXITED(status) {
+                ExitCode::from(libc::WEXITSTATUS(status) as u8)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
         Some("tree") => {
             let exe = std::env::current_exe().expect("own path");
             let mut children: Vec<_> = (0..arg(&args, 2))
@@ -148,7 +182,11 @@ fn main() -> ExitCode {
         }
         Some("leaky-server") => {
             let leaked = leak_blocks(arg(&args, 2));
-            println!("server: ready ({} blocks)", leaked.len());
+            println!(
+                "server: ready ({} blocks, pid {})",
+                leaked.len(),
+                std::process::id()
+            );
             loop {
                 std::thread::sleep(Duration::from_secs(3600));
             }

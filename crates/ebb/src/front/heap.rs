@@ -306,6 +306,7 @@ pub fn empty_heap() -> *mut Heap {
 static HOOKS: process::Hooks = process::Hooks {
     thread_exit,
     after_fork_child: abandon_foreign_heaps_after_fork,
+    restart_after_fork: restart_watchers_after_fork,
     take_over_idle: takeover::take_over_idle,
     heap_bytes: core::mem::size_of::<Heap>(),
     heap_link_offset: core::mem::offset_of!(Heap, link),
@@ -325,6 +326,14 @@ fn arm_reports() {
     }
     crate::observe::retention::register();
     crate::profile::register_from_env();
+}
+
+/// In a fork child: the report and profile watchers the parent ran, started again, so
+/// that `ebb run --breakdown` and `ebb report PID` reach a forked worker (a pre-fork
+/// server's, Python's `multiprocessing`'s) as they reach any process.
+fn restart_watchers_after_fork() {
+    crate::observe::retention::restart_after_fork();
+    crate::profile::restart_after_fork();
 }
 
 /// The calling thread's heap, made on first use. Null if the OS refused memory.

@@ -720,7 +720,8 @@ extern "C" fn write_report_at_exit() {
 
 /// Bumped by the signal handler; the watcher thread writes a report per change.
 static SIGNALLED: AtomicU32 = AtomicU32::new(0);
-/// `EBB_REPORT_SIGNAL`'s number, which the watcher takes (set before it starts).
+/// `EBB_REPORT_SIGNAL`'s number, which the watcher takes (set before it starts; 0 where no
+/// watcher was started).
 static REPORT_SIGNAL: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn on_report_signal(_: core::ffi::c_int) {
@@ -746,6 +747,14 @@ extern "C" fn report_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_voi
     }
 }
 
+/// In a fork child: the watcher, if the parent ran one (the signal's handler came
+/// with the fork; its thread did not).
+pub fn restart_after_fork() {
+    if REPORT_SIGNAL.load(Ordering::Acquire) != 0 {
+        crate::os::spawn_detached(report_watcher, 256 << 10);
+    }
+}
+
 /// Set up `EBB_REPORT` (at exit) and `EBB_REPORT_SIGNAL` (a report per signal, by a
 /// thread started for it). Called once from process set-up.
 pub fn register() {
@@ -756,11 +765,11 @@ pub fn register() {
     if let Some(signo) =
         crate::os::getenv(b"EBB_REPORT_SIGNAL\0").and_then(crate::os::signal_number)
     {
-        REPORT_SIGNAL.store(signo as u32, Ordering::Release);
         // The handler first: a watcher thread named `ebb-report` promises a handler to
         // `ebb run`, which signals that thread alone (a signal before the watcher
         // waits only bumps the count it starts from).
         if crate::os::on_signal(signo, on_report_signal) {
+            REPORT_SIGNAL.store(signo as u32, Ordering::Release);
             crate::os::spawn_detached(report_watcher, 256 << 10);
         }
     }

@@ -16,7 +16,7 @@ use crate::os;
 use crate::span::{arena, huge};
 use core::ffi::c_void;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 
 /// What the process layer calls back into the front end for.
 pub struct Hooks {
@@ -25,6 +25,10 @@ pub struct Hooks {
     /// In a fork child, with every lock free: let go of the heaps of the threads that
     /// did not survive the fork.
     pub after_fork_child: unsafe fn(),
+    /// In a fork child, at its first slow path (no lock held; may allocate): start
+    /// again the threads of the layers above that did not survive the fork (the report
+    /// and profile watchers, where the parent ran them).
+    pub restart_after_fork: fn(),
     /// The purger's pass over idle heaps (`now`, idle time in ms): take over those idle
     /// that long; returns when the next may be (`u64::MAX`: no heap owns pages).
     pub take_over_idle: fn(u64, u64) -> u64,
@@ -97,7 +101,7 @@ pub fn init(hooks: &'static Hooks) -> bool {
 /// Set by the first `fork` (in the parent, and so inherited by the child): until
 /// then no page of ebb's is shared copy-on-write with another process, so residency
 /// can tell the kernel's zero page from pagemap's flags alone (`observe::PageMap`).
-pub static FORKED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+pub static FORKED: AtomicBool = AtomicBool::new(false);
 
 /// Take every lock before `fork`, so the child does not inherit one mid-update. No
 /// code path holds two of them at once, so the order is free; this is the one place
@@ -146,6 +150,32 @@ unsafe extern "C" fn fork_child() {
     if let Some(hooks) = hooks() {
         // SAFETY: we are the child and every lock is free.
         unsafe { (hooks.after_fork_child)() };
+    }
+    // Not here: a thread started in a fork handler would cost every `fork` + `exec`
+    // child a thread start (80-130 µs) for a thread that `exec` ends at once; most such
+    // children reach no slow path before they `exec`.
+    RESTART_AFTER_FORK.store(true, Ordering::Relaxed);
+}
+
+/// Set in a fork child; taken by its first slow path ([`restart_after_fork`]).
+static RESTART_AFTER_FORK: AtomicBool = AtomicBool::new(false);
+
+/// True while a fork child has not yet restarted the layers' threads (one load, on the
+/// slow paths: `purger::after_slow_path`).
+#[inline(always)]
+pub(crate) fn restart_pending() -> bool {
+    RESTART_AFTER_FORK.load(Ordering::Relaxed)
+}
+
+/// In a fork child, once: start again the threads the layers above ran in the parent
+/// (`Hooks::restart_after_fork`). Taken before the call, since starting a thread
+/// allocates and so comes back through a slow path.
+#[cold]
+pub(crate) fn restart_after_fork() {
+    if RESTART_AFTER_FORK.swap(false, Ordering::Relaxed) {
+        if let Some(hooks) = hooks() {
+            (hooks.restart_after_fork)();
+        }
     }
 }
 

@@ -114,6 +114,9 @@ pub fn after_slow_path() {
     if WANTED.load(Ordering::Relaxed) != 0 && PURGER.load(Ordering::Relaxed) == NOT_STARTED {
         start_if_worth_it();
     }
+    if super::restart_pending() {
+        super::restart_after_fork();
+    }
 }
 
 /// `COUNTERS.threads_created` before this process's first heap (0), or in a fork child

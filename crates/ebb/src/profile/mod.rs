@@ -272,7 +272,8 @@ static PREFIX: AtomicUsize = AtomicUsize::new(0);
 static PREFIX_LEN: AtomicUsize = AtomicUsize::new(0);
 static LEAKS: AtomicBool = AtomicBool::new(false);
 static SIGNALLED: AtomicU32 = AtomicU32::new(0);
-/// `EBB_PROFILE_SIGNAL`'s number, which the watcher takes (set before it starts).
+/// `EBB_PROFILE_SIGNAL`'s number, which the watcher takes (set before it starts; 0
+/// where no watcher was started).
 static PROFILE_SIGNAL: AtomicU32 = AtomicU32::new(0);
 
 fn env_rate() -> Option<u64> {
@@ -383,12 +384,20 @@ pub fn register_from_env() {
         // compressor state, hundreds of KiB, is built on the stack unless the optimiser places
         // it in its box; 256 KiB overflowed in an unoptimised build). Address space
         // only: what the dump does not touch never becomes resident.
-        PROFILE_SIGNAL.store(signo as u32, Ordering::Release);
         // The handler first: a watcher named `ebb-profile` promises one to `ebb run`,
         // which signals that thread alone.
         if os::on_signal(signo, on_profile_signal) {
+            PROFILE_SIGNAL.store(signo as u32, Ordering::Release);
             os::spawn_detached(signal_watcher, WATCHER_STACK_BYTES);
         }
+    }
+}
+
+/// In a fork child: the watcher, if the parent ran one (the handler came with the
+/// fork; its thread did not). The child's profiles carry its own process id.
+pub fn restart_after_fork() {
+    if PROFILE_SIGNAL.load(Ordering::Acquire) != 0 {
+        os::spawn_detached(signal_watcher, WATCHER_STACK_BYTES);
     }
 }
 
