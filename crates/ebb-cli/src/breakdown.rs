@@ -18,9 +18,8 @@ pub fn report_signal() -> i32 {
 /// Ask each of `pids` that catches [`report_signal`] (an ebb process with
 /// `EBB_REPORT_SIGNAL` set; any other would die of it) for a report now, through its
 /// `ebb-report` thread only (`procfs::signal_thread`: a process without one, just
-/// starting, forked and not yet at its first slow path, or under seccomp where ebb names
-/// no thread, is
-/// skipped); returns the processes asked.
+/// starting or forked and not yet at its first slow path, is skipped); returns the
+/// processes asked.
 pub fn request(pids: &[i32]) -> Vec<i32> {
     let signal = report_signal();
     pids.iter()

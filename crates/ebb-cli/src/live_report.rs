@@ -76,7 +76,7 @@ pub fn request(pid: i32) -> Result<String> {
     let path = report_path(pid, &template);
     let before = std::fs::metadata(&path).map_or(0, |m| m.len());
     if !procfs::signal_thread(pid, "ebb-report", signal) {
-        bail!("process {pid} has no ebb-report thread to ask (under seccomp ebb names none)");
+        bail!("process {pid} has no ebb-report thread to ask (it is just starting)");
     }
     let deadline = Instant::now() + WAIT;
     loop {

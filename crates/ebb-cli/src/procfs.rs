@@ -174,18 +174,54 @@ pub fn catches_signal(pid: i32, signal: i32) -> bool {
         .is_some_and(|mask| (1..=64).contains(&signal) && mask & (1 << (signal - 1)) != 0)
 }
 
-/// The first thread of `pid` named `name` (`/proc/PID/task/TID/comm`).
-pub fn thread_named(pid: i32, name: &str) -> Option<i32> {
+/// The threads of `pid`, in id order (the main thread first).
+fn threads(pid: i32) -> Vec<i32> {
     let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .ok()?
+        .into_iter()
+        .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect();
     tids.sort_unstable();
-    tids.into_iter().find(|tid| {
+    tids
+}
+
+/// The first thread of `pid` named `name` (`/proc/PID/task/TID/comm`).
+pub fn thread_named(pid: i32, name: &str) -> Option<i32> {
+    threads(pid).into_iter().find(|tid| {
         std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
             .is_ok_and(|comm| comm.trim_end() == name)
     })
+}
+
+/// The first thread of `pid` that blocks every signal but `signal` (`SigBlk` in its
+/// status): how ebb's watcher of that signal looks. ebb starts its threads with every
+/// signal blocked and a watcher unblocks its own; a program's thread that blocks all
+/// the others as well, and not this one, would be a thread waiting for this very
+/// signal.
+fn thread_taking_only(pid: i32, signal: i32) -> Option<i32> {
+    threads(pid).into_iter().find(|tid| {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).is_ok_and(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("SigBlk:"))
+                .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+                .is_some_and(|blocked| takes_only(blocked, signal))
+        })
+    })
+}
+
+/// True if a thread whose blocked set is `blocked` (`SigBlk`) takes `signal` and no
+/// other signal that can be blocked. SIGKILL and SIGSTOP cannot be, and glibc keeps 32
+/// and 33 (its cancellation and set-id signals) out of every mask a program sets.
+fn takes_only(blocked: u64, signal: i32) -> bool {
+    const NEVER_BLOCKED: u64 =
+        (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1)) | (1 << (32 - 1)) | (1 << (33 - 1));
+    if !(1..=64).contains(&signal) {
+        return false;
+    }
+    let own = 1u64 << (signal - 1);
+    (blocked | NEVER_BLOCKED) == !own
 }
 
 /// Send `signal` to `pid`'s allocator thread named `thread`, if it has one; false if
@@ -197,8 +233,11 @@ pub fn thread_named(pid: i32, name: &str) -> Option<i32> {
 /// handler, would die of it (`gcc` killed under `make -j2` with reports every 50 ms);
 /// `exec` ends every other thread, so a signal sent to the watcher is never delivered
 /// to the new program.
+///
+/// A thread is found by its name, or, where ebb names none (under seccomp), by its
+/// signal mask ([`takes_only`]).
 pub fn signal_thread(pid: i32, thread: &str, signal: i32) -> bool {
-    let Some(tid) = thread_named(pid, thread) else {
+    let Some(tid) = thread_named(pid, thread).or_else(|| thread_taking_only(pid, signal)) else {
         return false;
     };
     // SAFETY: tgkill only sends a signal, to a thread of `pid`.
@@ -234,6 +273,24 @@ mod tests {
         assert_eq!(thread_named(me, "no-such-thread"), None);
         drop(tx);
         let _ = named.join();
+    }
+
+    /// The masks ebb's watchers had (`SigBlk` read from a process started with
+    /// `EBB_REPORT_SIGNAL=USR2` and `EBB_PROFILE_SIGNAL=USR1`), and a program thread's.
+    #[test]
+    fn a_watcher_is_told_by_its_mask() {
+        let report = 0xfffffffe7ffbf6ff;
+        let profile = 0xfffffffe7ffbfcff;
+        assert!(takes_only(report, libc::SIGUSR2));
+        assert!(!takes_only(report, libc::SIGUSR1));
+        assert!(takes_only(profile, libc::SIGUSR1));
+        assert!(!takes_only(profile, libc::SIGUSR2));
+        assert!(!takes_only(0, libc::SIGUSR2), "a thread blocking nothing");
+        assert!(
+            !takes_only(u64::MAX, libc::SIGUSR2),
+            "a thread blocking everything"
+        );
+        assert!(!takes_only(report, 0) && !takes_only(report, 65));
     }
 
     #[test]

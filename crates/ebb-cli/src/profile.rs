@@ -45,8 +45,8 @@ pub fn request_profiles(prefix: &Path, pids: &[i32], poll: Duration) {
         .map(|&pid| signal_profiles(prefix, pid).len())
         .collect();
     for &pid in &asked {
-        // Through its profile thread; a process without one (under seccomp ebb
-        // names no thread) gets it process-wide: the tree is being stopped anyway.
+        // Through its profile thread; a process without one (just starting) gets it
+        // process-wide: the tree is being stopped anyway.
         if !crate::procfs::signal_thread(pid, "ebb-profile", signal) {
             // SAFETY: kill only sends a signal; the process catches it.
             unsafe { libc::kill(pid, signal) };

@@ -139,6 +139,48 @@ fn report_of_a_forked_worker() {
     );
 }
 
+/// Under a seccomp filter ebb names no thread (a `prctl` the filter does not expect
+/// might kill the process); `ebb report` finds the report thread by its signal mask
+/// instead (every signal blocked but its own).
+#[test]
+fn report_of_a_process_under_seccomp() {
+    let file = scratch("seccomp.%p.json");
+    let (_server, pid) = server_from(
+        &["seccomp-then", "leaky-server", "16"],
+        &[
+            ("EBB_REPORT", file.to_str().unwrap()),
+            ("EBB_REPORT_SIGNAL", "USR2"),
+        ],
+    );
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(
+        status.contains("Seccomp:\t2"),
+        "not under a filter: {status}"
+    );
+    assert!(
+        !has_thread(pid, "ebb-report"),
+        "ebb named a thread under seccomp"
+    );
+    // The watcher starts with the process; give it time to unblock its signal.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let out = loop {
+        let out = ebb(&["report", &pid.to_string()]);
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = serde_json::from_str(said.trim())
+        .unwrap_or_else(|e| panic!("not one JSON report ({e}): {said}"));
+    assert_eq!(report["pid"].as_u64(), Some(pid as u64), "{report}");
+    assert!(
+        report["live"].as_u64().unwrap() as f64 >= 16.0 * MIB,
+        "{report}"
+    );
+}
+
 #[test]
 fn report_of_a_process_not_set_up_for_it_is_a_one_line_error() {
     let child = server(&[]);

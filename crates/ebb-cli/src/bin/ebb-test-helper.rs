@@ -24,6 +24,9 @@
 //! - `fork-then COMMAND ARGS...`: `fork`s without `exec`; the child runs COMMAND as
 //!   above (and dies with the parent), the parent waits for it and exits as it did
 //!   (a pre-fork server's worker, Python's `multiprocessing`).
+//! - `seccomp-then COMMAND ARGS...`: puts itself under a seccomp filter that allows
+//!   every system call and `exec`s itself as COMMAND (a sandboxed service, which ebb
+//!   treats with care: it names no thread there).
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -91,6 +94,39 @@ fn main() -> ExitCode {
 fn run(args: &[String]) -> ExitCode {
     let args = args.to_vec();
     match args.get(1).map(String::as_str) {
+        Some("seccomp-then") => {
+            let allow = [libc::sock_filter {
+                code: (libc::BPF_RET | libc::BPF_K) as u16,
+                jt: 0,
+                jf: 0,
+                k: libc::SECCOMP_RET_ALLOW,
+            }];
+            let program = libc::sock_fprog {
+                len: allow.len() as u16,
+                filter: allow.as_ptr() as *mut libc::sock_filter,
+            };
+            // SAFETY: prctl with a filter program that outlives the call.
+            let rc = unsafe {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &program as *const libc::sock_fprog,
+                )
+            };
+            if rc != 0 {
+                eprintln!(
+                    "ebb-test-helper: seccomp: {}",
+                    std::io::Error::last_os_error()
+                );
+                return ExitCode::FAILURE;
+            }
+            let e = Command::new(std::env::current_exe().expect("own path"))
+                .args(&args[2..])
+                .exec();
+            eprintln!("ebb-test-helper: exec failed: {e}");
+            ExitCode::FAILURE
+        }
         Some("fork-then") => {
             // SAFETY: this process runs one thread of its own (ebb's watchers aside, which
             // the child does not need); the child only allocates, prints and sleeps.
