@@ -5,7 +5,7 @@ mod alloc;
 mod breakdown;
 mod chart;
 mod compare;
-mod live_report;
+mod live;
 mod procfs;
 mod profile;
 mod report;
@@ -43,6 +43,7 @@ Examples:
   ebb top --base /tmp/heap.1.pb.gz /tmp/heap.2.pb.gz   # what grew between two profiles
   ebb flame /tmp/heap.1234.pb.gz                  # the same as a flame graph (SVG)
   ebb report 1234                                 # what a running ebb process's RSS holds
+  ebb profile --since-last 1234                   # what grew in it since the last ask
   ebb compare --alloc glibc,ebb --runs 5 --svg mem.svg -- ./my-tool input
   ebb run --ready 'listening on' --drive 'curl -s localhost:8080/' --idle 90s -- ./my-server
 
@@ -118,6 +119,17 @@ enum Cmd {
         #[arg(value_name = "PID")]
         pid: i32,
     },
+    /// Have a running ebb process write a heap profile now and print its top sites:
+    /// what its live memory is, or with --since-last what grew since its previous
+    /// profile (a leak). The process must have been started with EBB_PROFILE and
+    /// EBB_PROFILE_SIGNAL.
+    #[command(after_help = "Examples:
+  EBB_PROFILE=/tmp/heap EBB_PROFILE_SIGNAL=USR1 LD_PRELOAD=target/release/libebb.so ./my-server &
+  ebb profile $!                                      # live memory now, by site
+  ebb profile --since-last $!                         # what grew since the last `ebb profile`
+  ebb profile --index alloc_space -n 40 $!            # what it allocated so far
+  ebb flame /tmp/heap.<pid>.2.pb.gz                   # the profile it wrote, as a flame graph")]
+    Profile(ProfileNowArgs),
     /// The built-in workload (a worker pool, a refresher replacing a sleeping owner's
     /// data, a burst), then idle; it uses the system allocator, so LD_PRELOAD applies.
     Workload {
@@ -213,11 +225,16 @@ struct ProfileQuery {
 
 impl ProfileQuery {
     fn sites(&self) -> ebb_pprof::top::Sites {
-        if self.std_sites {
-            ebb_pprof::top::Sites::OutsideAllocator
-        } else {
-            ebb_pprof::top::Sites::OutsideStd
-        }
+        sites(self.std_sites)
+    }
+}
+
+/// What `--std-sites` asks for: Rust's collections as sites (pprof's view), or not.
+fn sites(std_sites: bool) -> ebb_pprof::top::Sites {
+    if std_sites {
+        ebb_pprof::top::Sites::OutsideAllocator
+    } else {
+        ebb_pprof::top::Sites::OutsideStd
     }
 }
 
@@ -235,6 +252,27 @@ struct TopArgs {
     /// With --stacks: frames shown of each stack.
     #[arg(long, default_value_t = 12, requires = "stacks")]
     depth: usize,
+}
+
+#[derive(Args)]
+struct ProfileNowArgs {
+    /// The process id.
+    #[arg(value_name = "PID")]
+    pid: i32,
+    /// Subtract the profile the process wrote on the signal before this one: what grew
+    /// since (run `ebb profile PID` once first).
+    #[arg(long)]
+    since_last: bool,
+    /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
+    /// [default: inuse_space].
+    #[arg(long, value_name = "TYPE")]
+    index: Option<String>,
+    /// Rows to print.
+    #[arg(short, default_value_t = 20)]
+    n: usize,
+    /// Count Rust's standard collections as allocation sites, as pprof does.
+    #[arg(long)]
+    std_sites: bool,
 }
 
 #[derive(Args)]
@@ -389,7 +427,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             })
         }
-        Cmd::Report { pid } => live_report::request(pid).map(|text| {
+        Cmd::Report { pid } => live::report(pid).map(|text| {
             print!("{text}");
             // A JSON report is one line for programs; a person also gets its summary.
             let json: Vec<serde_json::Value> = text
@@ -401,6 +439,7 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }),
+        Cmd::Profile(args) => profile_now(&args),
         Cmd::Compare(args) => setup().and_then(|()| compare(args)),
     };
     match result {
@@ -410,6 +449,47 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// `ebb profile PID`: the profile the process writes now, and its top sites (minus
+/// the one before with --since-last).
+fn profile_now(args: &ProfileNowArgs) -> Result<ExitCode> {
+    let profiled = live::profile(args.pid)?;
+    let base = if args.since_last {
+        let Some(earlier) = &profiled.earlier else {
+            bail!(
+                "process {} wrote no profile before {} to subtract: run `ebb profile {}` \
+                 again later",
+                args.pid,
+                profiled.path.display(),
+                args.pid
+            );
+        };
+        eprintln!(
+            "ebb: process {} wrote {}; what grew since {}:",
+            args.pid,
+            profiled.path.display(),
+            earlier.display()
+        );
+        Some(earlier.as_path())
+    } else {
+        eprintln!(
+            "ebb: process {} wrote {}",
+            args.pid,
+            profiled.path.display()
+        );
+        None
+    };
+    let table = profile::top(
+        &profiled.path,
+        base,
+        args.index.as_deref(),
+        sites(args.std_sites),
+        args.n,
+        None,
+    )?;
+    print!("{table}");
+    Ok(ExitCode::SUCCESS)
 }
 
 fn setup() -> Result<()> {

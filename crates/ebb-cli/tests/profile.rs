@@ -8,29 +8,6 @@ use common::*;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The value in bytes of a `flat` cell of `ebb top`'s table ("12.5 MiB", "312 B").
-fn table_bytes(cell: &str, unit: &str) -> f64 {
-    let n: f64 = cell
-        .parse()
-        .unwrap_or_else(|_| panic!("not a number: {cell}"));
-    n * match unit {
-        "B" => 1.0,
-        "KiB" => 1024.0,
-        "MiB" => MIB,
-        "GiB" => MIB * 1024.0,
-        _ => panic!("unit {unit}"),
-    }
-}
-
-/// The flat bytes of the row naming `function` in a table of `ebb top` (or of `ebb run
-/// --profile`), if there is one.
-fn flat_of(table: &str, function: &str) -> Option<f64> {
-    table.lines().find(|l| l.contains(function)).map(|l| {
-        let cells: Vec<&str> = l.split_whitespace().collect();
-        table_bytes(cells[0], cells[1])
-    })
-}
-
 /// The arguments of `ebb run -q --profile PREFIX --profile-rate 64k [extra...] --
 /// HELPER helper...`.
 fn profiled_run(prefix: &std::path::Path, extra: &[&str], helper: &[&str]) -> Vec<String> {
@@ -328,5 +305,93 @@ fn profile_is_taken_when_ctrl_c_stops_the_run() {
     assert!(
         (12.0 * MIB..20.0 * MIB).contains(&leaked),
         "{leaked}: {text}"
+    );
+}
+
+/// A C++ program built as most are (`-O2`, no frame pointers), whose objects come from
+/// `new` and `std::string`, through libstdc++'s `operator new` (which keeps no frame
+/// pointer, and in `std::string`'s case is reached by a tail call): each block is
+/// charged to the function that made it, not to `operator new` or a stale frame of
+/// another function (before, every site was `operator new` and the strings' caller
+/// was `keep_nodes`, a frame left on the stack by the call before).
+#[test]
+fn profile_of_cpp_names_the_callers_of_new() {
+    const SOURCE: &str = r#"
+#include <cstdio>
+#include <string>
+#include <vector>
+struct Node { char pad[200]; };
+__attribute__((noinline)) void keep_nodes(std::vector<Node*>& v, int n) {
+    for (int i = 0; i < n; i++) v.push_back(new Node());
+}
+__attribute__((noinline)) void keep_strings(std::vector<std::string>& v, int n) {
+    for (int i = 0; i < n; i++) v.push_back(std::string(300, 'x'));
+}
+int main() {
+    std::vector<Node*> nodes;
+    std::vector<std::string> strings;
+    keep_nodes(nodes, 50000);
+    keep_strings(strings, 50000);
+    std::printf("%zu %zu\n", nodes.size(), strings.size());
+}
+"#;
+    let src = scratch("leak.cpp");
+    let exe = scratch("leak-cpp");
+    std::fs::write(&src, SOURCE).unwrap();
+    let built = Command::new("g++")
+        .args(["-O2", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("g++ (the C++ compiler) runs");
+    assert!(built.status.success(), "{}", stderr(&built));
+    let prefix = scratch("cpp-heap");
+    let out = ebb(&[
+        "run",
+        "-q",
+        "--profile",
+        prefix.to_str().unwrap(),
+        "--profile-rate",
+        "64k",
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let profile = std::fs::read_dir(prefix.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("cpp-heap.")
+        })
+        .expect("a profile written");
+    let top = ebb(&["top", "--index", "alloc_space", profile.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&top.stdout);
+    assert!(top.status.success(), "{}", stderr(&top));
+    // 50,000 nodes of 200 B (and their vector's growth); 50,000 strings of 301 B (and
+    // theirs): 10.4 and 18.1 MiB; sampled every 64 KiB on average.
+    let nodes = flat_of(&table, "keep_nodes").unwrap_or_else(|| panic!("{table}"));
+    let strings = flat_of(&table, "keep_strings").unwrap_or_else(|| panic!("{table}"));
+    assert!((8.0 * MIB..13.0 * MIB).contains(&nodes), "{table}");
+    assert!((14.0 * MIB..22.0 * MIB).contains(&strings), "{table}");
+    assert!(
+        !table.contains("operator new") && !table.contains(" 0x"),
+        "{table}"
+    );
+    // pprof's view keeps libstdc++'s frames: the strings' site is its constructor.
+    let top = ebb(&[
+        "top",
+        "--std-sites",
+        "--index",
+        "alloc_space",
+        profile.to_str().unwrap(),
+    ]);
+    let table = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        flat_of(&table, "_M_construct").is_some_and(|b| b > 10.0 * MIB),
+        "{table}"
     );
 }

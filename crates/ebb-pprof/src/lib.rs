@@ -435,8 +435,8 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
 /// chain in a stack ebb captured (`ebb::profile::STACK_SEPARATOR`).
 pub const STACK_SEPARATOR: u64 = 1;
 
-/// Functions of the allocator and of Rust's allocation shims: dropped from the inner
-/// end of every stack.
+/// Functions of the allocator, of Rust's allocation shims and of C++'s `operator
+/// new`: dropped from the inner end of every stack.
 pub fn is_allocator_function(name: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "ebb::",
@@ -448,7 +448,15 @@ pub fn is_allocator_function(name: &str) -> bool {
         "__rust_alloc_zeroed",
         "__rg_",
         "__rdl_",
+        "__rustc::__rdl_",
+        "__rustc::__rg_",
         "alloc::alloc::",
+        // A Rust program on the system allocator (glibc's name for ebb preloaded).
+        "<std::alloc::System as ",
+        "std::alloc::",
+        // C++: every `new` goes through these (pprof drops them too).
+        "operator new",
+        "operator delete",
     ];
     const C_NAMES: &[&str] = &[
         "malloc",

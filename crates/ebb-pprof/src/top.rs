@@ -22,16 +22,18 @@ use std::collections::HashMap;
 pub enum Sites {
     /// The allocator's own frames only (`malloc`, ebb, `__rust_alloc`): `pprof`'s view.
     OutsideAllocator,
-    /// Those and Rust's standard library plumbing that allocates for its caller:
-    /// `alloc`'s `Vec`/`RawVec`/`Box`/`String`/`fmt`, `core`'s iterators, `std`'s and
-    /// hashbrown's hash tables. Those frames at the inner end are dropped as the
-    /// allocator's are (std code further out, such as an iterator calling the user's
-    /// closure, stays); a stack of nothing else keeps them.
+    /// Those and the standard libraries' plumbing that allocates for its caller:
+    /// Rust's `alloc` (`Vec`/`RawVec`/`Box`/`String`/`fmt`), `core`'s iterators, `std`
+    /// and hashbrown's hash tables; C++'s `std::` (`std::string`, `std::vector`'s
+    /// growth, `std::allocator`) and `__gnu_cxx::`. Those frames at the inner end are
+    /// dropped as the allocator's are (std code further out, such as an iterator calling
+    /// the user's closure, stays); a stack of nothing else keeps them.
     OutsideStd,
 }
 
-/// Rust's standard-library code that allocates on behalf of its caller, by function
-/// name (full paths) or, for inlined frames whose DWARF name is short, by file.
+/// Standard-library code that allocates on behalf of its caller (Rust's and C++'s), by
+/// function name (full paths) or, for inlined frames whose DWARF name is short (or, in
+/// C++, starts with a return type), by file.
 pub fn is_std_plumbing(name: &str, file: &str) -> bool {
     const NAME_PREFIXES: &[&str] = &[
         "alloc::",
@@ -40,14 +42,18 @@ pub fn is_std_plumbing(name: &str, file: &str) -> bool {
         "<core::",
         "hashbrown::",
         "<hashbrown::",
-        "std::collections::",
-        "<std::collections::",
+        "std::",
+        "<std::",
+        "__gnu_cxx::",
     ];
     const FILES: &[&str] = &[
         "library/alloc/src/",
         "library/core/src/",
-        "library/std/src/collections/",
+        "library/std/src/",
         "/hashbrown-",
+        // libstdc++'s headers (`/usr/include/c++/12/bits/vector.tcc`) and sources.
+        "/include/c++/",
+        "/libstdc++-v3/",
     ];
     NAME_PREFIXES.iter().any(|p| name.starts_with(p)) || FILES.iter().any(|f| file.contains(f))
 }
@@ -650,6 +656,20 @@ mod tests {
             "/rustc/abc/library/alloc/src/raw_vec/mod.rs"
         ));
         assert!(!is_std_plumbing("parse", "/home/me/src/parse.rs"));
+        // C++: libstdc++'s own functions (no debug information: no file), and its
+        // templates inlined into the program, whose names start with a return type.
+        assert!(is_std_plumbing(
+            "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_construct(unsigned long, char)",
+            ""
+        ));
+        assert!(is_std_plumbing(
+            "Node*& std::vector<Node*, std::allocator<Node*> >::emplace_back<Node*>(Node*&&)",
+            "/usr/include/c++/12/bits/vector.tcc"
+        ));
+        assert!(!is_std_plumbing(
+            "keep_strings(std::vector<std::string>&, int)",
+            "/tmp/leak.cpp"
+        ));
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //!   `churn_blocks` mallocs and frees twice that; then it exits 0 (for `--profile`).
 //! - `leaky-server MIB`: `leak_blocks` as above, then prints `ready` and sleeps until
 //!   killed (a server's profile, asked for on a signal).
+//! - `leak-per-line MIB`: `leak_blocks` as above, prints `ready` with its pid, then
+//!   for each line on stdin `leak_more` mallocs MIB MiB more and prints `leaked` (a
+//!   server that leaks as it works, for `ebb profile --since-last`).
 //! - `phases MIB HOLD_MS`: `leak_blocks` as above, holds them HOLD_MS ms, frees them,
 //!   sleeps HOLD_MS ms and exits 0 (memory that rises and falls, for `--breakdown`).
 //! - `nap MS`: one `nanosleep` of MS ms; exits 1 with `nap interrupted` if a signal
@@ -67,6 +70,12 @@ fn leak_blocks(mib: u64) -> Vec<*mut u8> {
         blocks.push(p);
     }
     blocks
+}
+
+/// More blocks that stay allocated: a second site, grown after the first.
+#[inline(never)]
+fn leak_more(mib: u64) -> Vec<*mut u8> {
+    std::hint::black_box(leak_blocks(mib))
 }
 
 /// Blocks allocated and freed again: allocated over the run, not live at exit.
@@ -226,6 +235,17 @@ fn run(args: &[String]) -> ExitCode {
             loop {
                 std::thread::sleep(Duration::from_secs(3600));
             }
+        }
+        Some("leak-per-line") => {
+            let mib = arg(&args, 2);
+            let mut leaked = leak_blocks(mib);
+            println!("server: ready (pid {})", std::process::id());
+            for _ in std::io::stdin().lines() {
+                leaked.extend(leak_more(mib));
+                println!("leaked {} blocks", leaked.len());
+            }
+            std::mem::forget(leaked);
+            ExitCode::SUCCESS
         }
         Some("phases") => {
             let held = leak_blocks(arg(&args, 2));

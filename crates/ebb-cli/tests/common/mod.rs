@@ -45,3 +45,26 @@ pub fn children_of(parent: u32) -> Vec<u32> {
     }
     pids
 }
+
+/// The value in bytes of a `flat` cell of `ebb top`'s table ("12.5 MiB", "312 B").
+pub fn table_bytes(cell: &str, unit: &str) -> f64 {
+    let n: f64 = cell
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {cell}"));
+    n * match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => MIB,
+        "GiB" => MIB * 1024.0,
+        _ => panic!("unit {unit}"),
+    }
+}
+
+/// The flat bytes of the row naming `function` in a table of `ebb top` (or of `ebb run
+/// --profile`), if there is one.
+pub fn flat_of(table: &str, function: &str) -> Option<f64> {
+    table.lines().find(|l| l.contains(function)).map(|l| {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        table_bytes(cells[0], cells[1])
+    })
+}

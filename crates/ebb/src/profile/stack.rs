@@ -14,7 +14,10 @@
 //!    the one before. The top comes without allocating: a glibc thread's stack lies
 //!    below its thread control block (the thread pointer), the main thread's below
 //!    `__libc_stack_end`. Code built without frame pointers ends the chain early (or
-//!    yields a few wrong frames); see README "Find a leak".
+//!    yields a few wrong frames); see README "Find a leak". Between the two, the
+//!    frames of functions without frame pointers that called ebb for their caller
+//!    (C++'s `operator new`), each validated by the call before it
+//!    (`frameless_callers`).
 
 use super::table::MAX_DEPTH;
 use core::cell::Cell;
@@ -126,6 +129,11 @@ impl Code {
         }
         let (word, bit) = granule(addr);
         CODE_GRANULES[word].load(Ordering::Relaxed) & bit != 0
+    }
+
+    /// The executable mapping `addr` lies in (its index among the ranges), if any.
+    fn mapping_of(&self, addr: usize) -> Option<usize> {
+        self.contains(addr).then(|| self.last.get())
     }
 
     /// True if `addr` lies in an executable mapping.
@@ -511,6 +519,62 @@ fn classify_memo(word: usize, code: &Code, shared: bool, version: u32) -> Return
     answer
 }
 
+/// Frames found by `frameless_callers` at most.
+const MAX_WRAPPED: usize = 16;
+/// A function that calls another lies within this many bytes below its return address
+/// into it (code of one function: `operator new` and the like are a few dozen bytes).
+const MAX_FUNCTION_BYTES: usize = 64 << 10;
+
+/// The return addresses in `[from, end)` (stack words below the caller's frame record,
+/// or the scan's window where there is none) of calls each into the function holding
+/// the one before, starting from `site` (a return address into the function that
+/// called ebb): the frames of functions that keep no frame pointer, innermost first,
+/// into `found`; returns how many, and the slot of the last. A word is taken only if
+/// the instruction before it is a call whose target (through a PLT stub or a GOT slot)
+/// lies at most `MAX_FUNCTION_BYTES` below the frame before: stale return addresses in
+/// locals almost never do. The first may also call another function of the site's
+/// object (which tail-called the site's function). A call through a register cannot be
+/// checked so: the search loses the chain there.
+fn frameless_callers(
+    site: usize,
+    from: usize,
+    end: usize,
+    code: &Code,
+    found: &mut [usize; MAX_WRAPPED],
+) -> (usize, usize) {
+    let mut inner = site;
+    let mut n = 0;
+    let mut last_slot = 0;
+    let mut at = from.next_multiple_of(8);
+    while at + 8 <= end && n < MAX_WRAPPED {
+        // SAFETY: `[from, end)` lies in this thread's live stack (below the caller's
+        // frame record, above the entry hint: the caller checked both).
+        let word = unsafe { (at as *const usize).read() };
+        at += 8;
+        if !code.may_contain(word) || !code.contains(word) {
+            continue;
+        }
+        let Some(target) = call_before(word, code).and_then(Target::resolve) else {
+            continue;
+        };
+        let target = through_plt(target, code);
+        // The site's own function may have been reached by a tail call (`_M_create`
+        // jumps to `operator new`): the call before the next frame then went to
+        // another function of the same object.
+        let into_inner = target <= inner && inner - target < MAX_FUNCTION_BYTES;
+        let tail_called_site = n == 0
+            && code.mapping_of(target).is_some()
+            && code.mapping_of(target) == code.mapping_of(site);
+        if into_inner || tail_called_site {
+            found[n] = word;
+            n += 1;
+            inner = word;
+            last_slot = at - 8;
+        }
+    }
+    (n, last_slot)
+}
+
 /// Capture the stack of the allocation being sampled into `out`, innermost first;
 /// returns the depth. `entry_hint`: the address of a local in the allocator frame just
 /// below the caller's (0 if unknown).
@@ -582,12 +646,34 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
             }
         }
         scanned_to = at;
+        // The callers between the site and the caller's frame record: functions
+        // without frame pointers that called ebb for their own caller (C++'s
+        // `operator new`, `xmalloc`-like wrappers); without them the site's caller is
+        // the frame record's, one frame too far out.
+        let mut wrapped = [0usize; MAX_WRAPPED];
+        let mut w = 0;
+        if shared && n == 1 {
+            let (found, last_slot) = frameless_callers(out[0], at, end, &code, &mut wrapped);
+            w = found;
+            if w > 0 && !entry_fp_is_record {
+                // No frame record at entry (the frameless code used the register for
+                // something else, and a record the scan took for the site's may be a
+                // stale one): the chain goes on from the first record above the last
+                // frame found.
+                fp = 0;
+                scanned_to = last_slot + 8;
+            }
+        }
         if version & 1 != 0 || RANGE_VERSION.load(Ordering::Acquire) != version {
             n = 0;
         }
         if n > 0 {
             out[n] = SEPARATOR;
             n += 1;
+            for &ret in &wrapped[..w] {
+                out[n] = ret;
+                n += 1;
+            }
         }
     }
     if fp == 0 {
@@ -615,7 +701,9 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
                 (fp as *const usize).add(1).read(),
             )
         };
-        if ret == 0 {
+        // Not a return address: a frame pointer register that frameless code used
+        // for something else led here, and what lies above is no chain.
+        if ret == 0 || !code.may_contain(ret) || !code.contains(ret) {
             break;
         }
         if fp > entry_hint {

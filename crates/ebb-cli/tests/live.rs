@@ -1,9 +1,10 @@
-//! `ebb report PID`: the retention report of a running ebb process.
+//! `ebb report PID` and `ebb profile PID`: a running ebb process's retention report
+//! and heap profile, now.
 
 mod common;
 
 use common::*;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -178,6 +179,84 @@ fn report_of_a_process_under_seccomp() {
     assert!(
         report["live"].as_u64().unwrap() as f64 >= 16.0 * MIB,
         "{report}"
+    );
+}
+
+/// `ebb profile PID`: a server that leaks 8 MiB at start and 8 more per line it reads
+/// writes a profile when asked (its 8 MiB at `leak_blocks`), and after two lines
+/// `--since-last` shows the 16 MiB that grew, under `leak_more`; the server runs on.
+#[test]
+fn profile_of_a_running_server_and_what_grew_since() {
+    let prefix = scratch("live-heap");
+    let mut cmd = Command::new(HELPER);
+    cmd.args(["leak-per-line", "8"])
+        .env("LD_PRELOAD", libebb())
+        .env("EBB_PROFILE", &prefix)
+        .env("EBB_PROFILE_SIGNAL", "USR1")
+        .env("EBB_PROFILE_RATE", "64k")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut server = Server(cmd.spawn().expect("start the helper"));
+    let pid = server.0.id();
+    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
+    let ready = lines.next().unwrap().unwrap();
+    assert!(ready.contains("ready"), "{ready}");
+    assert!(wait_for_thread(pid, "ebb-profile"), "no ebb-profile thread");
+    let profile = |args: &[&str]| {
+        let mut all = vec!["profile"];
+        all.extend_from_slice(args);
+        let pid = pid.to_string();
+        all.push(&pid);
+        let out = ebb(&all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr(&out),
+        )
+    };
+    let (table, said) = profile(&[]);
+    assert!(said.contains("live-heap."), "{said}");
+    let first = flat_of(&table, "leak_blocks").unwrap_or_else(|| panic!("{table}"));
+    assert!((6.0 * MIB..10.5 * MIB).contains(&first), "{table}");
+    let mut stdin = server.0.stdin.take().unwrap();
+    for _ in 0..2 {
+        writeln!(stdin, "leak").unwrap();
+        let line = lines.next().unwrap().unwrap();
+        assert!(line.starts_with("leaked"), "{line}");
+    }
+    let (grew, said) = profile(&["--since-last", "-n", "40"]);
+    assert!(said.contains("what grew since"), "{said}");
+    let grown = flat_of(&grew, "leak_blocks").unwrap_or_else(|| panic!("{grew}"));
+    assert!((12.0 * MIB..20.0 * MIB).contains(&grown), "{grew}");
+    assert!(grew.contains("leak_more"), "{grew}");
+    assert!(server.0.try_wait().unwrap().is_none(), "the server ended");
+}
+
+/// `ebb profile` of a process started without the profiler, and `--since-last` with
+/// nothing to subtract: one-line errors saying what to do.
+#[test]
+fn profile_errors_say_what_to_do() {
+    let child = server(&[]);
+    let out = ebb(&["profile", &child.0.id().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stderr(&out);
+    assert!(
+        text.contains("was not started with EBB_PROFILE") && text.lines().count() == 1,
+        "{text}"
+    );
+    let prefix = scratch("first-heap");
+    let child = server(&[
+        ("EBB_PROFILE", prefix.to_str().unwrap()),
+        ("EBB_PROFILE_SIGNAL", "USR1"),
+    ]);
+    let pid = child.0.id();
+    assert!(wait_for_thread(pid, "ebb-profile"), "no ebb-profile thread");
+    let out = ebb(&["profile", "--since-last", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stderr(&out);
+    assert!(
+        text.contains("wrote no profile before") && text.lines().count() == 1,
+        "{text}"
     );
 }
 

@@ -1,10 +1,11 @@
-//! `ebb report PID`: the retention report of a running ebb process, now. The process
-//! must have been started with `EBB_REPORT` and `EBB_REPORT_SIGNAL` (read from its
-//! `/proc/PID/environ`); `ebb` sends that signal to its `ebb-report` thread alone (as
-//! `ebb run --breakdown` does: no thread of the program has a `sleep` cut short), waits
-//! for the report to be appended to the file, and prints it.
+//! Asking a running ebb process, now: `ebb report PID` (its retention report) and
+//! `ebb profile PID` (a heap profile). The process must have been started with
+//! `EBB_REPORT` and `EBB_REPORT_SIGNAL`, or `EBB_PROFILE` and `EBB_PROFILE_SIGNAL` (read
+//! from its `/proc/PID/environ`); `ebb` sends that signal to the watcher thread alone
+//! (`ebb-report`, `ebb-profile`; as `ebb run` does: no thread of the program has a
+//! `sleep` cut short) and waits for the file the process writes.
 
-use crate::procfs;
+use crate::{procfs, profile};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,6 +16,8 @@ const POLL: Duration = Duration::from_millis(10);
 
 const HOW_TO_START: &str = "start it with EBB_REPORT=/tmp/rss.%p.txt EBB_REPORT_SIGNAL=USR2 \
                             LD_PRELOAD=.../libebb.so (or .json for JSON)";
+const HOW_TO_PROFILE: &str = "start it with EBB_PROFILE=/tmp/heap EBB_PROFILE_SIGNAL=USR1 \
+                              LD_PRELOAD=.../libebb.so";
 
 /// The value of `name` in the environment `pid` started with.
 fn environ_var(pid: i32, name: &str) -> Result<Option<String>> {
@@ -45,7 +48,11 @@ pub fn signal_number(name: &str) -> Option<i32> {
 /// `EBB_REPORT`'s path for process `pid`: `%p` expanded, a relative path taken from
 /// the process's working directory (where it opens the file).
 fn report_path(pid: i32, template: &str) -> PathBuf {
-    let path = PathBuf::from(template.replace("%p", &pid.to_string()));
+    as_seen_by(pid, PathBuf::from(template.replace("%p", &pid.to_string())))
+}
+
+/// `path` as process `pid` opens it: a relative one from its working directory.
+fn as_seen_by(pid: i32, path: PathBuf) -> PathBuf {
     if path.is_absolute() {
         path
     } else {
@@ -53,26 +60,34 @@ fn report_path(pid: i32, template: &str) -> PathBuf {
     }
 }
 
-/// Ask `pid` for its report and return it (the text the process appended).
-pub fn request(pid: i32) -> Result<String> {
+/// The file variable `file` (`EBB_REPORT`, `EBB_PROFILE`) and the signal that
+/// variable `signal` names, from the environment `pid` started with, checked: the
+/// process catches that signal (`how`: how to start a process so).
+fn file_and_signal(pid: i32, file: &str, signal: &str, how: &str) -> Result<(String, i32)> {
     if !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("no process {pid}");
     }
-    let Some(template) = environ_var(pid, "EBB_REPORT")? else {
-        bail!("process {pid} was not started with EBB_REPORT: {HOW_TO_START}");
+    let Some(template) = environ_var(pid, file)?.filter(|t| !t.is_empty()) else {
+        bail!("process {pid} was not started with {file}: {how}");
     };
-    let Some(signal_name) = environ_var(pid, "EBB_REPORT_SIGNAL")? else {
-        bail!("process {pid} was started without EBB_REPORT_SIGNAL: {HOW_TO_START}");
+    let Some(signal_name) = environ_var(pid, signal)? else {
+        bail!("process {pid} was started without {signal}: {how}");
     };
-    let Some(signal) = signal_number(&signal_name) else {
-        bail!("process {pid}: EBB_REPORT_SIGNAL={signal_name} is not a signal ebb takes");
+    let Some(number) = signal_number(&signal_name) else {
+        bail!("process {pid}: {signal}={signal_name} is not a signal ebb takes");
     };
-    if !procfs::catches_signal(pid, signal) {
+    if !procfs::catches_signal(pid, number) {
         bail!(
-            "process {pid} does not catch signal {signal}: ebb is not its allocator \
+            "process {pid} does not catch signal {number}: ebb is not its allocator \
              (LD_PRELOAD), or it has not started yet"
         );
     }
+    Ok((template, number))
+}
+
+/// Ask `pid` for its report and return it (the text the process appended).
+pub fn report(pid: i32) -> Result<String> {
+    let (template, signal) = file_and_signal(pid, "EBB_REPORT", "EBB_REPORT_SIGNAL", HOW_TO_START)?;
     let path = report_path(pid, &template);
     let before = std::fs::metadata(&path).map_or(0, |m| m.len());
     if !procfs::signal_thread(pid, "ebb-report", signal) {
@@ -91,6 +106,54 @@ pub fn request(pid: i32) -> Result<String> {
             bail!(
                 "process {pid} wrote no report to {} within {} s",
                 path.display(),
+                WAIT.as_secs()
+            );
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// A heap profile `pid` wrote when asked, and the one of the same kind it wrote on the
+/// signal before, if any (the base of "what grew since").
+pub struct Profiled {
+    pub path: PathBuf,
+    pub earlier: Option<PathBuf>,
+}
+
+/// Ask `pid` for a heap profile now (`<EBB_PROFILE>.<pid>.<n>.pb.gz`, or `.raw` from
+/// Rust code on ebb; of a process with two ebb instances, the busier one's).
+pub fn profile(pid: i32) -> Result<Profiled> {
+    let (prefix, signal) =
+        file_and_signal(pid, "EBB_PROFILE", "EBB_PROFILE_SIGNAL", HOW_TO_PROFILE)?;
+    let prefix = as_seen_by(pid, PathBuf::from(prefix));
+    let before = profile::signal_profiles(&prefix, pid);
+    let asked_at = std::time::SystemTime::now() - Duration::from_secs(1);
+    if !procfs::signal_thread(pid, "ebb-profile", signal) {
+        bail!("process {pid} has no ebb-profile thread to ask (it is just starting)");
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let new: Vec<PathBuf> = profile::signal_profiles(&prefix, pid)
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        if !new.is_empty() && new.iter().all(|p| profile::is_whole(p)) {
+            let path = profile::written_since(&prefix, asked_at)
+                .into_iter()
+                .map(|w| w.path)
+                .find(|p| new.contains(p))
+                .unwrap_or_else(|| new[0].clone());
+            let earlier = before
+                .iter()
+                .rev()
+                .find(|p| p.extension() == path.extension())
+                .cloned();
+            return Ok(Profiled { path, earlier });
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "process {pid} wrote no profile {}.{pid}.<n>.pb.gz within {} s",
+                prefix.display(),
                 WAIT.as_secs()
             );
         }
