@@ -529,7 +529,8 @@ const MAX_FUNCTION_BYTES: usize = 64 << 10;
 /// or the scan's window where there is none) of calls each into the function holding
 /// the one before, starting from `site` (a return address into the function that
 /// called ebb): the frames of functions that keep no frame pointer, innermost first,
-/// into `found`; returns how many, and the slot of the last. A word is taken only if
+/// into `found` after the `already` there (found before `from`); returns how many
+/// there are now, and the slot of the last one this call found. A word is taken only if
 /// the instruction before it is a call whose target (through a PLT stub or a GOT slot)
 /// lies at most `MAX_FUNCTION_BYTES` below the frame before: stale return addresses in
 /// locals almost never do. The first may also call another function of the site's
@@ -541,9 +542,10 @@ fn frameless_callers(
     end: usize,
     code: &Code,
     found: &mut [usize; MAX_WRAPPED],
+    already: usize,
 ) -> (usize, usize) {
-    let mut inner = site;
-    let mut n = 0;
+    let mut n = already;
+    let mut inner = if n == 0 { site } else { found[n - 1] };
     let mut last_slot = 0;
     let mut at = from.next_multiple_of(8);
     while at + 8 <= end && n < MAX_WRAPPED {
@@ -554,10 +556,9 @@ fn frameless_callers(
         if !code.may_contain(word) || !code.contains(word) {
             continue;
         }
-        let Some(target) = call_before(word, code).and_then(Target::resolve) else {
+        let Some(target) = call_target(word, code) else {
             continue;
         };
-        let target = through_plt(target, code);
         // The site's own function may have been reached by a tail call (`_M_create`
         // jumps to `operator new`): the call before the next frame then went to
         // another function of the same object.
@@ -573,6 +574,40 @@ fn frameless_callers(
         }
     }
     (n, last_slot)
+}
+
+/// The first frame record at or above `from` (16-aligned, below `scan_end`): a saved
+/// frame pointer further up, then a return address after a call; 0 if none.
+fn first_record_above(
+    from: usize,
+    floor: usize,
+    scan_end: usize,
+    top: usize,
+    code: &Code,
+) -> usize {
+    let mut at = from.saturating_sub(8).max(floor).next_multiple_of(16);
+    while at + 16 <= scan_end {
+        if frame_record_at(at, floor, top, code) {
+            return at;
+        }
+        at += 16;
+    }
+    0
+}
+
+/// Where the call before return address `ret` went (through a PLT stub or a GOT
+/// slot), if it was a call and not through a register.
+fn call_target(ret: usize, code: &Code) -> Option<usize> {
+    let target = call_before(ret, code).and_then(Target::resolve)?;
+    Some(through_plt(target, code))
+}
+
+/// True if `ret` is the return address of a call into the function holding `inner`
+/// (its target at most `MAX_FUNCTION_BYTES` below).
+fn calls_into(ret: usize, inner: usize, code: &Code) -> bool {
+    code.may_contain(ret)
+        && code.contains(ret)
+        && call_target(ret, code).is_some_and(|t| t <= inner && inner - t < MAX_FUNCTION_BYTES)
 }
 
 /// Capture the stack of the allocation being sampled into `out`, innermost first;
@@ -602,6 +637,7 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
     let mut fp = if entry_fp_is_record { entry.fp } else { 0 };
     let scan_end = top.min(entry_hint + SCAN_BYTES);
     let mut scanned_to = entry_hint;
+    let mut no_record_above = false;
     if entry_hint >= sp && entry_hint < top {
         let version = RANGE_VERSION.load(Ordering::Acquire);
         let shared = EBB_SHARED.load(Ordering::Relaxed) != 0;
@@ -653,15 +689,49 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
         let mut wrapped = [0usize; MAX_WRAPPED];
         let mut w = 0;
         if shared && n == 1 {
-            let (found, last_slot) = frameless_callers(out[0], at, end, &code, &mut wrapped);
-            w = found;
-            if w > 0 && !entry_fp_is_record {
-                // No frame record at entry (the frameless code used the register for
-                // something else, and a record the scan took for the site's may be a
-                // stale one): the chain goes on from the first record above the last
-                // frame found.
-                fp = 0;
-                scanned_to = last_slot + 8;
+            let site = out[0];
+            let ret_of = |record: usize| {
+                // SAFETY: a record `frame_record_at` accepted: `[record, record + 16)`
+                // lies in the thread's stack.
+                unsafe { (record as *const usize).add(1).read() }
+            };
+            if entry_fp_is_record {
+                // A site whose function keeps a frame pointer is the chain's own first
+                // frame: the entry's record then holds a call into it.
+                if !calls_into(ret_of(entry.fp), site, &code) {
+                    w = frameless_callers(site, at, end, &code, &mut wrapped, 0).0;
+                }
+            } else {
+                // The frame pointer register was not a record at entry (frameless code,
+                // ebb's included, used it for data): the record the chain would start
+                // from is the scan's, or the first above the site. It is the right one
+                // if it holds a call into the last frame below it; otherwise it is a
+                // stale record left by an earlier call (`keep_nodes`'s, under
+                // `std::string`'s constructor), and the search goes on past it.
+                let first = if fp != 0 {
+                    fp
+                } else {
+                    first_record_above(at, entry_hint, scan_end, top, &code)
+                };
+                // None above: none for the fallback search below to find either.
+                no_record_above = first == 0;
+                let bound = if first != 0 { first } else { end };
+                let (below, _) = frameless_callers(site, at, bound, &code, &mut wrapped, 0);
+                let inner = if below > 0 { wrapped[below - 1] } else { site };
+                w = below;
+                if first != 0 && !calls_into(ret_of(first), inner, &code) {
+                    let (all, last_slot) =
+                        frameless_callers(site, bound, end, &code, &mut wrapped, below);
+                    if all > below {
+                        w = all;
+                        fp = 0;
+                        scanned_to = last_slot + 8;
+                    } else {
+                        fp = first;
+                    }
+                } else {
+                    fp = first;
+                }
             }
         }
         if version & 1 != 0 || RANGE_VERSION.load(Ordering::Acquire) != version {
@@ -676,19 +746,9 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
             }
         }
     }
-    if fp == 0 {
+    if fp == 0 && !no_record_above {
         // The candidate scan stopped early (enough candidates) without passing one.
-        let mut at = scanned_to
-            .saturating_sub(8)
-            .max(entry_hint)
-            .next_multiple_of(16);
-        while at + 16 <= scan_end {
-            if frame_record_at(at, entry_hint, top, &code) {
-                fp = at;
-                break;
-            }
-            at += 16;
-        }
+        fp = first_record_above(scanned_to, entry_hint, scan_end, top, &code);
     }
     while n < MAX_DEPTH {
         if fp < sp || fp % 8 != 0 || fp + 16 > top {
