@@ -93,21 +93,31 @@ pub fn report(pid: i32) -> Result<String> {
     if !procfs::signal_thread(pid, "ebb-report", signal) {
         bail!("process {pid} has no ebb-report thread to ask (it is just starting)");
     }
-    let deadline = Instant::now() + WAIT;
-    loop {
+    let written = wait_for(|| {
         let now = std::fs::read(&path).unwrap_or_default();
         let added = now.get(before as usize..).unwrap_or_default();
         // A report is whole once its last line is (text ends with its summary line).
         let whole = added.ends_with(b"\n") && std::str::from_utf8(added).is_ok();
-        if whole && settled(&path, now.len()) {
-            return Ok(String::from_utf8_lossy(added).into_owned());
+        (whole && settled(&path, now.len())).then(|| String::from_utf8_lossy(added).into_owned())
+    });
+    written.with_context(|| {
+        format!(
+            "process {pid} wrote no report to {} within {} s",
+            path.display(),
+            WAIT.as_secs()
+        )
+    })
+}
+
+/// What `poll` returns once it returns something, polled every `POLL` for up to `WAIT`.
+fn wait_for<T>(mut poll: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(found) = poll() {
+            return Some(found);
         }
         if Instant::now() > deadline {
-            bail!(
-                "process {pid} wrote no report to {} within {} s",
-                path.display(),
-                WAIT.as_secs()
-            );
+            return None;
         }
         std::thread::sleep(POLL);
     }
@@ -131,34 +141,31 @@ pub fn profile(pid: i32) -> Result<Profiled> {
     if !procfs::signal_thread(pid, "ebb-profile", signal) {
         bail!("process {pid} has no ebb-profile thread to ask (it is just starting)");
     }
-    let deadline = Instant::now() + WAIT;
-    loop {
+    let written = wait_for(|| {
         let new: Vec<PathBuf> = profile::signal_profiles(&prefix, pid)
             .into_iter()
             .filter(|p| !before.contains(p))
             .collect();
-        if !new.is_empty() && new.iter().all(|p| profile::is_whole(p)) {
-            let path = profile::written_since(&prefix, asked_at)
-                .into_iter()
-                .map(|w| w.path)
-                .find(|p| new.contains(p))
-                .unwrap_or_else(|| new[0].clone());
-            let earlier = before
-                .iter()
-                .rev()
-                .find(|p| p.extension() == path.extension())
-                .cloned();
-            return Ok(Profiled { path, earlier });
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "process {pid} wrote no profile {}.{pid}.<n>.pb.gz within {} s",
-                prefix.display(),
-                WAIT.as_secs()
-            );
-        }
-        std::thread::sleep(POLL);
-    }
+        (!new.is_empty() && new.iter().all(|p| profile::is_whole(p))).then_some(new)
+    });
+    let Some(new) = written else {
+        bail!(
+            "process {pid} wrote no profile {}.{pid}.<n>.pb.gz within {} s",
+            prefix.display(),
+            WAIT.as_secs()
+        );
+    };
+    let path = profile::written_since(&prefix, asked_at)
+        .into_iter()
+        .map(|w| w.path)
+        .find(|p| new.contains(p))
+        .unwrap_or_else(|| new[0].clone());
+    let earlier = before
+        .iter()
+        .rev()
+        .find(|p| p.extension() == path.extension())
+        .cloned();
+    Ok(Profiled { path, earlier })
 }
 
 /// The file has stopped growing at `len` (a text report is written in several writes).

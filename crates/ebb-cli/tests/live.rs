@@ -90,19 +90,11 @@ fn report_of_a_running_server() {
     ]);
     let pid = child.0.id();
     wait_for_thread(pid, "ebb-report");
-    for round in 0..2 {
+    for _ in 0..2 {
         let out = ebb(&["report", &pid.to_string()]);
         let text = stderr(&out);
-        assert!(out.status.success(), "{text}");
-        let said = String::from_utf8_lossy(&out.stdout);
-        let report: serde_json::Value = serde_json::from_str(said.trim())
-            .unwrap_or_else(|e| panic!("round {round}: not one JSON report ({e}): {said}"));
-        assert_eq!(report["pid"].as_u64(), Some(pid as u64), "{report}");
+        let report = assert_report_of(&out, pid, 16.0 * MIB);
         assert_eq!(report["trigger"], "signal", "{report}");
-        assert!(
-            report["live"].as_u64().unwrap() as f64 >= 16.0 * MIB,
-            "{report}"
-        );
         assert!(
             text.contains("RSS now") && text.contains("live blocks"),
             "{text}"
@@ -129,15 +121,19 @@ fn report_of_a_forked_worker() {
         "the forked worker {worker} has no ebb-report thread"
     );
     let out = ebb(&["report", &worker.to_string()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_report_of(&out, worker, 16.0 * MIB);
+}
+
+/// `out` (of `ebb report PID`) printed one JSON report of `pid` with at least `live`
+/// bytes of live blocks; returns it.
+fn assert_report_of(out: &std::process::Output, pid: u32, live: f64) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
     let said = String::from_utf8_lossy(&out.stdout);
     let report: serde_json::Value = serde_json::from_str(said.trim())
         .unwrap_or_else(|e| panic!("not one JSON report ({e}): {said}"));
-    assert_eq!(report["pid"].as_u64(), Some(worker as u64), "{report}");
-    assert!(
-        report["live"].as_u64().unwrap() as f64 >= 16.0 * MIB,
-        "{report}"
-    );
+    assert_eq!(report["pid"].as_u64(), Some(pid as u64), "{report}");
+    assert!(report["live"].as_u64().unwrap() as f64 >= live, "{report}");
+    report
 }
 
 /// Under a seccomp filter ebb names no thread (a `prctl` the filter does not expect
@@ -171,15 +167,7 @@ fn report_of_a_process_under_seccomp() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(out.status.success(), "{}", stderr(&out));
-    let said = String::from_utf8_lossy(&out.stdout);
-    let report: serde_json::Value = serde_json::from_str(said.trim())
-        .unwrap_or_else(|e| panic!("not one JSON report ({e}): {said}"));
-    assert_eq!(report["pid"].as_u64(), Some(pid as u64), "{report}");
-    assert!(
-        report["live"].as_u64().unwrap() as f64 >= 16.0 * MIB,
-        "{report}"
-    );
+    assert_report_of(&out, pid, 16.0 * MIB);
 }
 
 /// `ebb profile PID`: a server that leaks 8 MiB at start and 8 more per line it reads
