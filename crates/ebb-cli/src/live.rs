@@ -168,6 +168,37 @@ pub fn profile(pid: i32) -> Result<Profiled> {
     Ok(Profiled { path, earlier })
 }
 
+/// `ebb profile PID`: the profile `pid` writes now (named on stderr) and its top
+/// `rows` sites, minus the profile it wrote before with `since_last`.
+pub fn profile_table(
+    pid: i32,
+    since_last: bool,
+    index: Option<&str>,
+    sites: ebb_pprof::top::Sites,
+    rows: usize,
+) -> Result<String> {
+    let profiled = profile(pid)?;
+    let base = if since_last {
+        let Some(earlier) = &profiled.earlier else {
+            bail!(
+                "process {pid} wrote no profile before {} to subtract: run `ebb profile {pid}` \
+                 again later",
+                profiled.path.display(),
+            );
+        };
+        eprintln!(
+            "ebb: process {pid} wrote {}; what grew since {}:",
+            profiled.path.display(),
+            earlier.display()
+        );
+        Some(earlier.as_path())
+    } else {
+        eprintln!("ebb: process {pid} wrote {}", profiled.path.display());
+        None
+    };
+    profile::top(&profiled.path, base, index, sites, rows, None)
+}
+
 /// The file has stopped growing at `len` (a text report is written in several writes).
 fn settled(path: &Path, len: usize) -> bool {
     std::thread::sleep(POLL * 5);

@@ -451,42 +451,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// `ebb profile PID`: the profile the process writes now, and its top sites (minus
-/// the one before with --since-last).
+/// `ebb profile PID` (see `live::profile_table`).
 fn profile_now(args: &ProfileNowArgs) -> Result<ExitCode> {
-    let profiled = live::profile(args.pid)?;
-    let base = if args.since_last {
-        let Some(earlier) = &profiled.earlier else {
-            bail!(
-                "process {} wrote no profile before {} to subtract: run `ebb profile {}` \
-                 again later",
-                args.pid,
-                profiled.path.display(),
-                args.pid
-            );
-        };
-        eprintln!(
-            "ebb: process {} wrote {}; what grew since {}:",
-            args.pid,
-            profiled.path.display(),
-            earlier.display()
-        );
-        Some(earlier.as_path())
-    } else {
-        eprintln!(
-            "ebb: process {} wrote {}",
-            args.pid,
-            profiled.path.display()
-        );
-        None
-    };
-    let table = profile::top(
-        &profiled.path,
-        base,
+    let table = live::profile_table(
+        args.pid,
+        args.since_last,
         args.index.as_deref(),
         sites(args.std_sites),
         args.n,
-        None,
     )?;
     print!("{table}");
     Ok(ExitCode::SUCCESS)

@@ -19,6 +19,7 @@
 //! `EBB_PROFILE_LEAKS=1` the exit profile holds only blocks still live;
 //! `EBB_PROFILE_SEED=<n>` fix the sample points (tests).
 
+mod code;
 mod handout;
 mod maps;
 mod math;
@@ -26,6 +27,7 @@ mod sampler;
 mod stack;
 mod table;
 
+pub(crate) use code::refresh_executable_ranges;
 pub(crate) use handout::{end_list_at, free_blocks, lengths};
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
@@ -33,9 +35,9 @@ pub(crate) use sampler::{
     keep_sampled_span, moved, record_sampled, sample_point, samples, serve_sampled, span_released,
     sync,
 };
+pub(crate) use stack::capture;
 pub(crate) use stack::Entry;
 pub use stack::SEPARATOR as STACK_SEPARATOR;
-pub(crate) use stack::{capture, refresh_executable_ranges};
 pub use table::MAX_DEPTH;
 
 /// How many allocations one sample of a `size`-byte block stands for at a mean of
@@ -68,7 +70,7 @@ pub fn start(rate: u64) -> bool {
     if !table::tables_or_make() {
         return false;
     }
-    stack::refresh_executable_ranges();
+    code::refresh_executable_ranges();
     let rate = if rate != 0 {
         rate
     } else {
@@ -201,7 +203,7 @@ pub fn dump_to(path: &CStr, leaks_only: bool) -> bool {
     if !table::tables_or_make() {
         return false;
     }
-    stack::refresh_executable_ranges();
+    code::refresh_executable_ranges();
     // The encoder allocates (symbols, the protobuf): those are not the program's.
     let previous = WRITER.swap(stack::thread_pointer(), Ordering::AcqRel);
     let written = match encoder() {
