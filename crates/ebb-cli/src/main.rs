@@ -216,9 +216,9 @@ struct ProfileQuery {
     /// [default: the profile's default, inuse_space for ebb's].
     #[arg(long, value_name = "TYPE")]
     index: Option<String>,
-    /// Count Rust's standard collections (Vec growth, Box::new, format!, HashMap's
-    /// tables) as allocation sites, as pprof does; by default what they allocate is
-    /// charged to the code that called them.
+    /// Count the standard libraries as allocation sites, as pprof does (Rust's Vec
+    /// growth, Box::new, format!, HashMap's tables; C++'s std::string, std::vector);
+    /// by default what they allocate is charged to the code that called them.
     #[arg(long)]
     std_sites: bool,
 }
@@ -270,7 +270,8 @@ struct ProfileNowArgs {
     /// Rows to print.
     #[arg(short, default_value_t = 20)]
     n: usize,
-    /// Count Rust's standard collections as allocation sites, as pprof does.
+    /// Count the standard libraries (Rust's collections, C++'s std::) as allocation
+    /// sites, as pprof does.
     #[arg(long)]
     std_sites: bool,
 }
