@@ -8,6 +8,7 @@ mod compare;
 mod live;
 mod procfs;
 mod profile;
+mod profile_cli;
 mod report;
 mod runner;
 mod workload;
@@ -98,7 +99,7 @@ enum Cmd {
   ebb top --index alloc_space -n 40 /tmp/heap.1234.pb.gz
   ebb top --stacks -n 5 /tmp/heap.1234.pb.gz            # whole call chains
   ebb top --base /tmp/heap.1234.1.pb.gz /tmp/heap.1234.2.pb.gz   # what grew (EBB_PROFILE_SIGNAL)")]
-    Top(TopArgs),
+    Top(profile_cli::TopArgs),
     /// Draw a heap profile's stacks as a flame graph (SVG, zoomable in a browser),
     /// optionally minus an earlier profile to see what grew.
     #[command(after_help = "Examples:
@@ -107,7 +108,7 @@ enum Cmd {
   ebb flame --index alloc_space -o churn.svg /tmp/heap.1234.pb.gz
   ebb flame --base /tmp/heap.1234.1.pb.gz /tmp/heap.1234.2.pb.gz   # what grew
   ebb flame --folded stacks.txt /tmp/heap.1234.pb.gz  # also for speedscope, flamegraph.pl")]
-    Flame(FlameArgs),
+    Flame(profile_cli::FlameArgs),
     /// Print the retention report of a running ebb process now: what its RSS holds.
     /// The process must have been started with EBB_REPORT and EBB_REPORT_SIGNAL.
     #[command(after_help = "Examples:
@@ -129,7 +130,7 @@ enum Cmd {
   ebb profile --since-last $!                         # what grew since the last `ebb profile`
   ebb profile --index alloc_space -n 40 $!            # what it allocated so far
   ebb flame /tmp/heap.<pid>.2.pb.gz                   # the profile it wrote, as a flame graph")]
-    Profile(ProfileNowArgs),
+    Profile(profile_cli::ProfileNowArgs),
     /// The built-in workload (a worker pool, a refresher replacing a sleeping owner's
     /// data, a burst), then idle; it uses the system allocator, so LD_PRELOAD applies.
     Workload {
@@ -204,90 +205,6 @@ struct RunArgs {
 }
 
 /// What `top` and `flame` read: a profile, minus a base, by a sample type.
-#[derive(Args)]
-struct ProfileQuery {
-    /// A heap profile (.pb.gz: ebb's, or any pprof heap profile; or ebb's .raw).
-    #[arg(value_name = "PROFILE")]
-    profile: PathBuf,
-    /// Subtract this earlier profile first: what grew between the two.
-    #[arg(long, value_name = "PROFILE")]
-    base: Option<PathBuf>,
-    /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
-    /// [default: the profile's default, inuse_space for ebb's].
-    #[arg(long, value_name = "TYPE")]
-    index: Option<String>,
-    /// Count the standard libraries as allocation sites, as pprof does (Rust's Vec
-    /// growth, Box::new, format!, HashMap's tables; C++'s std::string, std::vector);
-    /// by default what they allocate is charged to the code that called them.
-    #[arg(long)]
-    std_sites: bool,
-}
-
-impl ProfileQuery {
-    fn sites(&self) -> ebb_pprof::top::Sites {
-        sites(self.std_sites)
-    }
-}
-
-/// What `--std-sites` asks for: Rust's collections as sites (pprof's view), or not.
-fn sites(std_sites: bool) -> ebb_pprof::top::Sites {
-    if std_sites {
-        ebb_pprof::top::Sites::OutsideAllocator
-    } else {
-        ebb_pprof::top::Sites::OutsideStd
-    }
-}
-
-#[derive(Args)]
-struct TopArgs {
-    #[command(flatten)]
-    query: ProfileQuery,
-    /// Rows (stacks with --stacks) to print.
-    #[arg(short, default_value_t = 20)]
-    n: usize,
-    /// Whole stacks from the allocation site outward, identical ones added up, instead
-    /// of functions: the callers behind a site every path goes through (Vec growth).
-    #[arg(long)]
-    stacks: bool,
-    /// With --stacks: frames shown of each stack.
-    #[arg(long, default_value_t = 12, requires = "stacks")]
-    depth: usize,
-}
-
-#[derive(Args)]
-struct ProfileNowArgs {
-    /// The process id.
-    #[arg(value_name = "PID")]
-    pid: i32,
-    /// Subtract the profile the process wrote on the signal before this one: what grew
-    /// since (run `ebb profile PID` once first).
-    #[arg(long)]
-    since_last: bool,
-    /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
-    /// [default: inuse_space].
-    #[arg(long, value_name = "TYPE")]
-    index: Option<String>,
-    /// Rows to print.
-    #[arg(short, default_value_t = 20)]
-    n: usize,
-    /// Count the standard libraries (Rust's collections, C++'s std::) as allocation
-    /// sites, as pprof does.
-    #[arg(long)]
-    std_sites: bool,
-}
-
-#[derive(Args)]
-struct FlameArgs {
-    #[command(flatten)]
-    query: ProfileQuery,
-    /// The SVG to write [default: the profile's name with .svg for .pb.gz].
-    #[arg(short, long, value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// Also write the stacks in the folded format (one `outer;...;site value` a line).
-    #[arg(long, value_name = "FILE")]
-    folded: Option<PathBuf>,
-}
-
 #[derive(Args)]
 struct CompareArgs {
     /// Allocators, comma-separated; ratios are to the first. Those not installed are
@@ -395,39 +312,8 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
         Cmd::Run(args) => setup().and_then(|()| run(args)),
-        Cmd::Top(args) => profile::top(
-            &args.query.profile,
-            args.query.base.as_deref(),
-            args.query.index.as_deref(),
-            args.query.sites(),
-            args.n,
-            args.stacks.then_some(args.depth),
-        )
-        .map(|table| {
-            print!("{table}");
-            ExitCode::SUCCESS
-        }),
-        Cmd::Flame(args) => {
-            let svg = args
-                .output
-                .clone()
-                .unwrap_or_else(|| profile::default_flame_path(&args.query.profile));
-            profile::flame(
-                &args.query.profile,
-                args.query.base.as_deref(),
-                args.query.index.as_deref(),
-                args.query.sites(),
-                &svg,
-                args.folded.as_deref(),
-            )
-            .map(|what| {
-                eprintln!("ebb: wrote {} ({what})", svg.display());
-                if let Some(folded) = &args.folded {
-                    eprintln!("ebb: wrote {}", folded.display());
-                }
-                ExitCode::SUCCESS
-            })
-        }
+        Cmd::Top(args) => profile_cli::top(&args),
+        Cmd::Flame(args) => profile_cli::flame(&args),
         Cmd::Report { pid } => live::report(pid).map(|text| {
             print!("{text}");
             // A JSON report is one line for programs; a person also gets its summary.
@@ -440,7 +326,7 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }),
-        Cmd::Profile(args) => profile_now(&args),
+        Cmd::Profile(args) => profile_cli::profile_now(&args),
         Cmd::Compare(args) => setup().and_then(|()| compare(args)),
     };
     match result {
@@ -450,19 +336,6 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_ERROR)
         }
     }
-}
-
-/// `ebb profile PID` (see `live::profile_table`).
-fn profile_now(args: &ProfileNowArgs) -> Result<ExitCode> {
-    let table = live::profile_table(
-        args.pid,
-        args.since_last,
-        args.index.as_deref(),
-        sites(args.std_sites),
-        args.n,
-    )?;
-    print!("{table}");
-    Ok(ExitCode::SUCCESS)
 }
 
 fn setup() -> Result<()> {

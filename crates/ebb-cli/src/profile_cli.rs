@@ -1,0 +1,140 @@
+//! The heap-profile subcommands' arguments and what they do: `ebb top`, `ebb flame`
+//! (a profile file) and `ebb profile PID` (a running process, through `live.rs`).
+
+use crate::{live, profile};
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct ProfileQuery {
+    /// A heap profile (.pb.gz: ebb's, or any pprof heap profile; or ebb's .raw).
+    #[arg(value_name = "PROFILE")]
+    pub profile: PathBuf,
+    /// Subtract this earlier profile first: what grew between the two.
+    #[arg(long, value_name = "PROFILE")]
+    pub base: Option<PathBuf>,
+    /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
+    /// [default: the profile's default, inuse_space for ebb's].
+    #[arg(long, value_name = "TYPE")]
+    pub index: Option<String>,
+    /// Count the standard libraries as allocation sites, as pprof does (Rust's Vec
+    /// growth, Box::new, format!, HashMap's tables; C++'s std::string, std::vector);
+    /// by default what they allocate is charged to the code that called them.
+    #[arg(long)]
+    pub std_sites: bool,
+}
+
+impl ProfileQuery {
+    fn sites(&self) -> ebb_pprof::top::Sites {
+        sites(self.std_sites)
+    }
+}
+
+/// What `--std-sites` asks for: Rust's collections as sites (pprof's view), or not.
+fn sites(std_sites: bool) -> ebb_pprof::top::Sites {
+    if std_sites {
+        ebb_pprof::top::Sites::OutsideAllocator
+    } else {
+        ebb_pprof::top::Sites::OutsideStd
+    }
+}
+
+#[derive(Args)]
+pub struct TopArgs {
+    #[command(flatten)]
+    pub query: ProfileQuery,
+    /// Rows (stacks with --stacks) to print.
+    #[arg(short, default_value_t = 20)]
+    pub n: usize,
+    /// Whole stacks from the allocation site outward, identical ones added up, instead
+    /// of functions: the callers behind a site every path goes through (Vec growth).
+    #[arg(long)]
+    pub stacks: bool,
+    /// With --stacks: frames shown of each stack.
+    #[arg(long, default_value_t = 12, requires = "stacks")]
+    pub depth: usize,
+}
+
+#[derive(Args)]
+pub struct ProfileNowArgs {
+    /// The process id.
+    #[arg(value_name = "PID")]
+    pub pid: i32,
+    /// Subtract the profile the process wrote on the signal before this one: what grew
+    /// since (run `ebb profile PID` once first).
+    #[arg(long)]
+    pub since_last: bool,
+    /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
+    /// [default: inuse_space].
+    #[arg(long, value_name = "TYPE")]
+    pub index: Option<String>,
+    /// Rows to print.
+    #[arg(short, default_value_t = 20)]
+    pub n: usize,
+    /// Count the standard libraries (Rust's collections, C++'s std::) as allocation
+    /// sites, as pprof does.
+    #[arg(long)]
+    pub std_sites: bool,
+}
+
+#[derive(Args)]
+pub struct FlameArgs {
+    #[command(flatten)]
+    pub query: ProfileQuery,
+    /// The SVG to write [default: the profile's name with .svg for .pb.gz].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also write the stacks in the folded format (one `outer;...;site value` a line).
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+}
+
+/// `ebb top`: the table of one profile, minus a base.
+pub fn top(args: &TopArgs) -> Result<ExitCode> {
+    let table = profile::top(
+        &args.query.profile,
+        args.query.base.as_deref(),
+        args.query.index.as_deref(),
+        args.query.sites(),
+        args.n,
+        args.stacks.then_some(args.depth),
+    )?;
+    print!("{table}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ebb flame`: the profile's stacks as an SVG (and folded stacks with `--folded`).
+pub fn flame(args: &FlameArgs) -> Result<ExitCode> {
+    let svg = args
+        .output
+        .clone()
+        .unwrap_or_else(|| profile::default_flame_path(&args.query.profile));
+    let what = profile::flame(
+        &args.query.profile,
+        args.query.base.as_deref(),
+        args.query.index.as_deref(),
+        args.query.sites(),
+        &svg,
+        args.folded.as_deref(),
+    )?;
+    eprintln!("ebb: wrote {} ({what})", svg.display());
+    if let Some(folded) = &args.folded {
+        eprintln!("ebb: wrote {}", folded.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ebb profile PID` (see `live::profile_table`).
+pub fn profile_now(args: &ProfileNowArgs) -> Result<ExitCode> {
+    let table = live::profile_table(
+        args.pid,
+        args.since_last,
+        args.index.as_deref(),
+        sites(args.std_sites),
+        args.n,
+    )?;
+    print!("{table}");
+    Ok(ExitCode::SUCCESS)
+}
