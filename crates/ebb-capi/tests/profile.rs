@@ -44,7 +44,10 @@ fn files_like(dir: &Path, prefix: &str, suffix: &str) -> Vec<PathBuf> {
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let n = p.file_name().unwrap().to_string_lossy();
-            n.starts_with(prefix) && n.ends_with(suffix)
+            // The peak's profile (`.peak.pb.gz`) only when asked for.
+            n.starts_with(prefix)
+                && n.ends_with(suffix)
+                && (suffix.contains("peak") || !n.contains(".peak."))
         })
         .collect();
     found.sort();
@@ -250,6 +253,20 @@ fn python_under_ld_preload() {
     assert!(
         (200e6 * 0.9..200e6 * 1.5).contains(&(total as f64)),
         "total allocated {total}"
+    );
+    // The peak's profile beside it: the 200 MB were live at the end, so at the peak
+    // too (within the 1/16 the snapshot may lag).
+    let peak = files_like(&dir, "py.", ".peak.pb.gz");
+    assert_eq!(peak.len(), 1, "{peak:?}");
+    let at_peak: i64 = read_gzipped(&peak[0])
+        .unwrap()
+        .sample
+        .iter()
+        .map(|s| s.value[3])
+        .sum();
+    assert!(
+        (200e6 * 0.85..200e6 * 1.5).contains(&(at_peak as f64)),
+        "live at the peak {at_peak}"
     );
     // The biggest site is named (CPython's own function that made the objects).
     let top = go_pprof(&[

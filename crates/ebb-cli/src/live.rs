@@ -128,6 +128,8 @@ fn wait_for<T>(mut poll: impl FnMut() -> Option<T>) -> Option<T> {
 pub struct Profiled {
     pub path: PathBuf,
     pub earlier: Option<PathBuf>,
+    /// The profile of what was live at the peak so far, written with it.
+    pub peak: Option<PathBuf>,
 }
 
 /// Ask `pid` for a heap profile now (`<EBB_PROFILE>.<pid>.<n>.pb.gz`, or `.raw` from
@@ -165,19 +167,40 @@ pub fn profile(pid: i32) -> Result<Profiled> {
         .rev()
         .find(|p| p.extension() == path.extension())
         .cloned();
-    Ok(Profiled { path, earlier })
+    let peak = profile::peak_beside(&prefix, pid as u32, &path);
+    Ok(Profiled {
+        path,
+        earlier,
+        peak,
+    })
 }
 
 /// `ebb profile PID`: the profile `pid` writes now (named on stderr) and its top
-/// `rows` sites, minus the profile it wrote before with `since_last`.
+/// `rows` sites, minus the profile it wrote before with `since_last`; with `peak`, the
+/// profile of what was live at its peak so far, written with it.
 pub fn profile_table(
     pid: i32,
     since_last: bool,
+    peak: bool,
     index: Option<&str>,
     sites: ebb_pprof::top::Sites,
     rows: usize,
 ) -> Result<String> {
     let profiled = profile(pid)?;
+    if peak {
+        let Some(at_peak) = &profiled.peak else {
+            bail!(
+                "process {pid} wrote {} but no profile of its peak beside it (its ebb is \
+                 older than this command, or it has no sample yet)",
+                profiled.path.display()
+            );
+        };
+        eprintln!(
+            "ebb: process {pid} wrote {}; what was live at its peak so far:",
+            at_peak.display()
+        );
+        return profile::top(at_peak, None, index, sites, rows, None);
+    }
     let base = if since_last {
         let Some(earlier) = &profiled.earlier else {
             bail!(

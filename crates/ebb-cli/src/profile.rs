@@ -71,6 +71,22 @@ pub struct Written {
     pub at_exit: bool,
     /// Its estimate of the bytes allocated (`alloc_space`): 0 if it holds no sample.
     pub allocated: i64,
+    /// What the same instance held at its peak (`<prefix>.<pid>.peak.pb.gz`, or
+    /// `.raw`), if it wrote that.
+    pub peak: Option<PathBuf>,
+}
+
+/// The peak profile written beside `path` (`<prefix>.<pid>[.<n>].pb.gz` or `.raw`):
+/// `<prefix>.<pid>.peak.pb.gz` (`.raw`), if it is there.
+pub fn peak_beside(prefix: &Path, pid: u32, path: &Path) -> Option<PathBuf> {
+    let (dir, stem) = split_prefix(prefix)?;
+    let ext = if path.extension().is_some_and(|e| e == "raw") {
+        "raw"
+    } else {
+        "pb.gz"
+    };
+    let peak = dir.join(format!("{stem}.{pid}.peak.{ext}"));
+    peak.exists().then_some(peak)
 }
 
 /// The directory and file-name stem of `prefix`.
@@ -187,6 +203,7 @@ pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
         let allocated =
             ebb_pprof::top::top(&profile, None, Some("alloc_space"), SITES).map_or(0, |t| t.total);
         let written = Written {
+            peak: peak_beside(prefix, pid, &path),
             path,
             profile,
             at_exit: sequence.is_none(),
@@ -248,16 +265,26 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
         .take(RUN_PROFILES)
     {
         let _ = writeln!(out, "\n  {}", written.path.display());
+        if let Some(peak) = &written.peak {
+            let _ = writeln!(out, "  {} (at the peak)", peak.display());
+        }
         let live = if written.at_exit {
             "still live at exit (leaks, caches)"
         } else {
             "live when ebb stopped it (leaks, caches)"
         };
-        for (index, what) in [
-            ("inuse_space", live),
-            ("alloc_space", "allocated over the run"),
-        ] {
-            match ebb_pprof::top::top(&written.profile, None, Some(index), SITES) {
+        let peak = written.peak.as_ref().and_then(|p| read_profile(p).ok());
+        let mut tables = vec![(&written.profile, "inuse_space", live)];
+        if let Some(peak) = &peak {
+            tables.push((
+                peak,
+                "inuse_space",
+                "live at the peak (within 1/16 of it: what made memory peak, freed or not)",
+            ));
+        }
+        tables.push((&written.profile, "alloc_space", "allocated over the run"));
+        for (profile, index, what) in tables {
+            match ebb_pprof::top::top(profile, None, Some(index), SITES) {
                 Ok(table) => {
                     let _ = writeln!(out, "  {what}:");
                     for line in ebb_pprof::top::format(&table, RUN_ROWS).lines() {

@@ -66,6 +66,10 @@ pub struct ProfileNowArgs {
     /// since (run `ebb profile PID` once first).
     #[arg(long)]
     pub since_last: bool,
+    /// Print what was live at the process's peak so far (within 1/16 of it), freed
+    /// since or not: what made its memory peak.
+    #[arg(long, conflicts_with = "since_last")]
+    pub peak: bool,
     /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
     /// [default: inuse_space].
     #[arg(long, value_name = "TYPE")]
@@ -131,6 +135,7 @@ pub fn profile_now(args: &ProfileNowArgs) -> Result<ExitCode> {
     let table = live::profile_table(
         args.pid,
         args.since_last,
+        args.peak,
         args.index.as_deref(),
         sites(args.std_sites),
         args.n,

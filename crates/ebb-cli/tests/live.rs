@@ -217,6 +217,16 @@ fn profile_of_a_running_server_and_what_grew_since() {
     let grown = flat_of(&grew, "leak_blocks").unwrap_or_else(|| panic!("{grew}"));
     assert!((12.0 * MIB..20.0 * MIB).contains(&grown), "{grew}");
     assert!(grew.contains("leak_more"), "{grew}");
+
+    // 32 MiB held at once and freed: `--peak` shows it, the live profile does not.
+    writeln!(stdin, "peak").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "peaked");
+    let (at_peak, said) = profile(&["--peak"]);
+    assert!(said.contains("live at its peak"), "{said}");
+    let peaked = flat_of(&at_peak, "peak_blocks").unwrap_or_else(|| panic!("{at_peak}"));
+    assert!((24.0 * MIB..40.0 * MIB).contains(&peaked), "{at_peak}");
+    let (now, _) = profile(&[]);
+    assert!(flat_of(&now, "peak_blocks").is_none(), "freed: {now}");
     assert!(server.0.try_wait().unwrap().is_none(), "the server ended");
 }
 

@@ -22,14 +22,25 @@ fn profiled_run(prefix: &std::path::Path, extra: &[&str], helper: &[&str]) -> Ve
     args
 }
 
+/// The rows of the table `ebb run --profile` prints under the title starting with
+/// `title` (the lines indented below it); panics if there is none.
+fn table_under<'a>(text: &'a str, title: &str) -> &'a str {
+    let (_, rest) = text
+        .split_once(&format!("  {title}"))
+        .unwrap_or_else(|| panic!("no table {title:?}: {text}"));
+    let rest = rest.split_once('\n').map_or("", |(_, rows)| rows);
+    let end = rest
+        .lines()
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| l.len() + 1)
+        .sum::<usize>();
+    &rest[..end.min(rest.len())]
+}
+
 /// The leak `leak_blocks` shows in the table of what was live when ebb stopped the
 /// tree; panics if there is none.
 fn leak_when_stopped(text: &str) -> f64 {
-    let live = text
-        .split_once("live when ebb stopped it")
-        .and_then(|(_, rest)| rest.split_once("allocated over the run"))
-        .unwrap_or_else(|| panic!("no table of what was live: {text}"))
-        .0;
+    let live = table_under(text, "live when ebb stopped it");
     flat_of(live, "leak_blocks").unwrap_or_else(|| panic!("no leak: {text}"))
 }
 
@@ -44,13 +55,8 @@ fn profile_shows_the_leak_and_top_reads_it() {
     let out = ebb(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let text = stderr(&out);
     assert!(out.status.success(), "{text}");
-    let (live, allocated) = text
-        .split_once("allocated over the run:")
-        .unwrap_or_else(|| panic!("no allocated table: {text}"));
-    let live = live
-        .split_once("still live at exit")
-        .unwrap_or_else(|| panic!("no live table: {text}"))
-        .1;
+    let allocated = table_under(&text, "allocated over the run:");
+    let live = table_under(&text, "still live at exit");
     assert!(text.contains("purger CPU "), "{text}");
     // The retention report at exit: what the RSS held, the leak among live blocks.
     let held = text
@@ -87,7 +93,7 @@ fn profile_shows_the_leak_and_top_reads_it() {
         .map(|e| e.path())
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with("heap.") && name.ends_with(".pb.gz")
+            name.starts_with("heap.") && name.ends_with(".pb.gz") && !name.contains(".peak.")
         })
         .collect();
     assert_eq!(written.len(), 1, "{written:?}");
@@ -121,6 +127,57 @@ fn profile_shows_the_leak_and_top_reads_it() {
     assert!(table.starts_with("inuse_space: 0 B in total"), "{table}");
     assert!(flat_of(&table, "leak_blocks").is_none(), "{table}");
     flame_draws_the_leak(profile, churned);
+}
+
+/// What made memory peak: the helper holds 64 MiB in `peak_blocks`, frees it all,
+/// then leaks 8 MiB in `leak_blocks`. The exit profile holds the leak alone; the peak
+/// profile written beside it (`<prefix>.<pid>.peak.pb.gz`) holds `peak_blocks`' 64 MiB
+/// and not the leak, which came after; `ebb run` prints both tables and `ebb top`
+/// reads the peak's file.
+#[test]
+fn profile_at_the_peak_shows_what_was_freed_before_exit() {
+    let prefix = scratch("peak");
+    let args = profiled_run(&prefix, &[], &["peak", "32"]);
+    let out = ebb(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let live = table_under(&text, "still live at exit");
+    let leaked = flat_of(live, "leak_blocks").unwrap_or_else(|| panic!("no leak: {text}"));
+    assert!(
+        (5.0 * MIB..12.0 * MIB).contains(&leaked),
+        "{leaked}: {text}"
+    );
+    assert!(flat_of(live, "peak_blocks").is_none(), "freed: {text}");
+    let at_peak = table_under(&text, "live at the peak");
+    let peaked = flat_of(at_peak, "peak_blocks").unwrap_or_else(|| panic!("{text}"));
+    // A sampled estimate of 64 MiB (1,024 blocks at one sample per 64 KiB on
+    // average), taken within 1/16 of the highest estimate.
+    assert!(
+        (48.0 * MIB..80.0 * MIB).contains(&peaked),
+        "{peaked}: {text}"
+    );
+    assert!(
+        flat_of(at_peak, "leak_blocks").is_none(),
+        "after the peak: {text}"
+    );
+
+    let peak_file = std::fs::read_dir(prefix.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("peak.") && name.ends_with(".peak.pb.gz")
+        })
+        .unwrap_or_else(|| panic!("no peak profile written: {text}"));
+    assert!(
+        text.contains(&format!("{} (at the peak)", peak_file.display())),
+        "{text}"
+    );
+    let out = ebb(&["top", "-n", "5", peak_file.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(flat_of(&table, "peak_blocks"), Some(peaked), "{table}");
 }
 
 /// `ebb flame` on the leak's profile: the live flame graph's widest frame on top of a

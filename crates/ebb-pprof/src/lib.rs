@@ -537,36 +537,33 @@ pub fn own_executable_mappings() -> Vec<RawMapping> {
         .collect()
 }
 
-/// What ebb's sampler holds in this process now (`leaks_only`: only stacks with live
-/// samples, their allocation values set to the live ones).
-pub fn snapshot(leaks_only: bool) -> RawProfile {
+/// What ebb's sampler holds in this process now, as `view` says (everything, only
+/// what is live, or what was live at the peak).
+pub fn snapshot(view: ebb::profile::View) -> RawProfile {
     let mut raw = RawProfile {
         complete: true,
         rate: ebb::profile::rate(),
         mappings: own_executable_mappings(),
         ..Default::default()
     };
-    ebb::profile::for_each_site(|site| {
-        if leaks_only && site.live_samples == 0 {
-            return;
-        }
-        let (ao, ab) = if leaks_only {
-            (site.inuse_objects, site.inuse_bytes)
-        } else {
-            (site.alloc_objects, site.alloc_bytes)
-        };
+    ebb::profile::for_each_site_in(view, |site| {
         raw.buckets.push(RawBucket {
-            values: [ao, ab, site.inuse_objects, site.inuse_bytes],
+            values: [
+                site.alloc_objects,
+                site.alloc_bytes,
+                site.inuse_objects,
+                site.inuse_bytes,
+            ],
             pcs: site.stack.iter().map(|&pc| pc as u64).collect(),
         });
     });
     raw
 }
 
-fn encode_own_profile(path: &std::ffi::CStr, leaks_only: bool) -> bool {
+fn encode_own_profile(path: &std::ffi::CStr, view: ebb::profile::View) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let path = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
-    write_gzipped(&build(&snapshot(leaks_only)), path).is_ok()
+    write_gzipped(&build(&snapshot(view)), path).is_ok()
 }
 
 /// Make ebb write its heap profiles of this process as pprof (`.pb.gz`, symbolized

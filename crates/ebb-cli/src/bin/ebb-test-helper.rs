@@ -16,7 +16,10 @@
 //!   killed (a server's profile, asked for on a signal).
 //! - `leak-per-line MIB`: `leak_blocks` as above, prints `ready` with its pid, then
 //!   for each line on stdin `leak_more` mallocs MIB MiB more and prints `leaked` (a
-//!   server that leaks as it works, for `ebb profile --since-last`).
+//!   server that leaks as it works, for `ebb profile --since-last`); a line `peak`
+//!   instead makes `peak_blocks` hold 4 x MIB MiB at once and free it (`--peak`).
+//! - `peak MIB`: `peak_blocks` holds 2 x MIB MiB at once and frees it, then
+//!   `leak_blocks` leaks MIB / 4 MiB (the peak's profile against the exit's).
 //! - `phases MIB HOLD_MS`: `leak_blocks` as above, holds them HOLD_MS ms, frees them,
 //!   sleeps HOLD_MS ms and exits 0 (memory that rises and falls, for `--breakdown`).
 //! - `nap MS`: one `nanosleep` of MS ms; exits 1 with `nap interrupted` if a signal
@@ -70,6 +73,25 @@ fn leak_blocks(mib: u64) -> Vec<*mut u8> {
         blocks.push(p);
     }
     blocks
+}
+
+/// MIB MiB of blocks held together and then all freed: the site of a profile's peak
+/// that a profile at exit no longer holds.
+#[inline(never)]
+fn peak_blocks(mib: u64) {
+    let mut blocks = Vec::with_capacity((mib as usize) * (1 << 20) / LEAK_BLOCK);
+    for _ in 0..blocks.capacity() {
+        // SAFETY: malloc of a nonzero size, written within its bounds.
+        let p = unsafe { libc::malloc(LEAK_BLOCK) } as *mut u8;
+        assert!(!p.is_null());
+        // SAFETY: as above.
+        unsafe { p.write_bytes(3, LEAK_BLOCK) };
+        blocks.push(p);
+    }
+    for p in std::hint::black_box(blocks) {
+        // SAFETY: each block was malloc'd above and is freed once.
+        unsafe { libc::free(p as *mut libc::c_void) };
+    }
 }
 
 /// More blocks that stay allocated: a second site, grown after the first.
@@ -225,6 +247,15 @@ fn run(args: &[String]) -> ExitCode {
             std::mem::forget(leaked);
             ExitCode::SUCCESS
         }
+        Some("peak") => {
+            // A peak of 2 x MIB MiB, all freed, then MIB / 4 MiB leaked.
+            let mib = arg(&args, 2);
+            peak_blocks(2 * mib);
+            let leaked = leak_blocks(mib / 4);
+            println!("peaked, then leaked {} blocks", leaked.len());
+            std::mem::forget(leaked);
+            ExitCode::SUCCESS
+        }
         Some("leaky-server") => {
             let leaked = leak_blocks(arg(&args, 2));
             println!(
@@ -240,7 +271,13 @@ fn run(args: &[String]) -> ExitCode {
             let mib = arg(&args, 2);
             let mut leaked = leak_blocks(mib);
             println!("server: ready (pid {})", std::process::id());
-            for _ in std::io::stdin().lines() {
+            for line in std::io::stdin().lines() {
+                if line.is_ok_and(|l| l == "peak") {
+                    // 4 x MIB MiB held at once and freed: a peak, no leak.
+                    peak_blocks(4 * mib);
+                    println!("peaked");
+                    continue;
+                }
                 leaked.extend(leak_more(mib));
                 println!("leaked {} blocks", leaked.len());
             }
@@ -292,7 +329,7 @@ fn run(args: &[String]) -> ExitCode {
             ExitCode::from(arg(&args, 2) as u8)
         }
         _ => {
-            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB | leaky-server MIB | phases MIB HOLD_MS | nap MS | exec-chain N");
+            eprintln!("usage: ebb-test-helper tree N MIB HOLD_MS | alloc MIB HOLD_MS | alloc-held MIB | server HOLD_MS | silent | exit CODE | leak MIB | peak MIB | leak-per-line MIB | leaky-server MIB | phases MIB HOLD_MS | nap MS | exec-chain N");
             ExitCode::from(2)
         }
     }

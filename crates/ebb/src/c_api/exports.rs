@@ -213,7 +213,7 @@ pub unsafe extern "C" fn ebb_profile_dump(path: *const c_char) -> c_int {
     }
     // SAFETY: the caller passes a NUL-terminated string.
     let path = unsafe { core::ffi::CStr::from_ptr(path) };
-    if crate::profile::dump_to(path, false) {
+    if crate::profile::dump_to(path, crate::profile::View::All) {
         0
     } else {
         -1

@@ -6,6 +6,7 @@
 //!   `front/alloc.rs` and `front/free.rs`);
 //! - `stack`: the stack of a sample (frame-pointer walk, no allocation, no lock);
 //! - `table`: the records (stacks with estimated totals, live sampled blocks);
+//! - `peak`: a copy of the records taken when the live estimate peaks;
 //! - `maps`: executable mappings from `/proc/self/maps`;
 //! - `math`: `ln` and `1 - exp(-x)` without `std`;
 //! - this file: start/stop/dump, the environment, the raw text format, and the
@@ -16,19 +17,22 @@
 //! (`.raw` without an encoder) at exit; `EBB_PROFILE_RATE=<bytes>` mean interval
 //! between samples (default 512 KiB; `k`/`m` suffixes); `EBB_PROFILE_SIGNAL=<signal>`
 //! write `<prefix>.<pid>.<n>.pb.gz` on each signal (a thread of its own writes it);
-//! `EBB_PROFILE_LEAKS=1` the exit profile holds only blocks still live;
+//! at exit and on each signal, `<prefix>.<pid>.peak.pb.gz` holds what was live at the
+//! peak; `EBB_PROFILE_LEAKS=1` the exit profile holds only blocks still live;
 //! `EBB_PROFILE_SEED=<n>` fix the sample points (tests).
 
 mod code;
 mod handout;
 mod maps;
 mod math;
+mod peak;
 mod sampler;
 mod stack;
 mod table;
 
 pub(crate) use code::refresh_executable_ranges;
 pub(crate) use handout::{end_list_at, free_blocks, lengths};
+pub use peak::peak;
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
     big_allocated, blocks_before, charge, charge_if_fits, cut, fits, freed, in_step,
@@ -67,7 +71,7 @@ pub(crate) static SEED: AtomicU64 = AtomicU64::new(0x5EED_EBB0);
 /// `EBB_PROFILE_RATE`). Samples already taken are kept. False if the record tables
 /// could not be mapped.
 pub fn start(rate: u64) -> bool {
-    if !table::tables_or_make() {
+    if !table::tables_or_make() || !peak::make() {
         return false;
     }
     code::refresh_executable_ranges();
@@ -111,6 +115,11 @@ pub fn capture_here(out: &mut [usize; MAX_DEPTH]) -> usize {
     stack::capture(stack::Entry::here(&marker), out)
 }
 
+/// The estimated bytes of the sampled blocks live now (what [`peak`] follows).
+pub fn live_bytes() -> u64 {
+    table::live_bytes()
+}
+
 /// Samples that found no room in the record tables (0 unless tens of thousands of
 /// distinct stacks or live samples).
 pub fn dropped() -> u64 {
@@ -134,10 +143,53 @@ pub struct Site<'a> {
     pub live_samples: u64,
 }
 
+/// Which blocks a profile holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// Everything sampled since profiling started: allocated, and of that, live now.
+    All,
+    /// Only the stacks with blocks live now, their allocation values set to the live
+    /// ones (`EBB_PROFILE_LEAKS`).
+    Live,
+    /// What was live when the live estimate peaked (within 1/16, see [`peak`]): the
+    /// stacks with blocks live then, with what they had allocated up to then.
+    Peak,
+}
+
 /// Call `f` for every stack sampled so far (any thread, any time; no allocation).
-pub fn for_each_site(mut f: impl FnMut(&Site)) {
-    table::for_each_bucket(|b| {
+pub fn for_each_site(f: impl FnMut(&Site)) {
+    for_each_site_in(View::All, f)
+}
+
+/// Call `f` for every stack of `view` (any thread, any time; no allocation).
+pub fn for_each_site_in(view: View, mut f: impl FnMut(&Site)) {
+    let mut emit = |stack: &[usize], [samples, freed_samples, alloc_objects, alloc_bytes, freed_objects, freed_bytes]: [u64; 6]| {
         let scale = table::OBJECT_SCALE;
+        let inuse_objects = (alloc_objects.saturating_sub(freed_objects) + scale / 2) / scale;
+        let inuse_bytes = alloc_bytes.saturating_sub(freed_bytes);
+        let live_samples = samples.saturating_sub(freed_samples);
+        let (alloc_objects, alloc_bytes) = match view {
+            View::All | View::Peak => ((alloc_objects + scale / 2) / scale, alloc_bytes),
+            View::Live => (inuse_objects, inuse_bytes),
+        };
+        if view != View::All && live_samples == 0 {
+            return;
+        }
+        f(&Site {
+            stack,
+            alloc_objects,
+            alloc_bytes,
+            inuse_objects,
+            inuse_bytes,
+            samples,
+            live_samples,
+        })
+    };
+    if view == View::Peak {
+        peak::for_each_record(|b, counters| emit(b.stack(), counters));
+        return;
+    }
+    table::for_each_bucket(|b| {
         // The frees first, each counted after its allocation; saturating, as the
         // counters are separate atomics a sample may be between.
         let freed_samples = b.freed_samples.load(Ordering::Acquire);
@@ -146,23 +198,24 @@ pub fn for_each_site(mut f: impl FnMut(&Site)) {
         let samples = b.samples.load(Ordering::Acquire);
         let alloc_objects = b.alloc_objects.load(Ordering::Acquire);
         let alloc_bytes = b.alloc_bytes.load(Ordering::Acquire);
-        let inuse_objects = alloc_objects.saturating_sub(freed_objects);
-        f(&Site {
-            stack: b.stack(),
-            alloc_objects: (alloc_objects + scale / 2) / scale,
-            alloc_bytes,
-            inuse_objects: (inuse_objects + scale / 2) / scale,
-            inuse_bytes: alloc_bytes.saturating_sub(freed_bytes),
-            samples,
-            live_samples: samples.saturating_sub(freed_samples),
-        })
+        emit(
+            b.stack(),
+            [
+                samples,
+                freed_samples,
+                alloc_objects,
+                alloc_bytes,
+                freed_objects,
+                freed_bytes,
+            ],
+        );
     });
 }
 
-/// Writes a profile to `path`; `leaks_only`: only what is still live. Registered by
-/// an upper layer ([`set_encoder`]); may allocate (it runs at exit, on the signal
+/// Writes the profile of `view` ([`for_each_site_in`]) to `path`. Registered by an
+/// upper layer ([`set_encoder`]); may allocate (it runs at exit, on the signal
 /// thread, or in [`dump`], never inside an allocation).
-pub type Encoder = fn(path: &CStr, leaks_only: bool) -> bool;
+pub type Encoder = fn(path: &CStr, view: View) -> bool;
 
 static ENCODER: AtomicUsize = AtomicUsize::new(0);
 
@@ -195,11 +248,11 @@ pub fn dump(path: &str) -> bool {
     let Ok(path) = CStr::from_bytes_with_nul(&buf[..path.len() + 1]) else {
         return false;
     };
-    dump_to(path, false)
+    dump_to(path, View::All)
 }
 
-/// [`dump`] to a NUL-terminated path.
-pub fn dump_to(path: &CStr, leaks_only: bool) -> bool {
+/// [`dump`] of `view` to a NUL-terminated path.
+pub fn dump_to(path: &CStr, view: View) -> bool {
     if !table::tables_or_make() {
         return false;
     }
@@ -207,8 +260,8 @@ pub fn dump_to(path: &CStr, leaks_only: bool) -> bool {
     // The encoder allocates (symbols, the protobuf): those are not the program's.
     let previous = WRITER.swap(stack::thread_pointer(), Ordering::AcqRel);
     let written = match encoder() {
-        Some(encode) => encode(path, leaks_only),
-        None => write_raw(path, leaks_only),
+        Some(encode) => encode(path, view),
+        None => write_raw(path, view),
     };
     WRITER.store(previous, Ordering::Release);
     written
@@ -232,7 +285,7 @@ pub(crate) fn is_writer() -> bool {
 /// ```
 /// Each `b` line is a call stack (innermost first) with the estimated totals; `end`
 /// says the file is whole (a reader may find it while it is being written).
-pub fn write_raw(path: &CStr, leaks_only: bool) -> bool {
+pub fn write_raw(path: &CStr, view: View) -> bool {
     let Some(fd) = os::create_file(path.to_bytes_with_nul()) else {
         return false;
     };
@@ -246,16 +299,12 @@ pub fn write_raw(path: &CStr, leaks_only: bool) -> bool {
                 let _ = w.write_char('\n');
             }
         });
-        for_each_site(|s| {
-            if leaks_only && s.live_samples == 0 {
-                return;
-            }
-            let (ao, ab) = if leaks_only {
-                (s.inuse_objects, s.inuse_bytes)
-            } else {
-                (s.alloc_objects, s.alloc_bytes)
-            };
-            let _ = write!(w, "b {ao} {ab} {} {}", s.inuse_objects, s.inuse_bytes);
+        for_each_site_in(view, |s| {
+            let _ = write!(
+                w,
+                "b {} {} {} {}",
+                s.alloc_objects, s.alloc_bytes, s.inuse_objects, s.inuse_bytes
+            );
             for pc in s.stack {
                 let _ = write!(w, " {pc:x}");
             }
@@ -292,8 +341,16 @@ fn env_rate() -> Option<u64> {
         .filter(|&v| v > 0)
 }
 
-/// `<prefix>.<pid>[.<n>].pb.gz` (or `.raw`) into `out`, NUL-terminated.
-fn profile_path(sequence: Option<u32>, out: &mut [u8; 4096]) -> Option<&CStr> {
+/// What a profile file is named after: the exit, the `n`th signal, or the peak.
+#[derive(Clone, Copy)]
+enum Written {
+    AtExit,
+    OnSignal(u32),
+    Peak,
+}
+
+/// `<prefix>.<pid>[.<n>|.peak].pb.gz` (or `.raw`) into `out`, NUL-terminated.
+fn profile_path(written: Written, out: &mut [u8; 4096]) -> Option<&CStr> {
     let start = PREFIX.load(Ordering::Acquire);
     let len = PREFIX_LEN.load(Ordering::Acquire);
     if start == 0 {
@@ -304,8 +361,14 @@ fn profile_path(sequence: Option<u32>, out: &mut [u8; 4096]) -> Option<&CStr> {
     let mut w = SliceWriter::new(&mut out[..]);
     let _ = w.write_str(core::str::from_utf8(prefix).ok()?);
     let _ = write!(w, ".{}", os::process_id());
-    if let Some(n) = sequence {
-        let _ = write!(w, ".{n}");
+    match written {
+        Written::AtExit => {}
+        Written::OnSignal(n) => {
+            let _ = write!(w, ".{n}");
+        }
+        Written::Peak => {
+            let _ = w.write_str(".peak");
+        }
     }
     let _ = w.write_str(if encoder().is_some() {
         ".pb.gz\0"
@@ -321,13 +384,29 @@ fn profile_path(sequence: Option<u32>, out: &mut [u8; 4096]) -> Option<&CStr> {
 
 extern "C" fn dump_at_exit() {
     let mut buf = [0u8; 4096];
-    if let Some(path) = profile_path(None, &mut buf) {
+    if let Some(path) = profile_path(Written::AtExit, &mut buf) {
         stop();
-        if !dump_to(path, LEAKS.load(Ordering::Relaxed)) {
+        let view = if LEAKS.load(Ordering::Relaxed) {
+            View::Live
+        } else {
+            View::All
+        };
+        if !dump_to(path, view) {
             let _ = writeln!(
                 StderrWriter::new(),
                 "ebb: cannot write the heap profile {path:?}"
             );
+        }
+        dump_peak();
+    }
+}
+
+/// `<prefix>.<pid>.peak.pb.gz`, replaced: what was live at the peak so far.
+fn dump_peak() {
+    let mut buf = [0u8; 4096];
+    if peak::peak().is_some() {
+        if let Some(path) = profile_path(Written::Peak, &mut buf) {
+            dump_to(path, View::Peak);
         }
     }
 }
@@ -352,8 +431,11 @@ extern "C" fn signal_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_voi
             seen = now;
             sequence += 1;
             let mut buf = [0u8; 4096];
-            if let Some(path) = profile_path(Some(sequence), &mut buf) {
-                dump_to(path, false);
+            if let Some(path) = profile_path(Written::OnSignal(sequence), &mut buf) {
+                // The peak first: a reader that finds the signal's profile whole (`ebb
+                // run` before it stops the tree) finds the peak's too.
+                dump_peak();
+                dump_to(path, View::All);
             }
         }
     }

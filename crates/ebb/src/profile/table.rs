@@ -79,6 +79,11 @@ const TOMBSTONE: usize = 1;
 struct Tables {
     buckets: [Bucket; BUCKETS],
     live: [LiveSlot; LIVE_SLOTS],
+    /// The buckets in the order they were made, each as its index + 1 (0: being
+    /// published), so that a reader of every stack in use (the peak's snapshot,
+    /// `peak.rs`) reads `USED` entries instead of the whole table: the untouched
+    /// entries would map the shared zero page (see `bucket_for`).
+    used: [AtomicU32; BUCKETS],
 }
 
 static TABLES: AtomicPtr<Tables> = AtomicPtr::new(core::ptr::null_mut());
@@ -87,6 +92,11 @@ static MAKING: AtomicU32 = AtomicU32::new(0);
 pub static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// The live slot the next sample tries first (`track_live`).
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+/// Entries of `Tables::used` claimed.
+static USED: AtomicUsize = AtomicUsize::new(0);
+/// The estimated bytes of the sampled blocks tracked as live (the sum of their slots'
+/// `bytes`): what the peak's snapshot follows.
+static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// The tables, mapped on first use (zeroed memory is the empty state). Null if the
 /// OS refused the mapping.
@@ -154,6 +164,10 @@ fn bucket_for(t: &Tables, pcs: &[usize]) -> Option<u32> {
                         (&mut (*b).pcs)[..pcs.len()].copy_from_slice(pcs);
                     }
                     b.state.store(READY, Ordering::Release);
+                    let k = USED.fetch_add(1, Ordering::AcqRel);
+                    if let Some(entry) = t.used.get(k) {
+                        entry.store(i as u32 + 1, Ordering::Release);
+                    }
                     return Some(i as u32);
                 }
                 Err(now) => now,
@@ -236,6 +250,8 @@ fn track_live(
             slot.objects.store(objects, Ordering::Relaxed);
             slot.bytes.store(bytes, Ordering::Relaxed);
             slot.size.store(size, Ordering::Relaxed);
+            let live = LIVE_BYTES.fetch_add(bytes, Ordering::Relaxed) + bytes;
+            super::peak::after_sample(live);
             return Some(i as u32);
         }
     }
@@ -260,6 +276,7 @@ pub fn freed(slot: u32, addr: usize) -> Option<usize> {
         .compare_exchange(addr, TOMBSTONE, Ordering::AcqRel, Ordering::Relaxed)
         .ok()?;
     t.buckets[bucket].add_freed(objects, bytes);
+    LIVE_BYTES.fetch_sub(bytes, Ordering::Relaxed);
     Some(size)
 }
 
@@ -271,6 +288,32 @@ pub fn moved(slot: u32, from: usize, to: usize) {
             .addr
             .compare_exchange(from, to, Ordering::AcqRel, Ordering::Relaxed);
     }
+}
+
+/// The estimated bytes of the sampled blocks live now.
+pub fn live_bytes() -> u64 {
+    LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+/// Every published bucket in the order they were made, with its index in the table
+/// (the tables made; a bucket being published is skipped).
+pub fn for_each_used(mut f: impl FnMut(u32, &Bucket)) {
+    let Some(t) = tables() else {
+        return;
+    };
+    let made = USED.load(Ordering::Acquire).min(BUCKETS);
+    for entry in &t.used[..made] {
+        let index = entry.load(Ordering::Acquire);
+        if index != 0 {
+            f(index - 1, &t.buckets[index as usize - 1]);
+        }
+    }
+}
+
+/// The bucket at `index` if published.
+pub fn bucket(index: u32) -> Option<&'static Bucket> {
+    let b = tables()?.buckets.get(index as usize)?;
+    (b.state.load(Ordering::Acquire) == READY).then_some(b)
 }
 
 /// Every published bucket, in table order.
