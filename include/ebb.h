@@ -87,10 +87,13 @@ void ebb_collect(bool force);
 /* Sampling heap profiler (README "Find a leak"): start with a mean of `rate` bytes
  * between samples (0: EBB_PROFILE_RATE or 512 KiB), stop, and write what was sampled
  * as pprof's gzipped protobuf (`go tool pprof -top path`). EBB_PROFILE=prefix starts
- * it at process start and writes prefix.<pid>.pb.gz at exit. Returns 0 on success. */
+ * it at process start and writes prefix.<pid>.pb.gz at exit. Returns 0 on success.
+ * ebb_profile_dump_peak writes what was live at the peak of the sampled live bytes so
+ * far (within 1/16 of it; EBB_PROFILE also writes it, as prefix.<pid>.peak.pb.gz). */
 int ebb_profile_start(size_t rate);
 void ebb_profile_stop(void);
 int ebb_profile_dump(const char *path);
+int ebb_profile_dump_peak(const char *path);
 /* Options by name, with or without the EBB_ prefix, any case: "purge_delay" (ms),
  * "background", "show_stats", "show_errors", "check", "abort_on_error", "large_pages",
  * "dense_huge_pages" (0/1; "large_pages" advises only segments made after the change;

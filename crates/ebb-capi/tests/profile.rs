@@ -110,6 +110,20 @@ fn c_program_sites_estimates_names_leak_diff_and_signal_dump() {
         let in_use = totals_at(&after, site)[3] as f64;
         assert!(in_use < truth * 0.01, "{site}: {in_use} bytes still in use");
     }
+    // `ebb_profile_dump_peak` after the last round: the live bytes only grew (the
+    // leak), so the peak is the leak (the copy lags by at most 1/16), and the churned
+    // sites had at most a block live then.
+    let peak = read_gzipped(&dir.join("peak.pb.gz")).unwrap();
+    assert_within(
+        "site_leak at the peak",
+        totals_at(&peak, "site_leak")[3],
+        40e6 * 33.0 / 34.0,
+        0.10,
+    );
+    for (site, _) in &SITES[..2] {
+        let in_use = totals_at(&peak, site)[3];
+        assert!(in_use < 2 << 20, "{site}: {in_use} bytes live at the peak");
+    }
 
     // go tool pprof reads it: the sites by name, biggest first, with file:line and
     // their callers.

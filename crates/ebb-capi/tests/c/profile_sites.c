@@ -4,7 +4,8 @@
  *
  *   profile_sites DIR  - the sites below; dumps DIR/before.pb.gz after one round of
  *                        leaking and DIR/after.pb.gz after four more; then raises
- *                        SIGUSR1 (EBB_PROFILE_SIGNAL) and waits for that dump.
+ *                        SIGUSR1 (EBB_PROFILE_SIGNAL) and waits for that dump;
+ *                        DIR/peak.pb.gz (ebb_profile_dump_peak) after the last round.
  * Truth (bytes requested): site_small 40 x 2,000,000; site_medium 2000 x 50,000;
  * site_big 1 MiB x 100; site_leak 4000 x 2,000 per round, all kept. */
 #pragma GCC optimize("no-omit-frame-pointer")
@@ -84,6 +85,13 @@ int main(int argc, char **argv) {
     work(4);
     snprintf(path, sizeof path, "%s/after.pb.gz", argv[1]);
     if (ebb_profile_dump(path) != 0) {
+        fprintf(stderr, "dump %s failed\n", path);
+        return 1;
+    }
+    int (*ebb_profile_dump_peak)(const char *);
+    *(void **)&ebb_profile_dump_peak = dlsym(RTLD_DEFAULT, "ebb_profile_dump_peak");
+    snprintf(path, sizeof path, "%s/peak.pb.gz", argv[1]);
+    if (!ebb_profile_dump_peak || ebb_profile_dump_peak(path) != 0) {
         fprintf(stderr, "dump %s failed\n", path);
         return 1;
     }

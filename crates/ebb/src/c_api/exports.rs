@@ -219,3 +219,23 @@ pub unsafe extern "C" fn ebb_profile_dump(path: *const c_char) -> c_int {
         -1
     }
 }
+
+/// Write what was live at the peak of the sampled live bytes so far (within 1/16 of
+/// it) to `path`, as [`ebb_profile_dump`] writes. 0 on success, -1 if it could not be
+/// written.
+///
+/// # Safety
+/// `path` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ebb_profile_dump_peak(path: *const c_char) -> c_int {
+    if path.is_null() {
+        return -1;
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    let path = unsafe { core::ffi::CStr::from_ptr(path) };
+    if crate::profile::dump_to(path, crate::profile::View::Peak) {
+        0
+    } else {
+        -1
+    }
+}

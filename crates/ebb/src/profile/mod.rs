@@ -240,6 +240,15 @@ pub fn writes_pprof() -> bool {
 /// Write everything sampled so far to `path`: pprof's gzipped protobuf if an encoder
 /// is registered, else the raw text format. False if it could not be written.
 pub fn dump(path: &str) -> bool {
+    dump_view(path, View::All)
+}
+
+/// [`dump`] of what was live at the peak so far ([`View::Peak`]).
+pub fn dump_peak(path: &str) -> bool {
+    dump_view(path, View::Peak)
+}
+
+fn dump_view(path: &str, view: View) -> bool {
     let mut buf = [0u8; 4096];
     if path.len() >= buf.len() || path.as_bytes().contains(&0) {
         return false;
@@ -248,7 +257,7 @@ pub fn dump(path: &str) -> bool {
     let Ok(path) = CStr::from_bytes_with_nul(&buf[..path.len() + 1]) else {
         return false;
     };
-    dump_to(path, View::All)
+    dump_to(path, view)
 }
 
 /// [`dump`] of `view` to a NUL-terminated path.
@@ -397,12 +406,12 @@ extern "C" fn dump_at_exit() {
                 "ebb: cannot write the heap profile {path:?}"
             );
         }
-        dump_peak();
+        dump_peak_file();
     }
 }
 
 /// `<prefix>.<pid>.peak.pb.gz`, replaced: what was live at the peak so far.
-fn dump_peak() {
+fn dump_peak_file() {
     let mut buf = [0u8; 4096];
     if peak::peak().is_some() {
         if let Some(path) = profile_path(Written::Peak, &mut buf) {
@@ -434,7 +443,7 @@ extern "C" fn signal_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_voi
             if let Some(path) = profile_path(Written::OnSignal(sequence), &mut buf) {
                 // The peak first: a reader that finds the signal's profile whole (`ebb
                 // run` before it stops the tree) finds the peak's too.
-                dump_peak();
+                dump_peak_file();
                 dump_to(path, View::All);
             }
         }
