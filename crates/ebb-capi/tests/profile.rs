@@ -194,6 +194,38 @@ fn c_program_sites_estimates_names_leak_diff_and_signal_dump() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A process whose first requests are huge blocks: ebb sets itself up (here: the
+/// profiler of `EBB_PROFILE`) on a big request as on a small one, so both blocks are
+/// in the profile, at their sites (before, neither was: the set-up ran at the first
+/// small request, after them).
+#[test]
+fn first_requests_big_are_profiled() {
+    let exe = program("big_first.c");
+    let dir = fresh_dir("big-first");
+    let prefix = dir.join("big");
+    let run = run(
+        &exe,
+        &[],
+        true,
+        &[
+            ("EBB_PROFILE", prefix.to_str().unwrap()),
+            ("EBB_PROFILE_SEED", "7"),
+        ],
+    );
+    run.assert_success().assert_stdout_has("held 160 MiB");
+    let exit = files_like(&dir, "big.", ".pb.gz");
+    assert_eq!(exit.len(), 1, "{exit:?}");
+    let profile = read_gzipped(&exit[0]).unwrap();
+    for site in ["big_calloc", "big_malloc"] {
+        assert_eq!(
+            totals_at(&profile, site)[3],
+            80 << 20,
+            "{site}: one huge block, sampled for sure, live at exit"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `EBB_PROFILE_LEAKS=1`: the exit profile holds only what is still live.
 #[test]
 fn leaks_only_exit_profile() {

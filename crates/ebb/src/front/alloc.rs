@@ -506,6 +506,12 @@ fn alloc_aligned(size: usize, align: usize) -> *mut u8 {
 #[cold]
 #[inline(never)]
 fn alloc_big(size: usize, align: usize) -> *mut u8 {
+    if !crate::process::is_initialized() {
+        // A process whose first request is big: the set-up the first small request
+        // does (the environment's profiler, exit statistics and reports) comes first,
+        // or this block would be the one the profiler never saw.
+        heap::ensure_heap();
+    }
     if size <= LARGE_MAX {
         #[cfg(feature = "secure")]
         let span = crate::span::secure::alloc_large(size, align);

@@ -69,6 +69,12 @@ pub fn heap_link_offset() -> usize {
     hooks().map_or(0, |h| h.heap_link_offset)
 }
 
+/// True once [`init`] has run (its set-up done).
+#[inline]
+pub fn is_initialized() -> bool {
+    PROCESS_INIT.load(Ordering::Acquire) == INIT_DONE
+}
+
 /// One-time process set-up: options, the thread-exit key, fork handlers. Every caller
 /// passes the same `hooks`; concurrent callers wait for the first. True for the one
 /// call that did the set-up (which then arms what sits above, the exit reports).
