@@ -226,6 +226,52 @@ fn first_requests_big_are_profiled() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Sites behind allocation wrappers that reach `malloc` and `realloc` by tail jumps
+/// (tests/c/wrapped_sites.c, CPython's shape, no frame pointers): the blocks are
+/// charged to the wrappers' callers, not lost to an empty or wrong stack; and a block
+/// grown in place by `realloc` to 32 MiB is in the profile at 32 MiB, not at the size
+/// it had when first sampled.
+#[test]
+fn wrapped_sites_and_blocks_grown_in_place() {
+    let exe = program("wrapped_sites.c");
+    let dir = fresh_dir("wrapped");
+    let prefix = dir.join("wrapped");
+    let run = run(
+        &exe,
+        &[],
+        true,
+        &[
+            ("EBB_PROFILE", prefix.to_str().unwrap()),
+            ("EBB_PROFILE_RATE", "64k"),
+            ("EBB_PROFILE_SEED", "11"),
+        ],
+    );
+    run.assert_success().assert_stdout_has("kept 1 1");
+    let exit = files_like(&dir, "wrapped.", ".pb.gz");
+    assert_eq!(exit.len(), 1, "{exit:?}");
+    let profile = read_gzipped(&exit[0]).unwrap();
+    assert_within(
+        "site_table in use",
+        totals_at(&profile, "site_table")[3],
+        100e6,
+        0.10,
+    );
+    assert_within(
+        "site_grow in use",
+        totals_at(&profile, "site_grow")[3],
+        MIB * 32.0,
+        0.01,
+    );
+    let in_use: i64 = profile.sample.iter().map(|s| s.value[3]).sum();
+    let charged = totals_at(&profile, "site_table")[3] + totals_at(&profile, "site_grow")[3];
+    assert!(
+        (in_use - charged) as f64 <= MIB,
+        "{} bytes in use charged elsewhere",
+        in_use - charged
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `EBB_PROFILE_LEAKS=1`: the exit profile holds only what is still live.
 #[test]
 fn leaks_only_exit_profile() {

@@ -160,7 +160,11 @@ pub unsafe fn realloc_in(
             HUGE if fits || new_size > LARGE_MAX => {
                 let p = huge::resize(page, new_size.max(LARGE_MAX + 1));
                 if !p.is_null() {
-                    crate::profile::moved(ptr, p);
+                    if crate::profile::is_active() {
+                        profile_resized(ptr, p, new_size);
+                    } else {
+                        crate::profile::moved(ptr, p);
+                    }
                     return p;
                 }
                 if fits {
@@ -169,6 +173,9 @@ pub unsafe fn realloc_in(
             }
             LARGE if fits => {
                 arena::resize_large(page, new_size.max(MEDIUM_MAX + 1));
+                if crate::profile::is_active() {
+                    profile_resized(ptr, ptr, new_size);
+                }
                 return ptr;
             }
             LARGE
@@ -176,6 +183,9 @@ pub unsafe fn realloc_in(
                     && new_size <= LARGE_MAX
                     && arena::resize_large(page, new_size) =>
             {
+                if crate::profile::is_active() {
+                    profile_resized(ptr, ptr, new_size);
+                }
                 return ptr;
             }
             LARGE if new_size > LARGE_MAX => {
@@ -277,6 +287,16 @@ unsafe fn large_into_huge(
         }
     }
     new
+}
+
+/// A big block resized in place (`from` moved to `to`, or not) while the heap profiler
+/// runs (`profile::resized`). Out of line: its frame is where the sample's stack
+/// capture starts.
+#[cold]
+#[inline(never)]
+fn profile_resized(from: *mut u8, to: *mut u8, new_size: usize) {
+    let marker = 0u8;
+    crate::profile::resized(from, to, new_size, crate::profile::Entry::here(&marker));
 }
 
 /// After a block of `page` moved out: if the page is the calling thread's and now holds

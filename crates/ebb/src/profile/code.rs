@@ -301,6 +301,157 @@ pub(super) fn through_plt(target: usize, _: &Code) -> usize {
     target
 }
 
+/// Functions followed by [`tail_reaches_ebb`] (a wrapper and the wrappers it jumps to).
+const TAIL_HOPS: usize = 5;
+/// Instructions decoded in each.
+const TAIL_INSTRUCTIONS: usize = 12;
+/// Bytes of a function's body searched for a jump into a PLT stub.
+const TAIL_SCAN_BYTES: usize = 512;
+
+/// True if the code at `target` (a function the program called) reaches ebb by tail
+/// jumps: the return address into its caller is then the allocation site, although
+/// the call before it went to this function, not to ebb. Two shapes, followed at most
+/// `TAIL_HOPS` functions deep:
+/// - a wrapper that keeps no frame: a few instructions that only move, test and
+///   compare registers (taking a conditional branch's fall-through), then a `jmp`
+///   (direct, through a PLT stub, or through a memory slot it reads): CPython's
+///   `PyMem_Malloc` jumps through `_PyMem.malloc` to `_PyMem_RawMalloc`, which jumps
+///   to `malloc@plt` (`tail_jump_from`);
+/// - a function with a body that ends in such a jump: a `jmp` within its first
+///   `TAIL_SCAN_BYTES` into a PLT stub or a frameless wrapper that leads on
+///   (CPython's `_PyObject_Realloc` jumps to `PyMem_RawRealloc@plt` for a block that
+///   is not its own). Found by looking for the opcode byte, not by decoding: a byte
+///   that only looks like one would also have to point at a stub or a wrapper that
+///   leads into ebb.
+///
+/// A function that called ebb instead left its own return address below its caller's,
+/// which the scan meets first. Reads only code bytes inside known executable mappings,
+/// and memory slots through `read_word_checked`.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn tail_reaches_ebb(target: usize, code: &Code) -> bool {
+    reaches_ebb(target, code, TAIL_HOPS)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn reaches_ebb(at: usize, code: &Code, hops: usize) -> bool {
+    if hops == 0 {
+        return false;
+    }
+    if let Some(next) = tail_jump_from(at, code) {
+        let next = through_plt(next, code);
+        return in_ebb(next) || reaches_ebb(next, code, hops - 1);
+    }
+    if !code.contains(at) || !code.contains(at + TAIL_SCAN_BYTES + 4) {
+        return false;
+    }
+    // SAFETY: the bytes lie in executable (readable) mappings, checked above.
+    let body = unsafe { core::slice::from_raw_parts(at as *const u8, TAIL_SCAN_BYTES + 5) };
+    (0..TAIL_SCAN_BYTES).any(|k| {
+        let stub = match body[k] {
+            0xE9 => {
+                let rel = i32::from_le_bytes([body[k + 1], body[k + 2], body[k + 3], body[k + 4]]);
+                (at + k + 5).wrapping_add(rel as isize as usize)
+            }
+            0xEB => (at + k + 2).wrapping_add(body[k + 1] as i8 as isize as usize),
+            _ => return false,
+        };
+        let next = through_plt(stub, code);
+        // Into a PLT stub, or straight into a frameless wrapper (one object's own).
+        (next != stub || tail_jump_from(next, code).is_some())
+            && (in_ebb(next) || reaches_ebb(next, code, hops - 1))
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) fn tail_reaches_ebb(_: usize, _: &Code) -> bool {
+    false
+}
+
+/// The target of the first unconditional `jmp` out of the function at `start`, if
+/// only register moves, tests, compares and conditional branches (not taken) come
+/// before it (see `tail_reaches_ebb`).
+#[cfg(target_arch = "x86_64")]
+fn tail_jump_from(start: usize, code: &Code) -> Option<usize> {
+    // The longest instruction decoded here: REX + 0F xx + ModRM + SIB + disp32 = 9, or
+    // REX + B8+r + imm64 = 10.
+    const LONGEST: usize = 16;
+    let mut at = start;
+    for _ in 0..TAIL_INSTRUCTIONS {
+        if !code.contains(at) || !code.contains(at + LONGEST - 1) {
+            return None;
+        }
+        // SAFETY: the bytes lie in executable (readable) mappings, checked above.
+        let b = unsafe { core::slice::from_raw_parts(at as *const u8, LONGEST) };
+        if b[..4] == [0xF3, 0x0F, 0x1E, 0xFA] {
+            at += 4; // endbr64
+            continue;
+        }
+        let mut i = 0;
+        if b[i] == 0x66 {
+            i += 1;
+        }
+        let rex_w = b[i] & 0xF8 == 0x48;
+        if b[i] & 0xF0 == 0x40 {
+            i += 1;
+        }
+        let op = b[i];
+        i += 1;
+        let rel32 = |k: usize| i32::from_le_bytes([b[k], b[k + 1], b[k + 2], b[k + 3]]) as isize;
+        match op {
+            // jmp rel32, jmp rel8: out of the function (or within it: decode on there).
+            0xE9 => return Some((at + i + 4).wrapping_add(rel32(i) as usize)),
+            0xEB => {
+                at = (at + i + 1).wrapping_add(b[i] as i8 as isize as usize);
+                continue;
+            }
+            // jmp *disp32(%rip): the slot's value.
+            0xFF if b[i] == 0x25 => {
+                let slot = (at + i + 5).wrapping_add(rel32(i + 1) as usize);
+                return read_word_checked(slot);
+            }
+            // jcc rel8: the fall-through.
+            0x70..=0x7F => i += 1,
+            0x0F => {
+                let op2 = b[i];
+                i += 1;
+                match op2 {
+                    0x80..=0x8F => i += 4,                   // jcc rel32
+                    0x40..=0x4F => i += modrm_len(&b[i..])?, // cmovcc
+                    _ => return None,
+                }
+            }
+            // mov, test, cmp, xor, and, or, add, sub, lea between registers and memory.
+            0x89 | 0x8B | 0x85 | 0x39 | 0x3B | 0x31 | 0x33 | 0x21 | 0x23 | 0x09 | 0x0B | 0x01
+            | 0x03 | 0x29 | 0x2B | 0x8D => i += modrm_len(&b[i..])?,
+            // Group 1 with an immediate (add/or/and/sub/xor/cmp ..., imm8 or imm32).
+            0x83 => i += modrm_len(&b[i..])? + 1,
+            0x81 => i += modrm_len(&b[i..])? + 4,
+            0xC7 if (b[i] >> 3) & 7 == 0 => i += modrm_len(&b[i..])? + 4,
+            // mov imm32 (imm64 with REX.W) into a register.
+            0xB8..=0xBF => i += if rex_w { 8 } else { 4 },
+            _ => return None,
+        }
+        at += i;
+    }
+    None
+}
+
+/// Bytes of a ModRM byte and what follows it (SIB, displacement), from `b[0]`.
+#[cfg(target_arch = "x86_64")]
+fn modrm_len(b: &[u8]) -> Option<usize> {
+    let modrm = *b.first()?;
+    let (md, rm) = (modrm >> 6, modrm & 7);
+    let sib = md != 3 && rm == 4;
+    let base_is_disp32 = sib && md == 0 && b.get(1)? & 7 == 5;
+    let disp = match md {
+        0 if rm == 5 || base_is_disp32 => 4,
+        1 => 1,
+        2 => 4,
+        _ => 0,
+    };
+    Some(1 + sib as usize + disp)
+}
+
 /// Where the call before return address `ret` went (through a PLT stub or a GOT
 /// slot), if it was a call and not through a register.
 pub(super) fn call_target(ret: usize, code: &Code) -> Option<usize> {

@@ -36,8 +36,8 @@ pub use peak::peak;
 pub(crate) use sampler::HeapSampler;
 pub(crate) use sampler::{
     big_allocated, blocks_before, charge, charge_if_fits, cut, fits, freed, in_step,
-    keep_sampled_span, moved, record_sampled, sample_point, samples, serve_sampled, span_released,
-    sync,
+    keep_sampled_span, moved, record_sampled, resized, sample_point, samples, serve_sampled,
+    span_released, sync,
 };
 pub(crate) use stack::capture;
 pub(crate) use stack::Entry;

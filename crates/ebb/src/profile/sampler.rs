@@ -529,6 +529,25 @@ pub fn big_allocated(block: *mut u8, size: usize, entry: stack::Entry) {
     unsafe { record_stack(&pcs[..depth], span_of(block), block, size, size) };
 }
 
+/// A large or huge block resized in place by `realloc` (its mapping moved, from `from`
+/// to `to`, or not): counted as pprof counts a `realloc`, the old block freed and a
+/// block of `new_size` allocated, so a buffer grown in place is in the profile at its
+/// size now, not at the size it had when it was sampled.
+#[cold]
+pub fn resized(from: *mut u8, to: *mut u8, new_size: usize, entry: stack::Entry) {
+    let page = span_of(to);
+    // SAFETY: `to` is the caller's live big block; its span's descriptor (which moved
+    // with its pages, `Page::sample` included) is the caller's too.
+    unsafe {
+        let slot = (*page).sample;
+        if slot != 0 {
+            (*page).sample = 0;
+            table::freed(slot - 1, from as usize);
+        }
+    }
+    big_allocated(to, new_size, entry);
+}
+
 /// Reset the big-block countdown (profiling starts).
 pub fn reset_big() {
     BIG_LEFT.store(0, Ordering::Relaxed);

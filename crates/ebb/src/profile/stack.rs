@@ -19,7 +19,10 @@
 //!    (C++'s `operator new`), each validated by the call before it
 //!    (`frameless_callers`).
 
-use super::code::{call_before, call_target, in_ebb, through_plt, Code, EBB_SHARED, RANGE_VERSION};
+use super::code::{
+    call_before, call_target, in_ebb, tail_reaches_ebb, through_plt, Code, EBB_SHARED,
+    RANGE_VERSION,
+};
 use super::table::MAX_DEPTH;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -188,12 +191,14 @@ fn classify(word: usize, code: &Code, shared: bool) -> ReturnAddress {
     let Some(target) = call_before(word, code) else {
         return ReturnAddress::No;
     };
-    // A return address outside ebb, after a call into it.
+    // A return address outside ebb, after a call into it, or into a wrapper that
+    // jumps into it (`tail_reaches_ebb`).
     let wanted = !shared
         || !in_ebb(word)
-            && target
-                .resolve()
-                .map_or(true, |t| in_ebb(through_plt(t, code)));
+            && target.resolve().map_or(true, |t| {
+                let t = through_plt(t, code);
+                in_ebb(t) || tail_reaches_ebb(t, code)
+            });
     if wanted {
         ReturnAddress::Wanted
     } else {
