@@ -121,14 +121,15 @@ enum Cmd {
         pid: i32,
     },
     /// Have a running ebb process write a heap profile now and print its top sites:
-    /// what its live memory is, or with --since-last what grew since its previous
-    /// profile (a leak). The process must have been started with EBB_PROFILE and
+    /// what its live memory is, with --since-last what grew since its previous profile
+    /// (a leak), or with --peak what was live at its peak so far. The process must have been started with EBB_PROFILE and
     /// EBB_PROFILE_SIGNAL.
     #[command(after_help = "Examples:
   EBB_PROFILE=/tmp/heap EBB_PROFILE_SIGNAL=USR1 LD_PRELOAD=target/release/libebb.so ./my-server &
   ebb profile $!                                      # live memory now, by site
   ebb profile --since-last $!                         # what grew since the last `ebb profile`
   ebb profile --index alloc_space -n 40 $!            # what it allocated so far
+  ebb profile --peak $!                               # what made its memory peak
   ebb flame /tmp/heap.<pid>.2.pb.gz                   # the profile it wrote, as a flame graph")]
     Profile(profile_cli::ProfileNowArgs),
     /// The built-in workload (a worker pool, a refresher replacing a sleeping owner's
@@ -184,8 +185,9 @@ struct RunArgs {
     #[command(flatten)]
     sampling: Sampling,
     /// Heap-profile every process of the tree (ebb only): each writes
-    /// PREFIX.<pid>.pb.gz at exit, and the top allocation sites of those that allocated
-    /// most are printed: what was still live at exit, and what was allocated.
+    /// PREFIX.<pid>.pb.gz at exit (and PREFIX.<pid>.peak.pb.gz), and the top allocation
+    /// sites of those that allocated most are printed: what was still live at exit,
+    /// what was live at the peak, and what was allocated.
     #[arg(long, value_name = "PREFIX")]
     profile: Option<PathBuf>,
     /// With --profile: mean bytes between samples [default: 512k; k, m, g suffixes].
