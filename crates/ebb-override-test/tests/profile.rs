@@ -16,12 +16,20 @@ fn rust_site(count: usize) {
     }
 }
 
+/// 40 MB held at once, then freed: the peak.
+#[inline(never)]
+fn rust_peak(count: usize) {
+    let held: Vec<Vec<u8>> = (0..count).map(|i| vec![i as u8; 1000]).collect();
+    black_box(held);
+}
+
 #[test]
 fn c_and_rust_sites_in_one_profile() {
     assert!(ebb::profile::start(64 << 10));
     // SAFETY: plain C function over malloc/free.
     unsafe { clib_alloc_site(2_000_000, 50) };
     rust_site(100_000);
+    rust_peak(40_000);
     ebb::profile::stop();
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let raw = dir.join(format!("override-{}.raw", std::process::id()));
@@ -38,4 +46,17 @@ fn c_and_rust_sites_in_one_profile() {
         );
     }
     let _ = std::fs::remove_file(&raw);
+
+    // The peak's profile in the raw format: `rust_peak`'s 40 MB, within the 1/16 the
+    // copy may lag and the sampling error.
+    let peak = dir.join(format!("override-{}.peak.raw", std::process::id()));
+    assert!(ebb::profile::dump_peak(peak.to_str().unwrap()));
+    let raw_peak = ebb_pprof::RawProfile::parse(&std::fs::read_to_string(&peak).unwrap()).unwrap();
+    assert!(raw_peak.complete);
+    let at_peak = ebb_pprof::totals_at(&ebb_pprof::build(&raw_peak), "rust_peak")[3] as f64;
+    assert!(
+        (40e6 * 0.8..40e6 * 1.1).contains(&at_peak),
+        "rust_peak at the peak: {at_peak}"
+    );
+    let _ = std::fs::remove_file(&peak);
 }
