@@ -122,8 +122,8 @@ enum Cmd {
     },
     /// Have a running ebb process write a heap profile now and print its top sites:
     /// what its live memory is, with --since-last what grew since its previous profile
-    /// (a leak), or with --peak what was live at its peak so far. The process must have been started with EBB_PROFILE and
-    /// EBB_PROFILE_SIGNAL.
+    /// (a leak), or with --peak what was live at its peak so far. The process must have
+    /// been started with EBB_PROFILE and EBB_PROFILE_SIGNAL.
     #[command(after_help = "Examples:
   EBB_PROFILE=/tmp/heap EBB_PROFILE_SIGNAL=USR1 LD_PRELOAD=target/release/libebb.so ./my-server &
   ebb profile $!                                      # live memory now, by site

@@ -275,12 +275,22 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
         };
         let peak = written.peak.as_ref().and_then(|p| read_profile(p).ok());
         let mut tables = vec![(&written.profile, "inuse_space", live)];
-        if let Some(peak) = &peak {
-            tables.push((
-                peak,
-                "inuse_space",
-                "live at the peak (within 1/16 of it: what made memory peak, freed or not)",
-            ));
+        let peak_title = peak.as_ref().map(|p| {
+            let into =
+                std::time::UNIX_EPOCH + std::time::Duration::from_nanos(p.time_nanos.max(0) as u64);
+            match into.duration_since(since) {
+                Ok(d) => format!(
+                    "live at the peak, {:.1} s into the run (within 1/16 of it: what made \
+                     memory peak, freed or not)",
+                    d.as_secs_f64()
+                ),
+                Err(_) => "live at the peak (within 1/16 of it: what made memory peak, freed \
+                           or not)"
+                    .to_string(),
+            }
+        });
+        if let (Some(peak), Some(title)) = (&peak, &peak_title) {
+            tables.push((peak, "inuse_space", title.as_str()));
         }
         tables.push((&written.profile, "alloc_space", "allocated over the run"));
         for (profile, index, what) in tables {

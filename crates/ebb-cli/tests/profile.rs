@@ -149,6 +149,10 @@ fn profile_at_the_peak_shows_what_was_freed_before_exit() {
     );
     assert!(flat_of(live, "peak_blocks").is_none(), "freed: {text}");
     let at_peak = table_under(&text, "live at the peak");
+    assert!(
+        text.contains("live at the peak, ") && text.contains(" s into the run"),
+        "when: {text}"
+    );
     let peaked = flat_of(at_peak, "peak_blocks").unwrap_or_else(|| panic!("{text}"));
     // A sampled estimate of 64 MiB (1,024 blocks at one sample per 64 KiB on
     // average), taken within 1/16 of the highest estimate.

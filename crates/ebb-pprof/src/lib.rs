@@ -66,6 +66,9 @@ pub struct RawBucket {
 pub struct RawProfile {
     /// The file ended with `end`: written whole (older writers never say so).
     pub complete: bool,
+    /// When the samples were taken (ns since the Unix epoch), if not when the profile
+    /// is built: the peak's copy (`snapshot(View::Peak)`).
+    pub time_nanos: Option<i64>,
     pub rate: u64,
     pub mappings: Vec<RawMapping>,
     pub samples: Vec<RawSample>,
@@ -421,9 +424,11 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
         location: locations,
         function: functions,
         string_table: strings.table,
-        time_nanos: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64),
+        time_nanos: raw.time_nanos.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i64)
+        }),
         period_type,
         period: raw.rate as i64,
         comment,
@@ -546,6 +551,14 @@ pub fn snapshot(view: ebb::profile::View) -> RawProfile {
         mappings: own_executable_mappings(),
         ..Default::default()
     };
+    if view == ebb::profile::View::Peak {
+        raw.time_nanos = ebb::profile::peak().and_then(|(_, age_ms)| {
+            let at = std::time::SystemTime::now() - std::time::Duration::from_millis(age_ms);
+            at.duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_nanos() as i64)
+        });
+    }
     ebb::profile::for_each_site_in(view, |site| {
         raw.buckets.push(RawBucket {
             values: [

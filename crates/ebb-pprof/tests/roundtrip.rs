@@ -97,8 +97,7 @@ fn raw_profile(seed: u64, beta_live: u64) -> RawProfile {
         complete: true,
         rate: RATE,
         mappings: executable_mappings(),
-        samples: Vec::new(),
-        buckets: Vec::new(),
+        ..Default::default()
     };
     let caller = raw_profile as fn(u64, u64) -> RawProfile as usize as u64;
     for (f, _, size, count, live) in sites(beta_live) {

@@ -52,7 +52,11 @@ fn only_file(dir: &Path, suffix: &str) -> PathBuf {
     let found: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .filter(|p| {
+            let name = p.to_string_lossy();
+            // The peak's profile beside it (`.peak.pb.gz`, `.peak.raw`) only when asked.
+            name.ends_with(suffix) && (suffix.contains("peak") || !name.contains(".peak."))
+        })
         .collect();
     assert_eq!(found.len(), 1, "{suffix} files in {dir:?}: {found:?}");
     found.into_iter().next().unwrap()
@@ -138,6 +142,9 @@ fn rust_program_profile_written_in_process() {
     let dir = fresh_dir("pprof");
     run_sites(&dir, false);
     check(&only_file(&dir, ".pb.gz"));
+    // The peak's, written beside it at exit, decodes and holds samples.
+    let peak = ebb_pprof::read_gzipped(&only_file(&dir, ".peak.pb.gz")).unwrap();
+    assert!(!peak.sample.is_empty(), "an empty peak profile");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -152,6 +159,9 @@ fn rust_program_raw_profile_symbolized_afterwards() {
         ebb_pprof::RawProfile::parse(&text).unwrap().complete,
         "no end line"
     );
+    let peak = std::fs::read_to_string(only_file(&dir, ".peak.raw")).unwrap();
+    let peak = ebb_pprof::RawProfile::parse(&peak).unwrap();
+    assert!(peak.complete && !peak.buckets.is_empty(), "{peak:?}");
     let out = dir.join("symbolized.pb.gz");
     let status = Command::new(env!("CARGO_BIN_EXE_ebb-pprof"))
         .arg("symbolize")

@@ -125,11 +125,12 @@ fn take(live: u64) {
     WRITING.store(false, Ordering::Release);
 }
 
-/// The estimated live bytes at the snapshot and when it was taken (`os::now_ms`'s
-/// clock), or None before the first sample.
+/// The estimated live bytes at the snapshot and how many milliseconds ago it was
+/// taken, or None before the first sample.
 pub fn peak() -> Option<(u64, u64)> {
     let bytes = PEAK_BYTES.load(Ordering::Relaxed);
-    (bytes != 0).then(|| (bytes, PEAK_AT_MS.load(Ordering::Relaxed)))
+    let at = PEAK_AT_MS.load(Ordering::Relaxed);
+    (bytes != 0).then(|| (bytes, os::now_ms().saturating_sub(at)))
 }
 
 /// Call `f` with every stack's counters at the snapshot (a bucket's own counters as
