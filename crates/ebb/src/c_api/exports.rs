@@ -208,12 +208,21 @@ pub extern "C" fn ebb_profile_stop() {
 /// `path` must be a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ebb_profile_dump(path: *const c_char) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { dump_view_to(path, crate::profile::View::All) }
+}
+
+/// `view` written to `path` (NUL-terminated or null): 0, or -1 if it was not written.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn dump_view_to(path: *const c_char, view: crate::profile::View) -> c_int {
     if path.is_null() {
         return -1;
     }
     // SAFETY: the caller passes a NUL-terminated string.
     let path = unsafe { core::ffi::CStr::from_ptr(path) };
-    if crate::profile::dump_to(path, crate::profile::View::All) {
+    if crate::profile::dump_to(path, view) {
         0
     } else {
         -1
@@ -228,14 +237,6 @@ pub unsafe extern "C" fn ebb_profile_dump(path: *const c_char) -> c_int {
 /// `path` must be a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ebb_profile_dump_peak(path: *const c_char) -> c_int {
-    if path.is_null() {
-        return -1;
-    }
-    // SAFETY: the caller passes a NUL-terminated string.
-    let path = unsafe { core::ffi::CStr::from_ptr(path) };
-    if crate::profile::dump_to(path, crate::profile::View::Peak) {
-        0
-    } else {
-        -1
-    }
+    // SAFETY: per the contract.
+    unsafe { dump_view_to(path, crate::profile::View::Peak) }
 }
