@@ -272,6 +272,44 @@ fn wrapped_sites_and_blocks_grown_in_place() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A fork child's peak is its own: the parent's 64 MiB peak, freed before the fork,
+/// is not in the child's peak profile; the child's 16 MiB is.
+#[test]
+fn fork_child_has_a_peak_of_its_own() {
+    let exe = program("fork_peak.c");
+    let dir = fresh_dir("fork-peak");
+    let prefix = dir.join("fork");
+    let run = run(
+        &exe,
+        &[],
+        true,
+        &[
+            ("EBB_PROFILE", prefix.to_str().unwrap()),
+            ("EBB_PROFILE_RATE", "64k"),
+            ("EBB_PROFILE_SEED", "13"),
+        ],
+    );
+    run.assert_success();
+    let child = run
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_else(|| panic!("no child pid: {}", run.stdout));
+    let peak = read_gzipped(&dir.join(format!("fork.{child}.peak.pb.gz"))).unwrap();
+    assert_eq!(
+        totals_at(&peak, "parent_peak")[3],
+        0,
+        "the parent's peak in the child's"
+    );
+    assert_within(
+        "child_site at the child's peak",
+        totals_at(&peak, "child_site")[3],
+        MIB * 16.0,
+        0.20,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `EBB_PROFILE_LEAKS=1`: the exit profile holds only what is still live.
 #[test]
 fn leaks_only_exit_profile() {

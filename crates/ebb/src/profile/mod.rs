@@ -487,8 +487,10 @@ pub fn register_from_env() {
 }
 
 /// In a fork child: the watcher, if the parent ran one (the handler came with the
-/// fork; its thread did not). The child's profiles carry its own process id.
+/// fork; its thread did not), and a peak of its own. The child's profiles carry its own
+/// process id.
 pub fn restart_after_fork() {
+    peak::after_fork();
     if PROFILE_SIGNAL.load(Ordering::Acquire) != 0 {
         os::spawn_detached(signal_watcher, WATCHER_STACK_BYTES);
     }

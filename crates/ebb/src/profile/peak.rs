@@ -125,6 +125,16 @@ fn take(live: u64) {
     WRITING.store(false, Ordering::Release);
 }
 
+/// In a fork child (its first slow path): the child's peak starts from what it holds,
+/// not from the parent's history; and a copy the fork interrupted in another thread
+/// (which did not survive it) no longer holds the flag.
+pub(super) fn after_fork() {
+    COUNT.store(0, Ordering::Relaxed);
+    PEAK_BYTES.store(0, Ordering::Relaxed);
+    NEXT.store(0, Ordering::Relaxed);
+    WRITING.store(false, Ordering::Release);
+}
+
 /// The estimated live bytes at the snapshot and how many milliseconds ago it was
 /// taken, or None before the first sample.
 pub fn peak() -> Option<(u64, u64)> {
