@@ -126,6 +126,24 @@ fn site_stacks(profile: &Profile, index: &str, sites: Sites) -> Result<SiteStack
     let unit = string(profile, profile.sample_type[column].unit).to_string();
     let locations: HashMap<u64, &crate::proto::Location> =
         profile.location.iter().map(|l| (l.id, l)).collect();
+    let mappings: HashMap<u64, &crate::proto::Mapping> =
+        profile.mapping.iter().map(|m| (m.id, m)).collect();
+    // A location without a name (a stripped program's own function): its object and
+    // file offset, `jq+0x5fca`, which `addr2line -e` of a build with symbols resolves;
+    // the run's address alone changes with every run (ASLR).
+    let unnamed = |location: &crate::proto::Location| match mappings.get(&location.mapping_id) {
+        Some(m) if m.memory_start <= location.address && location.address < m.memory_limit => {
+            let path = string(profile, m.filename);
+            let object = path.rsplit('/').next().unwrap_or(path);
+            let offset = location.address - m.memory_start + m.file_offset;
+            if object.is_empty() {
+                format!("{:#x}", location.address)
+            } else {
+                format!("{object}+{offset:#x}")
+            }
+        }
+        _ => format!("{:#x}", location.address),
+    };
     let functions: HashMap<u64, (&str, &str)> = profile
         .function
         .iter()
@@ -155,7 +173,7 @@ fn site_stacks(profile: &Profile, index: &str, sites: Sites) -> Result<SiteStack
                             .unwrap_or(("", ""));
                         plumbing.push(is_std_plumbing(name, file));
                         frames.push(if name.is_empty() {
-                            format!("{:#x}", location.address)
+                            unnamed(location)
                         } else {
                             name.to_string()
                         });
@@ -163,7 +181,7 @@ fn site_stacks(profile: &Profile, index: &str, sites: Sites) -> Result<SiteStack
                 }
                 Some(location) => {
                     plumbing.push(false);
-                    frames.push(format!("{:#x}", location.address));
+                    frames.push(unnamed(location));
                 }
                 None => {
                     plumbing.push(false);
@@ -670,6 +688,36 @@ mod tests {
             "keep_strings(std::vector<std::string>&, int)",
             "/tmp/leak.cpp"
         ));
+    }
+
+    #[test]
+    fn an_unnamed_frame_is_its_object_and_file_offset() {
+        let mut p = profile(&[(&["malloc", "main"], 10, 10)]);
+        let path = p.string_table.len() as i64;
+        p.string_table.push("/usr/bin/tool".into());
+        p.mapping.push(crate::proto::Mapping {
+            id: 9,
+            memory_start: 0x5500_0000_1000,
+            memory_limit: 0x5500_0000_9000,
+            file_offset: 0x2000,
+            filename: path,
+            ..Default::default()
+        });
+        // The site: a frame of the program without a name, inside the mapping, and one
+        // outside every mapping.
+        for (id, address) in [(7u64, 0x5500_0000_1fcau64), (8, 0x10)] {
+            p.location.push(Location {
+                id,
+                mapping_id: 9,
+                address,
+                ..Default::default()
+            });
+        }
+        p.sample[0].location_id.insert(1, 7);
+        p.sample[0].location_id.insert(2, 8);
+        let t = top(&p, None, None, Sites::OutsideAllocator).unwrap();
+        assert_eq!(t.rows[0].name, "tool+0x2fca", "{:?}", t.rows);
+        assert!(t.rows.iter().any(|r| r.name == "0x10"), "{:?}", t.rows);
     }
 
     #[test]
