@@ -324,6 +324,27 @@ pub fn now_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+/// `now_ms`'s clock read by a system call, for the heap profiler's sampling path:
+/// libc's `clock_gettime` calls the vDSO through a register, and the return address
+/// into libc it leaves on the stack is one a later sample's stack scan cannot tell from
+/// a caller's (a call it cannot check). `syscall` makes no call: the only return
+/// address it pushes is ebb's own.
+pub fn now_ms_by_syscall() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer for clock_gettime's second argument.
+    unsafe {
+        libc::syscall(
+            libc::SYS_clock_gettime,
+            libc::CLOCK_MONOTONIC_COARSE,
+            &mut ts as *mut libc::timespec,
+        )
+    };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
 /// CPU time the calling thread has used, in nanoseconds (a system call: for the
 /// purger's own accounting, once per pass, never on an allocation path).
 pub fn thread_cpu_time_ns() -> u64 {

@@ -45,7 +45,7 @@ static MAKING: AtomicBool = AtomicBool::new(false);
 static WRITING: AtomicBool = AtomicBool::new(false);
 /// Records in the snapshot.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
-/// The live estimate at the snapshot, and when it was taken (`os::now_ms`).
+/// The live estimate at the snapshot, and when it was taken (`os::now_ms_by_syscall`).
 static PEAK_BYTES: AtomicU64 = AtomicU64::new(0);
 static PEAK_AT_MS: AtomicU64 = AtomicU64::new(0);
 /// A sample that takes the live estimate past this takes the next snapshot.
@@ -120,7 +120,9 @@ fn take(live: u64) {
     });
     COUNT.store(count, Ordering::Relaxed);
     PEAK_BYTES.store(live, Ordering::Relaxed);
-    PEAK_AT_MS.store(os::now_ms(), Ordering::Relaxed);
+    // Not `now_ms`: libc's `clock_gettime` would leave a return address into libc
+    // here, inside the sampling path's stack, for later samples' scans to find.
+    PEAK_AT_MS.store(os::now_ms_by_syscall(), Ordering::Relaxed);
     NEXT.store(live + live / 16, Ordering::Relaxed);
     WRITING.store(false, Ordering::Release);
 }
@@ -140,7 +142,7 @@ pub(super) fn after_fork() {
 pub fn peak() -> Option<(u64, u64)> {
     let bytes = PEAK_BYTES.load(Ordering::Relaxed);
     let at = PEAK_AT_MS.load(Ordering::Relaxed);
-    (bytes != 0).then(|| (bytes, os::now_ms().saturating_sub(at)))
+    (bytes != 0).then(|| (bytes, os::now_ms_by_syscall().saturating_sub(at)))
 }
 
 /// Call `f` with every stack's counters at the snapshot (a bucket's own counters as
@@ -149,9 +151,9 @@ pub(super) fn for_each_record(mut f: impl FnMut(&Bucket, [u64; 6])) {
     let Some(s) = snapshot() else {
         return;
     };
-    let start = os::now_ms();
+    let start = os::now_ms_by_syscall();
     let mut held = false;
-    while !held && os::now_ms().saturating_sub(start) < READ_WAIT_MS {
+    while !held && os::now_ms_by_syscall().saturating_sub(start) < READ_WAIT_MS {
         held = !WRITING.swap(true, Ordering::Acquire);
         if !held {
             os::yield_now();
