@@ -54,6 +54,27 @@ fn files_like(dir: &Path, prefix: &str, suffix: &str) -> Vec<PathBuf> {
     found
 }
 
+/// The stacks of a profile that hold a frame of `libebb.so` past the allocator's own
+/// frames at the inner end (which the encoder drops): blocks made on ebb's behalf, or a
+/// stale return address the stack scan took for a caller.
+fn stacks_through_libebb(profile: &ebb_pprof::proto::Profile) -> usize {
+    let ebb_mappings: Vec<u64> = profile
+        .mapping
+        .iter()
+        .filter(|m| profile.string_table[m.filename as usize].ends_with("libebb.so"))
+        .map(|m| m.id)
+        .collect();
+    profile
+        .sample
+        .iter()
+        .filter(|s| {
+            s.location_id
+                .iter()
+                .any(|id| ebb_mappings.contains(&profile.location[*id as usize - 1].mapping_id))
+        })
+        .count()
+}
+
 #[track_caller]
 fn assert_within(what: &str, estimate: i64, truth: f64, tolerance: f64) {
     let error = (estimate as f64 - truth).abs() / truth;
@@ -306,6 +327,44 @@ fn fork_child_has_a_peak_of_its_own() {
         totals_at(&peak, "child_site")[3],
         MIB * 16.0,
         0.20,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every allocation sampled (`EBB_PROFILE_RATE=1`) of a program that starts ebb's
+/// profile watcher (`EBB_PROFILE_SIGNAL`): the TLS that `pthread_create` allocates for
+/// that thread is ebb's, not the program's, and is not in the profile (it was, at
+/// `_dl_allocate_tls` under `pthread_create` under ebb's `spawn`); no stack runs
+/// through `libebb.so`.
+#[test]
+fn blocks_ebb_makes_for_its_threads_are_not_the_programs() {
+    let exe = program("trivial.c");
+    let dir = fresh_dir("own-threads");
+    let prefix = dir.join("own");
+    let run = run(
+        &exe,
+        &[],
+        true,
+        &[
+            ("EBB_PROFILE", prefix.to_str().unwrap()),
+            ("EBB_PROFILE_SIGNAL", "USR1"),
+            ("EBB_PROFILE_RATE", "1"),
+        ],
+    );
+    run.assert_success().assert_stdout_has("ebb=yes");
+    let exit = files_like(&dir, "own.", ".pb.gz");
+    assert_eq!(exit.len(), 1, "{exit:?}");
+    let profile = read_gzipped(&exit[0]).unwrap();
+    assert!(!profile.sample.is_empty(), "nothing sampled at rate 1");
+    assert_eq!(
+        stacks_through_libebb(&profile),
+        0,
+        "stacks through libebb.so: {:?}",
+        go_pprof(&[
+            "-traces",
+            "-sample_index=alloc_space",
+            exit[0].to_str().unwrap()
+        ])
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

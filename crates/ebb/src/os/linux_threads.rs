@@ -30,6 +30,21 @@
 use super::preserving_errno;
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// The thread (`pthread_self`) inside `spawn`, 0 if none: `pthread_create` allocates
+/// the new thread's TLS through `malloc` in the creating thread, on the allocator's
+/// behalf, not the program's (the heap profiler leaves such blocks out). Two threads
+/// spawning at once (never: ebb's threads start once each) would only let one such
+/// block through.
+static SPAWNING: AtomicUsize = AtomicUsize::new(0);
+
+/// True if the calling thread is starting one of the allocator's threads ([`spawn`]).
+pub fn spawning_here() -> bool {
+    let spawning = SPAWNING.load(Ordering::Relaxed);
+    // SAFETY: pthread_self has no preconditions.
+    spawning != 0 && spawning == unsafe { libc::pthread_self() } as usize
+}
 
 /// Make a thread running `entry` with a stack of `stack_bytes` and every signal
 /// blocked (it never runs the program's handlers: a process-directed signal goes to a
@@ -58,7 +73,9 @@ fn spawn(
         libc::sigfillset(&mut all);
         let masked = libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) == 0;
         let mut thread: libc::pthread_t = 0;
+        SPAWNING.store(libc::pthread_self() as usize, Ordering::Relaxed);
         let rc = libc::pthread_create(&mut thread, &attr, entry, null_mut());
+        SPAWNING.store(0, Ordering::Relaxed);
         if masked {
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, null_mut());
         }

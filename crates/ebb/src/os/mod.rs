@@ -107,7 +107,9 @@
 //! Threads and process: `spawn_detached(entry, stack_bytes) -> bool` (a detached
 //! thread; it may call malloc) and `spawn_joinable(entry, stack_bytes) -> Option<u64>`
 //! / `join(handle)`, both starting the thread with every signal blocked (the program's
-//! handlers never run on the allocator's threads); `detach_files() -> bool` (the
+//! handlers never run on the allocator's threads), `spawning_here() -> bool` (the
+//! calling thread is inside one of those: what the thread library allocates meanwhile
+//! is the allocator's, which the heap profiler leaves out); `detach_files() -> bool` (the
 //! calling thread leaves the process's file-descriptor table for an empty one of its
 //! own, so the program's descriptor calls take the kernel's single-user fast path; true
 //! if done; `write_fd` on 0-2 still reaches the process's descriptors from such a
@@ -225,6 +227,7 @@ mod contract {
     const _: fn(extern "C" fn(*mut c_void) -> *mut c_void, usize) -> bool = spawn_detached;
     const _: fn(extern "C" fn(*mut c_void) -> *mut c_void, usize) -> Option<u64> = spawn_joinable;
     const _: fn(u64) = join;
+    const _: fn() -> bool = spawning_here;
     const _: fn() -> bool = detach_files;
     const _: fn(&'static [u8]) = name_thread;
     const _: fn() -> Option<u64> = process_thread_count;

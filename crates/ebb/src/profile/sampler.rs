@@ -289,7 +289,9 @@ unsafe fn record_stack(
     size: usize,
     block_size: usize,
 ) {
-    let slot = if super::is_writer() {
+    // Blocks made for ebb itself are not the program's: a profile being written, the
+    // TLS `pthread_create` allocates for one of ebb's threads.
+    let slot = if super::is_writer() || crate::os::spawning_here() {
         None
     } else {
         table::record(pcs, block as usize, size, weight(block_size))
