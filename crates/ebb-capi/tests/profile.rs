@@ -215,28 +215,41 @@ fn c_program_sites_estimates_names_leak_diff_and_signal_dump() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A C program of tests/c run under `libebb.so` with `EBB_PROFILE=<dir>/<name>` and
+/// `env` added, that succeeded and printed `says`; the one profile it wrote at exit,
+/// read, and its directory (removed by the caller).
+fn profiled_at_exit(
+    source: &'static str,
+    name: &str,
+    env: &[(&str, &str)],
+    says: &str,
+) -> (PathBuf, PathBuf, ebb_pprof::proto::Profile) {
+    let exe = program(source);
+    let dir = fresh_dir(name);
+    let prefix = dir.join(name);
+    let mut all = vec![("EBB_PROFILE", prefix.to_str().unwrap())];
+    all.extend_from_slice(env);
+    run(&exe, &[], true, &all)
+        .assert_success()
+        .assert_stdout_has(says);
+    let exit = files_like(&dir, &format!("{name}."), ".pb.gz");
+    assert_eq!(exit.len(), 1, "{exit:?}");
+    let profile = read_gzipped(&exit[0]).unwrap();
+    (dir, exit[0].clone(), profile)
+}
+
 /// A process whose first requests are huge blocks: ebb sets itself up (here: the
 /// profiler of `EBB_PROFILE`) on a big request as on a small one, so both blocks are
 /// in the profile, at their sites (before, neither was: the set-up ran at the first
 /// small request, after them).
 #[test]
 fn first_requests_big_are_profiled() {
-    let exe = program("big_first.c");
-    let dir = fresh_dir("big-first");
-    let prefix = dir.join("big");
-    let run = run(
-        &exe,
-        &[],
-        true,
-        &[
-            ("EBB_PROFILE", prefix.to_str().unwrap()),
-            ("EBB_PROFILE_SEED", "7"),
-        ],
+    let (dir, _, profile) = profiled_at_exit(
+        "big_first.c",
+        "big",
+        &[("EBB_PROFILE_SEED", "7")],
+        "held 160 MiB",
     );
-    run.assert_success().assert_stdout_has("held 160 MiB");
-    let exit = files_like(&dir, "big.", ".pb.gz");
-    assert_eq!(exit.len(), 1, "{exit:?}");
-    let profile = read_gzipped(&exit[0]).unwrap();
     for site in ["big_calloc", "big_malloc"] {
         assert_eq!(
             totals_at(&profile, site)[3],
@@ -254,23 +267,12 @@ fn first_requests_big_are_profiled() {
 /// it had when first sampled.
 #[test]
 fn wrapped_sites_and_blocks_grown_in_place() {
-    let exe = program("wrapped_sites.c");
-    let dir = fresh_dir("wrapped");
-    let prefix = dir.join("wrapped");
-    let run = run(
-        &exe,
-        &[],
-        true,
-        &[
-            ("EBB_PROFILE", prefix.to_str().unwrap()),
-            ("EBB_PROFILE_RATE", "64k"),
-            ("EBB_PROFILE_SEED", "11"),
-        ],
+    let (dir, _, profile) = profiled_at_exit(
+        "wrapped_sites.c",
+        "wrapped",
+        &[("EBB_PROFILE_RATE", "64k"), ("EBB_PROFILE_SEED", "11")],
+        "kept 1 1",
     );
-    run.assert_success().assert_stdout_has("kept 1 1");
-    let exit = files_like(&dir, "wrapped.", ".pb.gz");
-    assert_eq!(exit.len(), 1, "{exit:?}");
-    let profile = read_gzipped(&exit[0]).unwrap();
     assert_within(
         "site_table in use",
         totals_at(&profile, "site_table")[3],
@@ -338,23 +340,12 @@ fn fork_child_has_a_peak_of_its_own() {
 /// through `libebb.so`.
 #[test]
 fn blocks_ebb_makes_for_its_threads_are_not_the_programs() {
-    let exe = program("trivial.c");
-    let dir = fresh_dir("own-threads");
-    let prefix = dir.join("own");
-    let run = run(
-        &exe,
-        &[],
-        true,
-        &[
-            ("EBB_PROFILE", prefix.to_str().unwrap()),
-            ("EBB_PROFILE_SIGNAL", "USR1"),
-            ("EBB_PROFILE_RATE", "1"),
-        ],
+    let (dir, exit, profile) = profiled_at_exit(
+        "trivial.c",
+        "own",
+        &[("EBB_PROFILE_SIGNAL", "USR1"), ("EBB_PROFILE_RATE", "1")],
+        "ebb=yes",
     );
-    run.assert_success().assert_stdout_has("ebb=yes");
-    let exit = files_like(&dir, "own.", ".pb.gz");
-    assert_eq!(exit.len(), 1, "{exit:?}");
-    let profile = read_gzipped(&exit[0]).unwrap();
     assert!(!profile.sample.is_empty(), "nothing sampled at rate 1");
     assert_eq!(
         stacks_through_libebb(&profile),
@@ -363,7 +354,7 @@ fn blocks_ebb_makes_for_its_threads_are_not_the_programs() {
         go_pprof(&[
             "-traces",
             "-sample_index=alloc_space",
-            exit[0].to_str().unwrap()
+            exit.to_str().unwrap()
         ])
     );
     let _ = std::fs::remove_dir_all(&dir);
