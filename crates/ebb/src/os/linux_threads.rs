@@ -35,8 +35,8 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 /// The thread (`pthread_self`) inside `spawn`, 0 if none: `pthread_create` allocates
 /// the new thread's TLS through `malloc` in the creating thread, on the allocator's
 /// behalf, not the program's (the heap profiler leaves such blocks out). Two threads
-/// spawning at once (never: ebb's threads start once each) would only let one such
-/// block through.
+/// spawning at once (rare: each of ebb's threads starts once a process) would only let
+/// one such block through.
 static SPAWNING: AtomicUsize = AtomicUsize::new(0);
 
 /// True if the calling thread is starting one of the allocator's threads ([`spawn`]).
