@@ -189,27 +189,7 @@ pub fn for_each_site_in(view: View, mut f: impl FnMut(&Site)) {
         peak::for_each_record(|b, counters| emit(b.stack(), counters));
         return;
     }
-    table::for_each_bucket(|b| {
-        // The frees first, each counted after its allocation; saturating, as the
-        // counters are separate atomics a sample may be between.
-        let freed_samples = b.freed_samples.load(Ordering::Acquire);
-        let freed_objects = b.freed_objects.load(Ordering::Acquire);
-        let freed_bytes = b.freed_bytes.load(Ordering::Acquire);
-        let samples = b.samples.load(Ordering::Acquire);
-        let alloc_objects = b.alloc_objects.load(Ordering::Acquire);
-        let alloc_bytes = b.alloc_bytes.load(Ordering::Acquire);
-        emit(
-            b.stack(),
-            [
-                samples,
-                freed_samples,
-                alloc_objects,
-                alloc_bytes,
-                freed_objects,
-                freed_bytes,
-            ],
-        );
-    });
+    table::for_each_bucket(|b| emit(b.stack(), b.counters()));
 }
 
 /// Writes the profile of `view` ([`for_each_site_in`]) to `path`. Registered by an

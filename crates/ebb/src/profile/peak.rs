@@ -26,12 +26,8 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 #[repr(C)]
 struct Record {
     bucket: AtomicU32,
-    samples: AtomicU64,
-    freed_samples: AtomicU64,
-    alloc_objects: AtomicU64,
-    alloc_bytes: AtomicU64,
-    freed_objects: AtomicU64,
-    freed_bytes: AtomicU64,
+    /// `Bucket::counters` as they were.
+    counters: [AtomicU64; 6],
 }
 
 #[repr(C)]
@@ -102,20 +98,9 @@ fn take(live: u64) {
             return;
         };
         r.bucket.store(index, Ordering::Relaxed);
-        // The frees first, as `for_each_site` reads them: a free counted without its
-        // allocation would make in-use negative.
-        r.freed_samples
-            .store(b.freed_samples.load(Ordering::Acquire), Ordering::Relaxed);
-        r.freed_objects
-            .store(b.freed_objects.load(Ordering::Acquire), Ordering::Relaxed);
-        r.freed_bytes
-            .store(b.freed_bytes.load(Ordering::Acquire), Ordering::Relaxed);
-        r.samples
-            .store(b.samples.load(Ordering::Acquire), Ordering::Relaxed);
-        r.alloc_objects
-            .store(b.alloc_objects.load(Ordering::Acquire), Ordering::Relaxed);
-        r.alloc_bytes
-            .store(b.alloc_bytes.load(Ordering::Acquire), Ordering::Relaxed);
+        for (kept, now) in r.counters.iter().zip(b.counters()) {
+            kept.store(now, Ordering::Relaxed);
+        }
         count += 1;
     });
     COUNT.store(count, Ordering::Relaxed);
@@ -164,17 +149,7 @@ pub(super) fn for_each_record(mut f: impl FnMut(&Bucket, [u64; 6])) {
         let Some(b) = table::bucket(r.bucket.load(Ordering::Relaxed)) else {
             continue;
         };
-        f(
-            b,
-            [
-                r.samples.load(Ordering::Relaxed),
-                r.freed_samples.load(Ordering::Relaxed),
-                r.alloc_objects.load(Ordering::Relaxed),
-                r.alloc_bytes.load(Ordering::Relaxed),
-                r.freed_objects.load(Ordering::Relaxed),
-                r.freed_bytes.load(Ordering::Relaxed),
-            ],
-        );
+        f(b, r.counters.each_ref().map(|c| c.load(Ordering::Relaxed)));
     }
     if held {
         WRITING.store(false, Ordering::Release);

@@ -55,6 +55,24 @@ impl Bucket {
         &self.pcs[..self.depth as usize]
     }
 
+    /// The six counters as one reading: `[samples, freed_samples, alloc_objects,
+    /// alloc_bytes, freed_objects, freed_bytes]`. The frees are read first, each counted
+    /// after its allocation, so in-use (allocated less freed) is never negative even
+    /// with a sample between the loads (they are separate atomics).
+    pub fn counters(&self) -> [u64; 6] {
+        let freed_samples = self.freed_samples.load(Ordering::Acquire);
+        let freed_objects = self.freed_objects.load(Ordering::Acquire);
+        let freed_bytes = self.freed_bytes.load(Ordering::Acquire);
+        [
+            self.samples.load(Ordering::Acquire),
+            freed_samples,
+            self.alloc_objects.load(Ordering::Acquire),
+            self.alloc_bytes.load(Ordering::Acquire),
+            freed_objects,
+            freed_bytes,
+        ]
+    }
+
     fn add_freed(&self, objects: u64, bytes: u64) {
         self.freed_samples.fetch_add(1, Ordering::Relaxed);
         self.freed_objects.fetch_add(objects, Ordering::Relaxed);
