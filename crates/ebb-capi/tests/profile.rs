@@ -333,6 +333,74 @@ fn fork_child_has_a_peak_of_its_own() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `EBB_PROFILE_INTERVAL` from the environment (tests/c/profile_interval.c): the
+/// program leaks 4 MiB at `grow_steadily` in each of 4 steps, waiting for a profile
+/// after each; the profiles on the timer hold the leak as it grows (never less than the
+/// one before: a leak only adds samples) up to the 16 MiB at exit; a fork child's
+/// watcher writes profiles of its own, holding its own site.
+#[test]
+fn profiles_on_a_timer_follow_the_leak_and_a_fork_child() {
+    let exe = program("profile_interval.c");
+    let dir = fresh_dir("interval");
+    let prefix = dir.join("iv");
+    let run = run(
+        &exe,
+        &[],
+        true,
+        &[
+            ("EBB_PROFILE", prefix.to_str().unwrap()),
+            ("EBB_PROFILE_RATE", "64k"),
+            ("EBB_PROFILE_INTERVAL", "50ms"),
+        ],
+    );
+    run.assert_success();
+    let child = run
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_else(|| panic!("no child pid: {}", run.stdout))
+        .to_string();
+    let parent = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.strip_prefix("iv.")?.strip_suffix(".pb.gz")?;
+            (!pid.contains('.') && pid != child).then(|| pid.to_string())
+        })
+        .next()
+        .expect("the parent's profile at exit");
+    let mut leaked = Vec::new();
+    for n in 1.. {
+        let path = dir.join(format!("iv.{parent}.{n}.pb.gz"));
+        if !path.exists() {
+            break;
+        }
+        leaked.push(totals_at(&read_gzipped(&path).unwrap(), "grow_steadily")[3]);
+    }
+    assert!(
+        leaked.len() >= 4,
+        "one profile after each step at least: {leaked:?}"
+    );
+    assert!(leaked.windows(2).all(|w| w[0] <= w[1]), "{leaked:?}");
+    assert!(leaked[0] > 0, "{leaked:?}");
+    let exit = read_gzipped(&dir.join(format!("iv.{parent}.pb.gz"))).unwrap();
+    assert_within(
+        "grow_steadily at exit",
+        totals_at(&exit, "grow_steadily")[3],
+        MIB * 16.0,
+        0.25,
+    );
+    let child_first = read_gzipped(&dir.join(format!("iv.{child}.1.pb.gz"))).unwrap();
+    assert_within(
+        "child_grows in the child's profile",
+        totals_at(&child_first, "child_grows")[3],
+        MIB * 4.0,
+        0.5,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Every allocation sampled (`EBB_PROFILE_RATE=1`) of a program that starts ebb's
 /// profile watcher (`EBB_PROFILE_SIGNAL`): the TLS that `pthread_create` allocates for
 /// that thread is ebb's, not the program's, and is not in the profile (it was, at

@@ -193,6 +193,12 @@ struct RunArgs {
     /// With --profile: mean bytes between samples [default: 512k; k, m, g suffixes].
     #[arg(long, value_name = "BYTES", requires = "profile", value_parser = parse_rate)]
     profile_rate: Option<String>,
+    /// With --profile: each process also writes a profile this often
+    /// (`EBB_PROFILE_INTERVAL`; only after an interval in which its profile changed),
+    /// and a table of what each site held over time is printed: a site that rises in
+    /// every column is a leak, or a cache without a bound.
+    #[arg(long, value_name = "DURATION", requires = "profile", value_parser = parse_positive_duration)]
+    profile_every: Option<Duration>,
     /// Ask every ebb process of the tree for its retention report this often [default
     /// interval: 1s] (ebb only): a table of what the largest process's RSS held over
     /// time (live blocks, free blocks in pages, free spans awaiting purge, ...), stacked
@@ -426,6 +432,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             Some(runner::Profiling {
                 prefix,
                 rate: args.profile_rate.clone(),
+                every: args.profile_every,
             })
         }
         None => None,
@@ -470,7 +477,10 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         }
     }
     if let Some(profiling) = &spec.profile {
-        eprint!("{}", profile::run_text(&profiling.prefix, started));
+        eprint!(
+            "{}",
+            profile::run_text(&profiling.prefix, started, profiling.every)
+        );
     }
     if let Some(path) = &args.sampling.json {
         write_file(path, &serde_json::to_string_pretty(&result)?, "JSON")?;

@@ -74,6 +74,8 @@ pub struct Written {
     /// What the same instance held at its peak (`<prefix>.<pid>.peak.pb.gz`, or
     /// `.raw`), if it wrote that.
     pub peak: Option<PathBuf>,
+    /// The process that wrote it.
+    pub pid: u32,
 }
 
 /// The peak profile written beside `path` (`<prefix>.<pid>[.<n>].pb.gz` or `.raw`):
@@ -203,6 +205,7 @@ pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
         let allocated =
             ebb_pprof::top::top(&profile, None, Some("alloc_space"), SITES).map_or(0, |t| t.total);
         let written = Written {
+            pid,
             peak: peak_beside(prefix, pid, &path),
             path,
             profile,
@@ -226,8 +229,9 @@ pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
 }
 
 /// What `ebb run --profile` prints after the run: for the profiles that allocated
-/// most, what was still live at exit and what was allocated, by site.
-pub fn run_text(prefix: &Path, since: SystemTime) -> String {
+/// most, what was still live at exit and what was allocated, by site; with
+/// `--profile-every` (`every`), what each site held over time.
+pub fn run_text(prefix: &Path, since: SystemTime, every: Option<Duration>) -> String {
     use std::fmt::Write;
     let profiles = written_since(prefix, since);
     let mut out = String::new();
@@ -292,8 +296,14 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
         if let (Some(peak), Some(title)) = (&peak, &peak_title) {
             tables.push((peak, "inuse_space", title.as_str()));
         }
+        // After the tables of what was live, before what was allocated.
+        let over_time =
+            every.map(|every| (tables.len(), over_time_text(prefix, since, written, every)));
         tables.push((&written.profile, "alloc_space", "allocated over the run"));
-        for (profile, index, what) in tables {
+        for (i, (profile, index, what)) in tables.into_iter().enumerate() {
+            if let Some((_, text)) = over_time.as_ref().filter(|(at, _)| *at == i) {
+                out.push_str(text);
+            }
             match ebb_pprof::top::top(profile, None, Some(index), SITES) {
                 Ok(table) => {
                     let _ = writeln!(out, "  {what}:");
@@ -313,6 +323,144 @@ pub fn run_text(prefix: &Path, since: SystemTime) -> String {
          ebb flame PROFILE (a flame graph); go tool pprof -http=: PROFILE"
     );
     out
+}
+
+/// The profiles `written`'s instance wrote since `since` one after another (each
+/// `--profile-every`, or asked for by a signal), then the one at exit, as (path, label:
+/// seconds into the run, or `exit`).
+fn profiles_over_time(
+    prefix: &Path,
+    since: SystemTime,
+    written: &Written,
+) -> Vec<(PathBuf, String)> {
+    let raw = written.path.extension().is_some_and(|e| e == "raw");
+    let mut files: Vec<(u32, PathBuf, SystemTime)> = profile_files(prefix)
+        .into_iter()
+        .filter(|(path, pid, _, modified)| {
+            *pid == written.pid
+                && *modified >= since
+                && path.extension().is_some_and(|e| e == "raw") == raw
+        })
+        .filter_map(|(path, _, n, modified)| Some((n?, path, modified)))
+        .collect();
+    files.sort();
+    let mut series: Vec<(PathBuf, String)> = files
+        .into_iter()
+        .map(|(_, path, modified)| {
+            let into = modified.duration_since(since).unwrap_or_default();
+            (path, format!("{:.1} s", into.as_secs_f64()))
+        })
+        .collect();
+    if written.at_exit {
+        series.push((written.path.clone(), "exit".to_string()));
+    }
+    series
+}
+
+/// `ebb run --profile --profile-every`: what each site of `written`'s process held over
+/// time, as a table under the others.
+fn over_time_text(prefix: &Path, since: SystemTime, written: &Written, every: Duration) -> String {
+    use std::fmt::Write;
+    let series = profiles_over_time(prefix, since, written);
+    let mut out = String::new();
+    if series.len() < 2 {
+        let _ = writeln!(
+            out,
+            "  live over time: one profile only (the process changed its profile in fewer than \
+             two intervals of {})",
+            humantime::format_duration(every)
+        );
+        return out;
+    }
+    let profiles: Vec<ebb_pprof::proto::Profile> = match series
+        .iter()
+        .map(|(path, _)| read_profile(path))
+        .collect::<Result<_>>()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(out, "  live over time: {e:#}");
+            return out;
+        }
+    };
+    let refs: Vec<&ebb_pprof::proto::Profile> = profiles.iter().collect();
+    let labels: Vec<String> = series.into_iter().map(|(_, label)| label).collect();
+    match ebb_pprof::series::series(&refs, Some("inuse_space"), SITES) {
+        Ok(table) => {
+            let _ = writeln!(
+                out,
+                "  live over time (a profile each {} in which it changed; seconds into the run):",
+                humantime::format_duration(every)
+            );
+            for line in ebb_pprof::series::format(&table, &labels, RUN_ROWS).lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "  live over time: {e}");
+        }
+    }
+    out
+}
+
+/// When a profile was written: a pprof file's `time_nanos` (ebb's encoder sets it when
+/// it writes; the peak's says when the peak was), a raw file's modification time.
+fn written_at(path: &Path, profile: &ebb_pprof::proto::Profile) -> SystemTime {
+    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    match modified {
+        Some(m) if path.extension().is_some_and(|e| e == "raw") || profile.time_nanos <= 0 => m,
+        _ => std::time::UNIX_EPOCH + Duration::from_nanos(profile.time_nanos.max(0) as u64),
+    }
+}
+
+/// `ebb top A B C ...`: each site's value in each profile, oldest first (by when each
+/// was written, whatever order a shell glob gave), the columns labelled by seconds after
+/// the first; peak profiles (`.peak.`) are left out, as another view.
+pub fn series_text(
+    paths: &[PathBuf],
+    index: Option<&str>,
+    sites: ebb_pprof::top::Sites,
+    rows: usize,
+) -> Result<String> {
+    let mut profiles = Vec::new();
+    let mut left_out = Vec::new();
+    for path in paths {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.contains(".peak.") {
+            left_out.push(path.display().to_string());
+            continue;
+        }
+        let profile = read_profile(path)?;
+        profiles.push((written_at(path, &profile), path.clone(), profile));
+    }
+    if profiles.len() < 2 {
+        bail!(
+            "a table over time needs two profiles or more (left out: {})",
+            left_out.join(", ")
+        );
+    }
+    profiles.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    let first = profiles[0].0;
+    let labels: Vec<String> = profiles
+        .iter()
+        .map(|(at, _, _)| {
+            let after = at.duration_since(first).unwrap_or_default();
+            format!("+{:.1} s", after.as_secs_f64())
+        })
+        .collect();
+    let refs: Vec<&ebb_pprof::proto::Profile> = profiles.iter().map(|(_, _, p)| p).collect();
+    let table = match ebb_pprof::series::series(&refs, index, sites) {
+        Ok(table) => table,
+        Err(e) => bail!("{e}"),
+    };
+    let mut text = ebb_pprof::series::format(&table, &labels, rows);
+    if !left_out.is_empty() {
+        text.push_str(&format!(
+            "(left out, profiles at the peak: {}; `ebb top` one of them alone)\n",
+            left_out.join(", ")
+        ));
+    }
+    Ok(text)
 }
 
 /// Where `ebb flame` writes by default: beside the profile, `.pb.gz` (`.gz`, `.raw`)

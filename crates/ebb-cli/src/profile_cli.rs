@@ -45,6 +45,12 @@ fn sites(std_sites: bool) -> ebb_pprof::top::Sites {
 pub struct TopArgs {
     #[command(flatten)]
     pub query: ProfileQuery,
+    /// More profiles of the same process (`EBB_PROFILE_INTERVAL`, `EBB_PROFILE_SIGNAL`;
+    /// a glob such as /tmp/heap.1234.*.pb.gz will do, in any order): one table of what
+    /// each site held in each, oldest first, by growth; a site that rose in every step is
+    /// marked (a leak, or a cache without a bound).
+    #[arg(value_name = "LATER", conflicts_with_all = ["base", "stacks"])]
+    pub later: Vec<PathBuf>,
     /// Rows (stacks with --stacks) to print.
     #[arg(short, default_value_t = 20)]
     pub n: usize,
@@ -95,8 +101,20 @@ pub struct FlameArgs {
     pub folded: Option<PathBuf>,
 }
 
-/// `ebb top`: the table of one profile, minus a base.
+/// `ebb top`: the table of one profile, minus a base; of several, over time.
 pub fn top(args: &TopArgs) -> Result<ExitCode> {
+    if !args.later.is_empty() {
+        let mut paths = vec![args.query.profile.clone()];
+        paths.extend(args.later.iter().cloned());
+        let table = profile::series_text(
+            &paths,
+            args.query.index.as_deref(),
+            args.query.sites(),
+            args.n,
+        )?;
+        print!("{table}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let table = profile::top(
         &args.query.profile,
         args.query.base.as_deref(),

@@ -56,6 +56,8 @@ pub struct Profiling {
     /// Absolute, so processes that change directory write where asked.
     pub prefix: std::path::PathBuf,
     pub rate: Option<String>,
+    /// `EBB_PROFILE_INTERVAL`: a profile this often as well (a series over time).
+    pub every: Option<Duration>,
 }
 
 impl RunSpec {
@@ -397,6 +399,13 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
             "EBB_PROFILE_SIGNAL",
             crate::profile::profile_signal().to_string(),
         );
+        match profiling.every {
+            Some(every) => cmd.env(
+                "EBB_PROFILE_INTERVAL",
+                format!("{}ms", every.as_millis().max(1)),
+            ),
+            None => cmd.env_remove("EBB_PROFILE_INTERVAL"),
+        };
     }
     let capture = spec.ready.is_some() || !spec.show_output;
     if capture {

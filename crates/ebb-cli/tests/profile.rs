@@ -184,6 +184,114 @@ fn profile_at_the_peak_shows_what_was_freed_before_exit() {
     assert_eq!(flat_of(&table, "peak_blocks"), Some(peaked), "{table}");
 }
 
+/// The values of a row of a table over time (`ebb run --profile-every`, `ebb top A B
+/// ...`): each column's bytes, the growth column last.
+fn series_values(row: &str) -> Vec<f64> {
+    let cells: Vec<&str> = row.trim_start_matches('^').split_whitespace().collect();
+    cells
+        .chunks(2)
+        .take_while(|c| c.len() == 2 && c[0].parse::<f64>().is_ok())
+        .map(|c| table_bytes(c[0], c[1]))
+        .collect()
+}
+
+/// `ebb run --profile --profile-every`: the helper leaks 4 MiB in each of 4 steps, each
+/// once the profile of the step before is written, then stays idle for 20 intervals.
+/// The table over time marks `leak_blocks` (under `leak_more`) as rising, its columns grow to the leak, and
+/// the idle intervals wrote nothing (a watcher that wrote every interval would have
+/// written 20 more); `ebb top` over the files, in any order, gives the same table.
+#[test]
+fn profile_over_time_shows_the_site_that_keeps_growing() {
+    let prefix = scratch("steps");
+    let args = profiled_run(
+        &prefix,
+        &["--profile-every", "100ms"],
+        &["leak-steps", "4", "4", "20"],
+    );
+    let out = ebb(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let table = table_under(&text, "live over time");
+    let row = table
+        .lines()
+        .find(|l| l.ends_with("leak_blocks"))
+        .unwrap_or_else(|| panic!("no leak_blocks row: {text}"));
+    assert!(
+        row.trim_start().starts_with('^'),
+        "not marked rising: {text}"
+    );
+    let values = series_values(row.trim_start());
+    let (columns, growth) = (&values[..values.len() - 1], values[values.len() - 1]);
+    assert!(columns.len() >= 5, "4 steps and the exit: {text}");
+    assert!(columns.windows(2).all(|w| w[0] <= w[1]), "{text}");
+    let leaked = *columns.last().unwrap();
+    assert!(
+        (11.0 * MIB..22.0 * MIB).contains(&leaked),
+        "{leaked}: {text}"
+    );
+    assert!(growth > 0.5 * leaked, "{growth}: {text}");
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.trim_end().ends_with("exit growth  function")
+                || (l.contains(" exit ") && l.contains("growth"))),
+        "{text}"
+    );
+
+    let dir = prefix.parent().unwrap();
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("steps.")
+        })
+        .collect();
+    let sequence = files
+        .iter()
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let parts: Vec<&str> = name.split('.').collect();
+            parts.len() == 5 && parts[2].bytes().all(|b| b.is_ascii_digit())
+        })
+        .count();
+    assert!(
+        (4..=13).contains(&sequence),
+        "{sequence} profiles on the timer for 4 steps and 20 idle intervals: {files:?}"
+    );
+
+    let mut shuffled = files.clone();
+    shuffled.sort_by_key(|p| std::cmp::Reverse(p.clone()));
+    let mut top = vec!["top".to_string()];
+    top.extend(shuffled.iter().map(|p| p.to_str().unwrap().to_string()));
+    let out = ebb(&top.iter().map(String::as_str).collect::<Vec<_>>());
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let row = printed
+        .lines()
+        .find(|l| l.ends_with("leak_blocks"))
+        .unwrap_or_else(|| panic!("{printed}"));
+    assert!(row.starts_with('^'), "{printed}");
+    let again = series_values(row);
+    assert_eq!(
+        again.len(),
+        sequence + 2,
+        "every profile and the growth: {printed}"
+    );
+    assert!(
+        again[..again.len() - 1].windows(2).all(|w| w[0] <= w[1]),
+        "oldest first: {printed}"
+    );
+    assert!(
+        printed.contains("left out, profiles at the peak"),
+        "{printed}"
+    );
+}
+
 /// `ebb flame` on the leak's profile: the live flame graph's widest frame on top of a
 /// stack is `leak_blocks`, its folded stacks end in it with the sampled bytes, and
 /// the allocated one shows `churn_blocks` with what `ebb top` gave; a profile minus

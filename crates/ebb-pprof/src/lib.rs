@@ -27,6 +27,7 @@
 //! (the estimates of the true totals), period type space/bytes, period = rate.
 
 pub mod proto;
+pub mod series;
 pub mod top;
 
 use flate2::write::GzEncoder;

@@ -209,7 +209,7 @@ fn site_stacks(profile: &Profile, index: &str, sites: Sites) -> Result<SiteStack
 }
 
 /// `index`, or the profile's default sample type.
-fn index_or_default(profile: &Profile, index: Option<&str>) -> Result<String, String> {
+pub(crate) fn index_or_default(profile: &Profile, index: Option<&str>) -> Result<String, String> {
     match index {
         Some(i) => Ok(i.to_string()),
         None => default_index(profile).ok_or_else(|| "the profile has no sample types".into()),
@@ -217,14 +217,18 @@ fn index_or_default(profile: &Profile, index: Option<&str>) -> Result<String, St
 }
 
 /// Flat and cumulative values by function name, the total, and the unit.
-struct ByFunction {
-    values: HashMap<String, (i64, i64)>,
-    total: i64,
-    unit: String,
+pub(crate) struct ByFunction {
+    pub(crate) values: HashMap<String, (i64, i64)>,
+    pub(crate) total: i64,
+    pub(crate) unit: String,
 }
 
 /// Flat and cumulative values by function name for sample type `index`.
-fn by_function(profile: &Profile, index: &str, sites: Sites) -> Result<ByFunction, String> {
+pub(crate) fn by_function(
+    profile: &Profile,
+    index: &str,
+    sites: Sites,
+) -> Result<ByFunction, String> {
     let SiteStacks {
         stacks,
         total,

@@ -58,6 +58,25 @@ fn touched(mib: u64) -> Vec<u8> {
 
 const LEAK_BLOCK: usize = 64 << 10;
 
+/// How many profiles process `pid` has written on a signal or a timer
+/// (`<prefix>.<pid>.<n>.pb.gz`, whole or being written).
+fn sequence_profiles(prefix: &str, pid: u32) -> usize {
+    let prefix = std::path::Path::new(prefix);
+    let dir = prefix.parent().unwrap_or(std::path::Path::new("."));
+    let stem = format!("{}.{pid}.", prefix.file_name().unwrap().to_string_lossy());
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix(&stem)
+                .and_then(|rest| rest.strip_suffix(".pb.gz"))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .count()
+}
+
 /// Blocks that stay allocated until the process exits: the site a heap profile at
 /// exit must show as live. `malloc` directly, so the site is this function with or
 /// without frame pointers.
@@ -281,6 +300,31 @@ fn run(args: &[String]) -> ExitCode {
                 leaked.extend(leak_more(mib));
                 println!("leaked {} blocks", leaked.len());
             }
+            std::mem::forget(leaked);
+            ExitCode::SUCCESS
+        }
+        Some("leak-steps") => {
+            // MIB MiB leaked (`leak_more`) STEPS times, each step once the profile of the
+            // step before is on disk (`EBB_PROFILE_INTERVAL`: the watcher writes one at
+            // the end of an interval that changed the profile); then IDLE intervals
+            // without allocating, in which it must write nothing.
+            let (mib, steps, idle) = (arg(&args, 2), arg(&args, 3), arg(&args, 4));
+            let prefix = std::env::var("EBB_PROFILE").expect("EBB_PROFILE");
+            let interval = std::env::var("EBB_PROFILE_INTERVAL")
+                .ok()
+                .and_then(|v| v.strip_suffix("ms")?.parse::<u64>().ok())
+                .expect("EBB_PROFILE_INTERVAL=<n>ms");
+            let written = || sequence_profiles(&prefix, std::process::id());
+            let mut leaked = Vec::new();
+            for _ in 0..steps {
+                let before = written();
+                leaked.extend(leak_more(mib));
+                while written() == before {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(idle * interval));
+            println!("leaked {} blocks in {steps} steps", leaked.len());
             std::mem::forget(leaked);
             ExitCode::SUCCESS
         }

@@ -18,7 +18,10 @@
 //! between samples (default 512 KiB; `k`/`m` suffixes); `EBB_PROFILE_SIGNAL=<signal>`
 //! write `<prefix>.<pid>.<n>.pb.gz` on each signal (a thread of its own writes it);
 //! at exit and on each signal, `<prefix>.<pid>.peak.pb.gz` holds what was live at the
-//! peak; `EBB_PROFILE_LEAKS=1` the exit profile holds only blocks still live;
+//! peak; `EBB_PROFILE_INTERVAL=<duration>` (`500ms`, `10s`, `5m`; bare digits are ms)
+//! the same thread writes the next `<prefix>.<pid>.<n>.pb.gz` every interval in which
+//! the profile changed (a series over time: which site keeps growing);
+//! `EBB_PROFILE_LEAKS=1` the exit profile holds only blocks still live;
 //! `EBB_PROFILE_SEED=<n>` fix the sample points (tests).
 
 mod code;
@@ -313,8 +316,38 @@ static PREFIX_LEN: AtomicUsize = AtomicUsize::new(0);
 static LEAKS: AtomicBool = AtomicBool::new(false);
 static SIGNALLED: AtomicU32 = AtomicU32::new(0);
 /// `EBB_PROFILE_SIGNAL`'s number, which the watcher takes (set before it starts; 0
-/// where no watcher was started).
+/// where the watcher takes no signal).
 static PROFILE_SIGNAL: AtomicU32 = AtomicU32::new(0);
+/// `EBB_PROFILE_INTERVAL` in ms (0: no profiles on a timer).
+static INTERVAL_MS: AtomicU64 = AtomicU64::new(0);
+/// A watcher thread runs (or must be started again in a fork child).
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// The shortest `EBB_PROFILE_INTERVAL`: each profile is a whole pprof file (the
+/// symbolization of every stack and a gzip), tens of milliseconds for a big program.
+pub const MIN_INTERVAL_MS: u64 = 10;
+
+/// A duration as `EBB_PROFILE_INTERVAL` reads it: digits with `ms`, `s`, `m` or `h`,
+/// bare digits being milliseconds (as `EBB_PURGE_DELAY`); at least
+/// [`MIN_INTERVAL_MS`]. None if it does not parse or is zero.
+pub fn parse_interval_ms(text: &[u8]) -> Option<u64> {
+    let text = crate::options::trim(text);
+    let split = text
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let scale = match unit {
+        b"" | b"ms" => 1,
+        b"s" => 1000,
+        b"m" => 60 * 1000,
+        b"h" => 60 * 60 * 1000,
+        _ => return None,
+    };
+    crate::options::parse_u64(digits)
+        .filter(|&v| v > 0)
+        .map(|v| v.saturating_mul(scale).max(MIN_INTERVAL_MS))
+}
 
 fn env_rate() -> Option<u64> {
     let text = os::getenv(b"EBB_PROFILE_RATE\0")?;
@@ -406,26 +439,49 @@ extern "C" fn on_profile_signal(_: core::ffi::c_int) {
     os::wake(&SIGNALLED, 1);
 }
 
-extern "C" fn signal_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
+/// The `ebb-profile` thread: a sequence profile on each `EBB_PROFILE_SIGNAL` and, with
+/// `EBB_PROFILE_INTERVAL`, at the end of each interval in which the profile changed.
+extern "C" fn profile_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
     os::name_thread(b"ebb-profile\0");
-    // A signal sent to this thread alone (`ebb run --profile` does so) leaves the
-    // program's threads uninterrupted.
-    os::accept_signal(PROFILE_SIGNAL.load(Ordering::Acquire) as core::ffi::c_int);
+    let signo = PROFILE_SIGNAL.load(Ordering::Acquire);
+    if signo != 0 {
+        // A signal sent to this thread alone (`ebb run --profile` does so) leaves the
+        // program's threads uninterrupted.
+        os::accept_signal(signo as core::ffi::c_int);
+    }
+    let interval = INTERVAL_MS.load(Ordering::Acquire);
+    let mut due = os::now_ms().saturating_add(interval);
     let mut seen = SIGNALLED.load(Ordering::Acquire);
+    // What the last profile held (`table::changes`): an interval that changed nothing
+    // writes nothing, so an idle server does not fill its disk with copies. At first,
+    // nothing sampled: a fork child's first interval writes what it inherited and did
+    // before this thread started (its first slow path starts it).
+    let mut written = table::NOTHING_SAMPLED;
     let mut sequence = 0;
     loop {
-        os::wait(&SIGNALLED, seen, None);
+        let timeout = (interval != 0).then(|| due.saturating_sub(os::now_ms()).max(1));
+        os::wait(&SIGNALLED, seen, timeout);
         let now = SIGNALLED.load(Ordering::Acquire);
-        if now != seen {
-            seen = now;
-            sequence += 1;
-            let mut buf = [0u8; 4096];
-            if let Some(path) = profile_path(Written::OnSignal(sequence), &mut buf) {
-                // The peak first: a reader that finds the signal's profile whole (`ebb
-                // run` before it stops the tree) finds the peak's too.
-                dump_peak_file();
-                dump_to(path, View::All);
-            }
+        let signalled = now != seen;
+        seen = now;
+        let mut timed = false;
+        if interval != 0 && os::now_ms() >= due {
+            // The next end of an interval from now: a late wake-up (a stopped process)
+            // writes one profile, not one for each interval it missed.
+            due = os::now_ms().saturating_add(interval);
+            timed = table::changes() != written;
+        }
+        if !(signalled || timed) {
+            continue;
+        }
+        sequence += 1;
+        written = table::changes();
+        let mut buf = [0u8; 4096];
+        if let Some(path) = profile_path(Written::OnSignal(sequence), &mut buf) {
+            // The peak first: a reader that finds the sequence profile whole (`ebb run`
+            // before it stops the tree) finds the peak's too.
+            dump_peak_file();
+            dump_to(path, View::All);
         }
     }
 }
@@ -452,27 +508,33 @@ pub fn register_from_env() {
         return;
     }
     os::at_exit(dump_at_exit);
+    // The watcher writes whole profiles: symbolization and gzip (miniz_oxide's
+    // compressor state, hundreds of KiB, is built on the stack unless the optimiser places
+    // it in its box; 256 KiB overflowed in an unoptimised build). Address space
+    // only: what the dump does not touch never becomes resident.
     if let Some(signo) = os::getenv(b"EBB_PROFILE_SIGNAL\0").and_then(os::signal_number) {
-        // The watcher writes whole profiles: symbolization and gzip (miniz_oxide's
-        // compressor state, hundreds of KiB, is built on the stack unless the optimiser places
-        // it in its box; 256 KiB overflowed in an unoptimised build). Address space
-        // only: what the dump does not touch never becomes resident.
         // The handler first: a watcher named `ebb-profile` promises one to `ebb run`,
         // which signals that thread alone.
         if os::on_signal(signo, on_profile_signal) {
             PROFILE_SIGNAL.store(signo as u32, Ordering::Release);
-            os::spawn_detached(signal_watcher, WATCHER_STACK_BYTES);
         }
+    }
+    if let Some(ms) = os::getenv(b"EBB_PROFILE_INTERVAL\0").and_then(parse_interval_ms) {
+        INTERVAL_MS.store(ms, Ordering::Release);
+    }
+    if PROFILE_SIGNAL.load(Ordering::Acquire) != 0 || INTERVAL_MS.load(Ordering::Acquire) != 0 {
+        WATCHING.store(true, Ordering::Release);
+        os::spawn_detached(profile_watcher, WATCHER_STACK_BYTES);
     }
 }
 
 /// In a fork child: the watcher, if the parent ran one (the handler came with the
 /// fork; its thread did not), and a peak of its own. The child's profiles carry its own
-/// process id.
+/// process id (and its sequence starts at 1).
 pub fn restart_after_fork() {
     peak::after_fork();
-    if PROFILE_SIGNAL.load(Ordering::Acquire) != 0 {
-        os::spawn_detached(signal_watcher, WATCHER_STACK_BYTES);
+    if WATCHING.load(Ordering::Acquire) {
+        os::spawn_detached(profile_watcher, WATCHER_STACK_BYTES);
     }
 }
 
@@ -509,5 +571,41 @@ impl Write for SliceWriter<'_> {
         self.len += n;
         self.overflowed |= n < s.len();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_read_with_units_bare_digits_as_milliseconds() {
+        assert_eq!(parse_interval_ms(b"250"), Some(250));
+        assert_eq!(parse_interval_ms(b"250ms"), Some(250));
+        assert_eq!(parse_interval_ms(b" 10s "), Some(10_000));
+        assert_eq!(parse_interval_ms(b"5m"), Some(300_000));
+        assert_eq!(parse_interval_ms(b"1h"), Some(3_600_000));
+        assert_eq!(
+            parse_interval_ms(b"1"),
+            Some(MIN_INTERVAL_MS),
+            "raised to the floor"
+        );
+        for bad in [
+            &b""[..],
+            b"0",
+            b"0s",
+            b"s",
+            b"10 s",
+            b"1.5s",
+            b"10sec",
+            b"-1s",
+        ] {
+            assert_eq!(
+                parse_interval_ms(bad),
+                None,
+                "{:?}",
+                core::str::from_utf8(bad)
+            );
+        }
     }
 }

@@ -308,6 +308,20 @@ pub fn moved(slot: u32, from: usize, to: usize) {
     }
 }
 
+/// [`changes`] before the first sample.
+pub const NOTHING_SAMPLED: (usize, u64) = (0, 0);
+
+/// A value that differs whenever the profile may have: a sample taken (each moves the
+/// live-slot cursor) or a sampled block freed (each lowers the live estimate, which
+/// only a sample raises). For the interval profiles: an interval that changed neither
+/// holds the same profile (`mod.rs`, `profile_watcher`).
+pub fn changes() -> (usize, u64) {
+    (
+        NEXT_SLOT.load(Ordering::Relaxed),
+        LIVE_BYTES.load(Ordering::Relaxed),
+    )
+}
+
 /// The estimated bytes of the sampled blocks live now.
 pub fn live_bytes() -> u64 {
     LIVE_BYTES.load(Ordering::Relaxed)
