@@ -326,8 +326,9 @@ pub fn run_text(prefix: &Path, since: SystemTime, every: Option<Duration>) -> St
 }
 
 /// The profiles `written`'s instance wrote since `since` one after another (each
-/// `--profile-every`, or asked for by a signal), then the one at exit, as (path, label:
-/// seconds into the run, or `exit`).
+/// `--profile-every`, or asked for by a signal), as (path, label: seconds into the run).
+/// Not the one at exit: a program that frees everything at exit (CPython does) would
+/// end every row at zero, the leak's too; the table above shows what exit held.
 fn profiles_over_time(
     prefix: &Path,
     since: SystemTime,
@@ -344,16 +345,13 @@ fn profiles_over_time(
         .filter_map(|(path, _, n, modified)| Some((n?, path, modified)))
         .collect();
     files.sort();
-    let mut series: Vec<(PathBuf, String)> = files
+    let series: Vec<(PathBuf, String)> = files
         .into_iter()
         .map(|(_, path, modified)| {
             let into = modified.duration_since(since).unwrap_or_default();
             (path, format!("{:.1} s", into.as_secs_f64()))
         })
         .collect();
-    if written.at_exit {
-        series.push((written.path.clone(), "exit".to_string()));
-    }
     series
 }
 

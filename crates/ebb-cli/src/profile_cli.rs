@@ -47,7 +47,7 @@ pub struct TopArgs {
     pub query: ProfileQuery,
     /// More profiles of the same process (`EBB_PROFILE_INTERVAL`, `EBB_PROFILE_SIGNAL`;
     /// a glob such as /tmp/heap.1234.*.pb.gz will do, in any order): one table of what
-    /// each site held in each, oldest first, by growth; a site that rose in every step is
+    /// each site held in each, oldest first, by growth; a site that kept rising is
     /// marked (a leak, or a cache without a bound).
     #[arg(value_name = "LATER", conflicts_with_all = ["base", "stacks"])]
     pub later: Vec<PathBuf>,

@@ -28,12 +28,14 @@
 
 pub mod proto;
 pub mod series;
+pub mod symbolize;
 pub mod top;
 
 use flate2::write::GzEncoder;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
+pub use symbolize::Symbolizer;
 
 /// An executable mapping of the sampled process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,55 +181,16 @@ impl Strings {
     }
 }
 
-/// Debug info of one mapped file, if it can be read, and its loadable segments as
-/// `(file offset, file size, address)`: a file offset becomes the address the debug
-/// info uses through the segment holding it (linkers may load a segment at an address
-/// that is not its file offset, and a mapping's page-aligned offset may lie in the
-/// segment before).
-struct Symbols {
-    loader: Option<addr2line::Loader>,
-    segments: Vec<(u64, u64, u64)>,
-}
-
-impl Symbols {
-    fn address_of(&self, file_offset: u64) -> u64 {
-        self.segments
-            .iter()
-            .find(|&&(start, len, _)| start <= file_offset && file_offset < start + len)
-            .map_or(file_offset, |&(start, _, address)| {
-                address + (file_offset - start)
-            })
-    }
-}
-
-/// The file's build id (hex) and loadable segments.
-fn file_facts(path: &str) -> (Option<String>, Vec<(u64, u64, u64)>) {
-    use object::{Object, ObjectSegment};
-    let Ok(data) = std::fs::read(path) else {
-        return (None, Vec::new());
-    };
-    let Ok(file) = object::File::parse(&*data) else {
-        return (None, Vec::new());
-    };
-    let id = file
-        .build_id()
-        .ok()
-        .flatten()
-        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
-    let segments = file
-        .segments()
-        .map(|s| {
-            let (start, len) = s.file_range();
-            (start, len, s.address())
-        })
-        .collect();
-    (id, segments)
-}
-
 /// Build the pprof profile: samples aggregated by stack, values scaled to estimates,
 /// locations resolved to functions with file:line (inlined frames too) where the
 /// mapped files carry debug info.
 pub fn build(raw: &RawProfile) -> proto::Profile {
+    build_with(raw, &mut Symbolizer::new())
+}
+
+/// [`build`] with the files and addresses `symbolizer` has read before (a process's
+/// profiles on a timer read each once).
+pub fn build_with(raw: &RawProfile, symbolizer: &mut Symbolizer) -> proto::Profile {
     let mut strings = Strings::new();
     let sample_type = [
         "alloc_objects",
@@ -243,10 +206,8 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
     })
     .collect::<Vec<_>>();
     let mut mappings = Vec::new();
-    let mut symbols = Vec::new();
     for (i, m) in raw.mappings.iter().enumerate() {
-        let loader = addr2line::Loader::new(&m.path).ok();
-        let (id, segments) = file_facts(&m.path);
+        let (readable, id) = symbolizer.facts(&m.path);
         mappings.push(proto::Mapping {
             id: i as u64 + 1,
             memory_start: m.start,
@@ -254,12 +215,11 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
             file_offset: m.offset,
             filename: strings.id(&m.path),
             build_id: strings.id(&id.unwrap_or_default()),
-            has_functions: loader.is_some(),
-            has_filenames: loader.is_some(),
-            has_line_numbers: loader.is_some(),
-            has_inline_frames: loader.is_some(),
+            has_functions: readable,
+            has_filenames: readable,
+            has_line_numbers: readable,
+            has_inline_frames: readable,
         });
-        symbols.push(Symbols { loader, segments });
     }
     let mut locations: Vec<proto::Location> = Vec::new();
     let mut location_of: HashMap<u64, u64> = HashMap::new();
@@ -289,56 +249,18 @@ pub fn build(raw: &RawProfile) -> proto::Profile {
                 let mut lines = Vec::new();
                 if let Some(mi) = mapping {
                     let m = &raw.mappings[mi];
-                    // A return address: look up the call instruction before it.
-                    let probe = symbols[mi].address_of(pc - 1 - m.start + m.offset);
-                    if let Some(loader) = &symbols[mi].loader {
-                        let mut frames_found = false;
-                        if let Ok(mut frames) = loader.find_frames(probe) {
-                            while let Ok(Some(frame)) = frames.next() {
-                                let Some(name) = frame
-                                    .function
-                                    .as_ref()
-                                    .and_then(|f| f.demangle().ok())
-                                    .map(|n| n.into_owned())
-                                else {
-                                    continue;
-                                };
-                                let (file, line) = frame
-                                    .location
-                                    .map(|l| {
-                                        (l.file.unwrap_or("").to_string(), l.line.unwrap_or(0))
-                                    })
-                                    .unwrap_or_default();
-                                let fid = function_id(
-                                    &mut functions,
-                                    &mut function_of,
-                                    &mut strings,
-                                    &name,
-                                    &file,
-                                );
-                                lines.push(proto::Line {
-                                    function_id: fid,
-                                    line: line as i64,
-                                });
-                                frames_found = true;
-                            }
-                        }
-                        if !frames_found {
-                            if let Some(name) = loader.find_symbol(probe) {
-                                let name = addr2line::demangle_auto(name.into(), None).into_owned();
-                                let fid = function_id(
-                                    &mut functions,
-                                    &mut function_of,
-                                    &mut strings,
-                                    &name,
-                                    "",
-                                );
-                                lines.push(proto::Line {
-                                    function_id: fid,
-                                    line: 0,
-                                });
-                            }
-                        }
+                    for frame in symbolizer.frames(&m.path, m.start, m.offset, pc) {
+                        let fid = function_id(
+                            &mut functions,
+                            &mut function_of,
+                            &mut strings,
+                            &frame.name,
+                            &frame.file,
+                        );
+                        lines.push(proto::Line {
+                            function_id: fid,
+                            line: frame.line as i64,
+                        });
                     }
                 }
                 // Code of the allocator inlined into the caller (the Rust fast path
@@ -574,10 +496,19 @@ pub fn snapshot(view: ebb::profile::View) -> RawProfile {
     raw
 }
 
+/// What this process's profiles read of its mapped files, for the next profile.
+static OWN_SYMBOLS: std::sync::Mutex<Option<Symbolizer>> = std::sync::Mutex::new(None);
+
 fn encode_own_profile(path: &std::ffi::CStr, view: ebb::profile::View) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let path = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
-    write_gzipped(&build(&snapshot(view)), path).is_ok()
+    let raw = snapshot(view);
+    // A poisoned lock (a panic while symbolizing) leaves a usable cache: at worst an
+    // object read twice.
+    let mut kept = OWN_SYMBOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let profile = build_with(&raw, kept.get_or_insert_with(Symbolizer::new));
+    drop(kept);
+    write_gzipped(&profile, path).is_ok()
 }
 
 /// Make ebb write its heap profiles of this process as pprof (`.pb.gz`, symbolized

@@ -1,6 +1,6 @@
 //! Profiles taken one after another (`EBB_PROFILE_INTERVAL`, `EBB_PROFILE_SIGNAL`) as
 //! one table: each site's value in each profile, sorted by how much it grew from the
-//! first to the last. A leak shows as a site that rises in every column; a cache that
+//! first to the last. A leak shows as a site that keeps rising; a cache that
 //! filled once rises and then stays. (heaptrack's "consumed over time" chart, as text.)
 
 use crate::proto::Profile;
@@ -23,11 +23,13 @@ impl SeriesRow {
         self.values.last().copied().unwrap_or(0) - self.values.first().copied().unwrap_or(0)
     }
 
-    /// Grew overall and never fell from one profile to the next: what a leak looks like
-    /// (a sampled estimate moves a little even for a steady site, so only a rise in
-    /// every step where it moved counts).
+    /// Never fell from one profile to the next and rose in at least half of the steps:
+    /// what a leak looks like. (A steady site's sampled estimate stays put; one sample
+    /// more, a single step up, is not a trend.)
     pub fn rising(&self) -> bool {
-        self.growth() > 0 && self.values.windows(2).all(|w| w[1] >= w[0])
+        let steps = self.values.len().saturating_sub(1);
+        let rises = self.values.windows(2).filter(|w| w[1] > w[0]).count();
+        steps > 0 && self.values.windows(2).all(|w| w[1] >= w[0]) && 2 * rises >= steps
     }
 }
 
@@ -110,8 +112,8 @@ pub fn format(series: &Series, labels: &[String], n: usize) -> String {
     let rising = series.rows.iter().filter(|r| r.rising()).count();
     let _ = writeln!(
         out,
-        "{} by site in {} profiles{}, by growth from the first to the last; ^: rose in \
-         every step ({} of {} sites)",
+        "{} by site in {} profiles{}, by growth from the first to the last; ^: rose in at \
+         least half of the steps and never fell ({} of {} sites)",
         series.index,
         series.totals.len(),
         if columns.len() < series.totals.len() {
@@ -198,6 +200,16 @@ mod tests {
         assert_eq!(s.rows[0].values, vec![1 << 20, 2 << 20, 3 << 20]);
         assert!(s.rows[0].rising());
         assert!(!s.rows[1].rising(), "up, then down to where it began");
+        let once = SeriesRow {
+            name: "one more sample".into(),
+            values: vec![0, 0, 0, 0, 512 << 10, 512 << 10],
+        };
+        assert!(!once.rising(), "one step up in five");
+        let steady = SeriesRow {
+            name: "leak".into(),
+            values: vec![1, 2, 2, 3, 4],
+        };
+        assert!(steady.rising(), "three steps up in four, none down");
         assert_eq!(
             s.rows[2].values,
             vec![4 << 20, 0, 0],

@@ -9,8 +9,15 @@ pub const EBB: &str = env!("CARGO_BIN_EXE_ebb");
 pub const HELPER: &str = env!("CARGO_BIN_EXE_ebb-test-helper");
 pub const MIB: f64 = 1024.0 * 1024.0;
 
+/// `name` in this test process's scratch directory, which starts empty: a directory
+/// left by an earlier run whose process had the same id (ids wrap at 32,768 here) held
+/// profiles that tests looking for "the one profile written" found beside theirs.
 pub fn scratch(name: &str) -> PathBuf {
+    static FRESH: std::sync::Once = std::sync::Once::new();
     let dir = std::env::temp_dir().join(format!("ebb-cli-test-{}", std::process::id()));
+    FRESH.call_once(|| {
+        let _ = std::fs::remove_dir_all(&dir);
+    });
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }
