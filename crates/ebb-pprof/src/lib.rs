@@ -506,7 +506,9 @@ fn encode_own_profile(path: &std::ffi::CStr, view: ebb::profile::View) -> bool {
     // A poisoned lock (a panic while symbolizing) leaves a usable cache: at worst an
     // object read twice.
     let mut kept = OWN_SYMBOLS.lock().unwrap_or_else(|e| e.into_inner());
-    let profile = build_with(&raw, kept.get_or_insert_with(Symbolizer::new));
+    let symbolizer = kept.get_or_insert_with(Symbolizer::new);
+    let profile = build_with(&raw, symbolizer);
+    symbolizer.release();
     drop(kept);
     write_gzipped(&profile, path).is_ok()
 }
