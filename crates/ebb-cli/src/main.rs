@@ -79,6 +79,7 @@ enum Cmd {
   ebb run --alloc glibc --json run.json --svg run.svg -- ./my-tool input
   ebb run --alloc /opt/lib/libfoo.so -- ./my-tool
   ebb run --profile /tmp/heap --profile-rate 64k -- ./my-tool input
+  ebb run --profile /tmp/heap --profile-every 10s -- ./my-server   # each site over time
   ebb run --breakdown=500ms --svg parts.svg -- ./my-tool input   # RSS split over time
   ebb run --ready 'listening' --drive './load.sh' --idle 90s -- ./my-server
   ebb run --ready 'listening' --drive-for 20s --idle 30s -- ./my-server")]
@@ -92,13 +93,15 @@ enum Cmd {
   ebb compare --ready 'listening' --drive './load.sh' --idle 30s -- ./my-server")]
     Compare(CompareArgs),
     /// Print the top allocation sites of a heap profile (as `pprof -top` does, no Go
-    /// needed), optionally minus an earlier one to find what grew.
+    /// needed), optionally minus an earlier one to find what grew; of several profiles
+    /// of one process, what each site held in each.
     #[command(after_help = "Examples:
   ebb run --profile /tmp/heap -- ./my-tool input      # writes /tmp/heap.<pid>.pb.gz
   ebb top /tmp/heap.1234.pb.gz                        # what was live at exit, by site
   ebb top --index alloc_space -n 40 /tmp/heap.1234.pb.gz
   ebb top --stacks -n 5 /tmp/heap.1234.pb.gz            # whole call chains
-  ebb top --base /tmp/heap.1234.1.pb.gz /tmp/heap.1234.2.pb.gz   # what grew (EBB_PROFILE_SIGNAL)")]
+  ebb top --base /tmp/heap.1234.1.pb.gz /tmp/heap.1234.2.pb.gz   # what grew (EBB_PROFILE_SIGNAL)
+  ebb top /tmp/heap.1234.*.pb.gz     # each site in each profile, by growth (EBB_PROFILE_INTERVAL)")]
     Top(profile_cli::TopArgs),
     /// Draw a heap profile's stacks as a flame graph (SVG, zoomable in a browser),
     /// optionally minus an earlier profile to see what grew.
