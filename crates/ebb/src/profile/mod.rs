@@ -363,11 +363,12 @@ fn env_rate() -> Option<u64> {
         .filter(|&v| v > 0)
 }
 
-/// What a profile file is named after: the exit, the `n`th signal, or the peak.
+/// What a profile file is named after: the exit, its place among the watcher's profiles
+/// (on a signal or a timer, numbered from 1), or the peak.
 #[derive(Clone, Copy)]
 enum Written {
     AtExit,
-    OnSignal(u32),
+    Numbered(u32),
     Peak,
 }
 
@@ -385,7 +386,7 @@ fn profile_path(written: Written, out: &mut [u8; 4096]) -> Option<&CStr> {
     let _ = write!(w, ".{}", os::process_id());
     match written {
         Written::AtExit => {}
-        Written::OnSignal(n) => {
+        Written::Numbered(n) => {
             let _ = write!(w, ".{n}");
         }
         Written::Peak => {
@@ -477,7 +478,7 @@ extern "C" fn profile_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_vo
         sequence += 1;
         written = table::changes();
         let mut buf = [0u8; 4096];
-        if let Some(path) = profile_path(Written::OnSignal(sequence), &mut buf) {
+        if let Some(path) = profile_path(Written::Numbered(sequence), &mut buf) {
             // The peak first: a reader that finds the sequence profile whole (`ebb run`
             // before it stops the tree) finds the peak's too.
             dump_peak_file();
