@@ -411,6 +411,18 @@ fn written_at(path: &Path, profile: &ebb_pprof::proto::Profile) -> SystemTime {
     }
 }
 
+/// The process id in a profile's name (`<prefix>.<pid>[.<n>|.peak].pb.gz`, or
+/// `.raw`): the first all-digit dot-separated part after the stem.
+fn profile_pid(path: &Path) -> Option<&str> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name
+        .strip_suffix(".pb.gz")
+        .or_else(|| name.strip_suffix(".raw"))?;
+    stem.split('.')
+        .skip(1)
+        .find(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// `ebb top A B C ...`: each site's value in each profile, oldest first (by when each
 /// was written, whatever order a shell glob gave), the columns labelled by seconds after
 /// the first; peak profiles (`.peak.`) are left out, as another view.
@@ -435,6 +447,20 @@ pub fn series_text(
         bail!(
             "a table over time needs two profiles or more (left out: {})",
             left_out.join(", ")
+        );
+    }
+    let mut pids: Vec<&str> = profiles
+        .iter()
+        .filter_map(|(_, path, _)| profile_pid(path))
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    if pids.len() > 1 {
+        bail!(
+            "profiles of {} processes (pids {}): a table over time is of one process's \
+             profiles (<prefix>.<pid>.<n>.pb.gz)",
+            pids.len(),
+            pids.join(", ")
         );
     }
     profiles.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
@@ -565,6 +591,20 @@ pub fn top(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_process_id_is_read_from_a_profile_name() {
+        for (name, pid) in [
+            ("/tmp/heap.1234.pb.gz", Some("1234")),
+            ("/tmp/heap.1234.7.pb.gz", Some("1234")),
+            ("/tmp/heap.1234.peak.raw", Some("1234")),
+            ("/tmp/my.heap.99.3.pb.gz", Some("99")),
+            ("/tmp/grew.svg", None),
+            ("/tmp/renamed.pb.gz", None),
+        ] {
+            assert_eq!(profile_pid(Path::new(name)), pid, "{name}");
+        }
+    }
 
     /// A raw profile of one stack that allocated `bytes`, whole or cut short.
     fn raw_text(bytes: u64, whole: bool) -> String {
