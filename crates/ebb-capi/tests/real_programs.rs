@@ -1,7 +1,7 @@
 //! Real programs with `LD_PRELOAD=libebb.so`, each compared with a run without it.
 //!
-//! Every test runs a real program (CPython, git, g++, sort, ls, tar, find/xargs/grep,
-//! awk) once on the system allocator and once with the `libebb.so` built next to this
+//! Every test runs a real program (CPython, git, g++, Node.js, sort, ls, tar,
+//! find/xargs/grep, awk) once on the system allocator and once with the `libebb.so` built next to this
 //! test executable preloaded, and checks that
 //! - both runs exit with status 0 (a run that hangs is killed after a timeout and fails),
 //! - their output is identical (byte for byte, or for CPython's own test suite: passes),
@@ -14,8 +14,9 @@
 //!   process started with. Both proofs are listed in each test's output.
 //!
 //! Tools: python3 (with CPython's `test` package for the regression-suite test), git,
-//! g++, coreutils, tar, findutils, grep, awk, bash. A missing tool skips its test with a
-//! message, or fails it when the environment variable `CI` is set.
+//! g++, node (Debian's `nodejs`), coreutils, tar, findutils, grep, awk, bash. A missing
+//! tool skips its test with a message, or fails it when the environment variable `CI`
+//! is set.
 //!
 //! Scratch files go to `$CARGO_TARGET_TMPDIR/real_programs/<test>`; they are removed when
 //! the test passes and kept (and named) when it fails.
@@ -566,6 +567,32 @@ fn sort_large_files() {
         assert_eq!(digests[0], digests[1], "{name}: output differs with ebb");
     }
     println!("{n} lines");
+}
+
+// ------------------------------------------------------------------------------------
+// Node.js: a C++ runtime with threads of its own
+
+/// Node.js (V8 keeps JavaScript objects in its own heap; `Buffer` backing stores, zlib,
+/// OpenSSL, libuv's thread pool and V8's own tables go through `malloc`): four worker
+/// threads building Maps of Buffers, gzip round trips and SHA-256, the async ones on
+/// libuv's pool; the printed digests must match.
+#[test]
+fn node_worker_threads() {
+    let Some(node) = tool("node", "nodejs") else {
+        return;
+    };
+    let scratch = Scratch::new("node");
+    let script = program_file("node_workers.js");
+    let node_cmd = || command(&node, &[script.to_str().unwrap()], &scratch.dir);
+    let timeout = Duration::from_secs(300);
+    let system = run(&scratch, "node", Alloc::System, node_cmd(), timeout);
+    let ebb = run(&scratch, "node", Alloc::Ebb, node_cmd(), timeout);
+    system.ok();
+    ebb.ok().printed_stats(1).bound_to_ebb(1);
+    let out = system.stdout_str();
+    assert_eq!(out.lines().filter(|l| l.starts_with("worker ")).count(), 4, "{out}");
+    assert!(out.contains("async "), "{out}");
+    same_stdout(&system, &ebb);
 }
 
 // ------------------------------------------------------------------------------------
