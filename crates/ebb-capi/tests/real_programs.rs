@@ -590,7 +590,11 @@ fn node_worker_threads() {
     system.ok();
     ebb.ok().printed_stats(1).bound_to_ebb(1);
     let out = system.stdout_str();
-    assert_eq!(out.lines().filter(|l| l.starts_with("worker ")).count(), 4, "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("worker ")).count(),
+        4,
+        "{out}"
+    );
     assert!(out.contains("async "), "{out}");
     same_stdout(&system, &ebb);
 }

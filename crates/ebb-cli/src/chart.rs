@@ -1,7 +1,8 @@
 //! The SVG charts (plotters' SVG backend): memory of the process tree over time, one
 //! line per allocator (its median run), above bars of each allocator's ratios to the
-//! first; and, for `ebb run --breakdown`, what one process's RSS held over time as
-//! stacked areas under the tree's RSS.
+//! first; for `ebb run --breakdown`, what one process's RSS held over time as stacked
+//! areas under the tree's RSS; for `ebb run --profile-every`, the live bytes of its
+//! allocation sites over time, stacked the same way.
 
 use crate::breakdown::{Series, PARTS};
 use crate::compare::AllocatorSummary;
@@ -141,6 +142,80 @@ pub fn render_breakdown(title: &str, run: &RunResult, series: &Series) -> Result
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
+    }
+    Ok(svg)
+}
+
+/// `ebb run --profile-every --svg`: the live bytes of `sites`' rows (the heap
+/// profiles' estimates at each of their times) stacked, the first row at the bottom,
+/// under the tree's sampled RSS.
+pub fn render_sites(
+    title: &str,
+    run: &RunResult,
+    sites: &crate::profile::SitesOverTime,
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1000, 560)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let t_max = run
+            .samples
+            .last()
+            .map(|s| s.t)
+            .into_iter()
+            .chain(sites.times.last().copied())
+            .fold(1.0, f64::max);
+        let stacked_max = (0..sites.times.len())
+            .map(|i| sites.rows.iter().map(|(_, v)| v[i].max(0)).sum::<i64>())
+            .max()
+            .unwrap_or(0) as f64;
+        let y_max = (run.peak.rss as f64).max(stacked_max).max(MIB) / MIB * 1.1;
+        let y_desc = format!("MiB (sites stacked: heap profiles of pid {})", sites.pid);
+        let mut chart = time_chart(&root, title, t_max, y_max, &y_desc)?;
+        let mut tops: Vec<Vec<(f64, f64)>> = Vec::new();
+        for (_, values) in &sites.rows {
+            let top = sites
+                .times
+                .iter()
+                .zip(values)
+                .enumerate()
+                .map(|(i, (&t, &v))| {
+                    let below = tops.last().map_or(0.0, |l| l[i].1);
+                    (t, below + v.max(0) as f64 / MIB)
+                })
+                .collect();
+            tops.push(top);
+        }
+        for (i, ((name, _), top)) in sites.rows.iter().zip(&tops).enumerate().rev() {
+            let c = if name == "other sites" {
+                RGBColor(0xbb, 0xbb, 0xbb)
+            } else {
+                color(i)
+            };
+            chart
+                .draw_series(AreaSeries::new(
+                    top.iter().copied(),
+                    0.0,
+                    c.mix(0.85).filled(),
+                ))
+                .map_err(plot_error)?
+                .label(one_line(name))
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
+        }
+        let rss = run.samples.iter().map(|s| (s.t, s.rss as f64 / MIB));
+        chart
+            .draw_series(LineSeries::new(rss, BLACK.stroke_width(2)))
+            .map_err(plot_error)?
+            .label("RSS of the process tree")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
             .draw()

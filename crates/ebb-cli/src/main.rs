@@ -198,8 +198,9 @@ struct RunArgs {
     profile_rate: Option<String>,
     /// With --profile: each process also writes a profile this often
     /// (`EBB_PROFILE_INTERVAL`; only after an interval in which its profile changed),
-    /// and a table of what each site held over time is printed: a site that rises in
-    /// every column is a leak, or a cache without a bound.
+    /// and a table of what each site held over time is printed: a site that keeps
+    /// rising is a leak, or a cache without a bound. With --svg, the chart stacks the
+    /// sites' live bytes over time under the RSS.
     #[arg(long, value_name = "DURATION", requires = "profile", value_parser = parse_positive_duration)]
     profile_every: Option<Duration>,
     /// Ask every ebb process of the tree for its retention report this often [default
@@ -494,10 +495,16 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             &[vec![result.clone()]],
         );
         let title = format!("{text} under {}", result.allocator);
-        let svg = match breakdown::largest(&result) {
-            Some((series, _)) if spec.breakdown.is_some() => {
+        let sites = spec
+            .profile
+            .as_ref()
+            .filter(|p| p.every.is_some())
+            .and_then(|p| profile::sites_over_time(&p.prefix, started));
+        let svg = match (breakdown::largest(&result), sites) {
+            (Some((series, _)), _) if spec.breakdown.is_some() => {
                 chart::render_breakdown(&title, &result, &series)?
             }
+            (_, Some(sites)) => chart::render_sites(&title, &result, &sites)?,
             _ => chart::render(&title, &summaries, &[&result])?,
         };
         write_file(path, &svg, "chart")?;

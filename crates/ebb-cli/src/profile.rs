@@ -329,11 +329,7 @@ pub fn run_text(prefix: &Path, since: SystemTime, every: Option<Duration>) -> St
 /// `--profile-every`, or asked for by a signal), as (path, label: seconds into the run).
 /// Not the one at exit: a program that frees everything at exit (CPython does) would
 /// end every row at zero, the leak's too; the table above shows what exit held.
-fn profiles_over_time(
-    prefix: &Path,
-    since: SystemTime,
-    written: &Written,
-) -> Vec<(PathBuf, String)> {
+fn profiles_over_time(prefix: &Path, since: SystemTime, written: &Written) -> Vec<(PathBuf, f64)> {
     let raw = written.path.extension().is_some_and(|e| e == "raw");
     let mut files: Vec<(u32, PathBuf, SystemTime)> = profile_files(prefix)
         .into_iter()
@@ -345,46 +341,101 @@ fn profiles_over_time(
         .filter_map(|(path, _, n, modified)| Some((n?, path, modified)))
         .collect();
     files.sort();
-    let series: Vec<(PathBuf, String)> = files
+    files
         .into_iter()
         .map(|(_, path, modified)| {
             let into = modified.duration_since(since).unwrap_or_default();
-            (path, format!("{:.1} s", into.as_secs_f64()))
+            (path, into.as_secs_f64())
         })
+        .collect()
+}
+
+/// The table over time of `written`'s profiles ([`profiles_over_time`]): live bytes by
+/// site, and each profile's seconds into the run. None with fewer than two profiles;
+/// an error if one cannot be read.
+fn live_over_time(
+    prefix: &Path,
+    since: SystemTime,
+    written: &Written,
+) -> Option<Result<(ebb_pprof::series::Series, Vec<f64>)>> {
+    let files = profiles_over_time(prefix, since, written);
+    if files.len() < 2 {
+        return None;
+    }
+    let profiles = match files
+        .iter()
+        .map(|(path, _)| read_profile(path))
+        .collect::<Result<Vec<_>>>()
+    {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    let refs: Vec<&ebb_pprof::proto::Profile> = profiles.iter().collect();
+    let times = files.iter().map(|&(_, t)| t).collect();
+    Some(
+        ebb_pprof::series::series(&refs, Some("inuse_space"), SITES)
+            .map(|table| (table, times))
+            .map_err(|e| anyhow::anyhow!("{e}")),
+    )
+}
+
+/// What `ebb run --profile-every --svg` draws: the live bytes of the sites that grew
+/// most in the process that allocated most, and of all other sites together, at each
+/// of its profiles (seconds into the run).
+pub struct SitesOverTime {
+    pub pid: u32,
+    pub times: Vec<f64>,
+    /// (site, bytes at each time), the sites that grew most first, "other sites" last.
+    pub rows: Vec<(String, Vec<i64>)>,
+}
+
+/// Sites drawn by name in the chart over time; the rest are added up.
+const CHART_SITES: usize = 7;
+
+/// [`SitesOverTime`] of the run's profiles, if its busiest process wrote two or more.
+pub fn sites_over_time(prefix: &Path, since: SystemTime) -> Option<SitesOverTime> {
+    let written = written_since(prefix, since)
+        .into_iter()
+        .find(|w| w.allocated > 0)?;
+    let (table, times) = live_over_time(prefix, since, &written)?.ok()?;
+    let mut rows: Vec<(String, Vec<i64>)> = table
+        .rows
+        .iter()
+        .take(CHART_SITES)
+        .map(|r| (r.name.clone(), r.values.clone()))
         .collect();
-    series
+    let other: Vec<i64> = (0..times.len())
+        .map(|i| table.totals[i] - rows.iter().map(|(_, v)| v[i]).sum::<i64>())
+        .collect();
+    if other.iter().any(|&v| v > 0) {
+        rows.push(("other sites".to_string(), other));
+    }
+    Some(SitesOverTime {
+        pid: written.pid,
+        times,
+        rows,
+    })
 }
 
 /// `ebb run --profile --profile-every`: what each site of `written`'s process held over
 /// time, as a table under the others.
 fn over_time_text(prefix: &Path, since: SystemTime, written: &Written, every: Duration) -> String {
     use std::fmt::Write;
-    let series = profiles_over_time(prefix, since, written);
     let mut out = String::new();
-    if series.len() < 2 {
-        let _ = writeln!(
-            out,
-            "  live over time: one profile only (the process changed its profile in fewer than \
-             two intervals of {})",
-            humantime::format_duration(every)
-        );
-        return out;
-    }
-    let profiles: Vec<ebb_pprof::proto::Profile> = match series
-        .iter()
-        .map(|(path, _)| read_profile(path))
-        .collect::<Result<_>>()
-    {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = writeln!(out, "  live over time: {e:#}");
-            return out;
+    match live_over_time(prefix, since, written) {
+        None => {
+            let _ = writeln!(
+                out,
+                "  live over time: one profile only (the process changed its profile in fewer \
+                 than two intervals of {})",
+                humantime::format_duration(every)
+            );
         }
-    };
-    let refs: Vec<&ebb_pprof::proto::Profile> = profiles.iter().collect();
-    let labels: Vec<String> = series.into_iter().map(|(_, label)| label).collect();
-    match ebb_pprof::series::series(&refs, Some("inuse_space"), SITES) {
-        Ok(table) => {
+        Some(Err(e)) => {
+            let _ = writeln!(out, "  live over time: {e:#}");
+        }
+        Some(Ok((table, times))) => {
+            let labels: Vec<String> = times.iter().map(|t| format!("{t:.1} s")).collect();
             let _ = writeln!(
                 out,
                 "  live over time (a profile each {} in which it changed; seconds into the run):",
@@ -393,9 +444,6 @@ fn over_time_text(prefix: &Path, since: SystemTime, written: &Written, every: Du
             for line in ebb_pprof::series::format(&table, &labels, RUN_ROWS).lines() {
                 let _ = writeln!(out, "    {line}");
             }
-        }
-        Err(e) => {
-            let _ = writeln!(out, "  live over time: {e}");
         }
     }
     out

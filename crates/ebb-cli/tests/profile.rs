@@ -195,17 +195,19 @@ fn series_values(row: &str) -> Vec<f64> {
         .collect()
 }
 
-/// `ebb run --profile --profile-every`: the helper leaks 4 MiB in each of 4 steps, each
-/// once the profile of the step before is written, then stays idle for 20 intervals.
-/// The table over time marks `leak_blocks` (under `leak_more`) as rising, its columns grow to the leak, and
-/// the idle intervals wrote nothing (a watcher that wrote every interval would have
-/// written 20 more); `ebb top` over the files, in any order, gives the same table.
+/// `ebb run --profile --profile-every --svg`: the helper leaks 4 MiB in each of 4 steps,
+/// each once the profile of the step before is written, then stays idle for 20
+/// intervals. The table over time marks `leak_blocks` (under `leak_more`) as rising,
+/// its columns grow to the leak, the chart names it, and the idle intervals wrote
+/// nothing (a watcher that wrote every interval would have written 20 more); `ebb top`
+/// over the files, in any order, gives the same table.
 #[test]
 fn profile_over_time_shows_the_site_that_keeps_growing() {
     let prefix = scratch("steps");
+    let svg = scratch("steps-chart.svg");
     let args = profiled_run(
         &prefix,
-        &["--profile-every", "100ms"],
+        &["--profile-every", "100ms", "--svg", svg.to_str().unwrap()],
         &["leak-steps", "4", "4", "20"],
     );
     let out = ebb(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -236,6 +238,13 @@ fn profile_over_time_shows_the_site_that_keeps_growing() {
             .nth(1)
             .is_some_and(|l| l.contains(" s ") && l.contains("growth")),
         "columns headed by seconds into the run: {text}"
+    );
+
+    // The chart stacks the sites' live bytes under the RSS: the leak by name.
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        chart.contains("heap profiles of pid") && chart.contains("leak_blocks"),
+        "{chart}"
     );
 
     let dir = prefix.parent().unwrap();
