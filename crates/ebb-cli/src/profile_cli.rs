@@ -68,8 +68,9 @@ pub struct ProfileNowArgs {
     /// The process id.
     #[arg(value_name = "PID")]
     pub pid: i32,
-    /// Subtract the profile the process wrote on the signal before this one: what grew
-    /// since (run `ebb profile PID` once first).
+    /// Subtract the profile the process wrote before this one: what grew since (run
+    /// `ebb profile PID` once first; with EBB_PROFILE_INTERVAL the one before may be
+    /// the timer's: `ebb top --base` of two chosen files compares any two).
     #[arg(long)]
     pub since_last: bool,
     /// Print what was live at the process's peak so far (within 1/16 of it), freed
