@@ -86,35 +86,12 @@ pub fn render_breakdown(title: &str, run: &RunResult, series: &Series) -> Result
         let y_max = (run.peak.rss.max(series.peak_rss()) as f64 / MIB).max(1.0) * 1.1;
         let y_desc = format!("MiB (stacked: pid {})", series.pid);
         let mut chart = time_chart(&root, title, t_max, y_max, &y_desc)?;
-        // Cumulative tops, bottom part first; drawn top-down so each lower area covers
-        // the one above it below its own top.
-        let mut tops: Vec<Vec<(f64, f64)>> = Vec::new();
-        for (key, _) in PARTS {
-            let part = series.part(key);
-            let top = part
-                .iter()
-                .enumerate()
-                .map(|(i, &(t, b))| {
-                    let below = tops.last().map_or(0.0, |l| l[i].1);
-                    (t, below + b as f64 / MIB)
-                })
-                .collect();
-            tops.push(top);
-        }
+        let tops = stacked(PARTS.iter().map(|(key, _)| series.part(key)));
         for (i, ((_, label), top)) in PARTS.iter().zip(&tops).enumerate().rev() {
             if series.part(PARTS[i].0).iter().all(|&(_, b)| b == 0) {
                 continue; // an empty part: no area, no legend entry
             }
-            let c = PART_COLORS[i % PART_COLORS.len()];
-            chart
-                .draw_series(AreaSeries::new(
-                    top.iter().copied(),
-                    0.0,
-                    c.mix(0.85).filled(),
-                ))
-                .map_err(plot_error)?
-                .label(*label)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
+            stacked_area(&mut chart, top, PART_COLORS[i % PART_COLORS.len()], label)?;
         }
         if let Some(idle) = run.idle_start_s {
             chart
@@ -133,19 +110,7 @@ pub fn render_breakdown(title: &str, run: &RunResult, series: &Series) -> Result
                 )))
                 .map_err(plot_error)?;
         }
-        let rss = run.samples.iter().map(|s| (s.t, s.rss as f64 / MIB));
-        chart
-            .draw_series(LineSeries::new(rss, BLACK.stroke_width(2)))
-            .map_err(plot_error)?
-            .label("RSS of the process tree")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()
-            .map_err(plot_error)?;
+        rss_line_and_legend(&mut chart, run, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(plot_error)?;
     }
     Ok(svg)
@@ -177,52 +142,89 @@ pub fn render_sites(
         let y_max = (run.peak.rss as f64).max(stacked_max).max(MIB) / MIB * 1.1;
         let y_desc = format!("MiB (sites stacked: heap profiles of pid {})", sites.pid);
         let mut chart = time_chart(&root, title, t_max, y_max, &y_desc)?;
-        let mut tops: Vec<Vec<(f64, f64)>> = Vec::new();
-        for (_, values) in &sites.rows {
-            let top = sites
+        let tops = stacked(sites.rows.iter().map(|(_, values)| {
+            sites
                 .times
                 .iter()
                 .zip(values)
-                .enumerate()
-                .map(|(i, (&t, &v))| {
-                    let below = tops.last().map_or(0.0, |l| l[i].1);
-                    (t, below + v.max(0) as f64 / MIB)
-                })
-                .collect();
-            tops.push(top);
-        }
+                .map(|(&t, &v)| (t, v.max(0) as u64))
+                .collect()
+        }));
         for (i, ((name, _), top)) in sites.rows.iter().zip(&tops).enumerate().rev() {
             let c = if name == "other sites" {
                 RGBColor(0xbb, 0xbb, 0xbb)
             } else {
                 color(i)
             };
-            chart
-                .draw_series(AreaSeries::new(
-                    top.iter().copied(),
-                    0.0,
-                    c.mix(0.85).filled(),
-                ))
-                .map_err(plot_error)?
-                .label(one_line(name))
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
+            stacked_area(&mut chart, top, c, &one_line(name))?;
         }
-        let rss = run.samples.iter().map(|s| (s.t, s.rss as f64 / MIB));
-        chart
-            .draw_series(LineSeries::new(rss, BLACK.stroke_width(2)))
-            .map_err(plot_error)?
-            .label("RSS of the process tree")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()
-            .map_err(plot_error)?;
+        rss_line_and_legend(&mut chart, run, SeriesLabelPosition::UpperLeft)?;
         root.present().map_err(plot_error)?;
     }
     Ok(svg)
+}
+
+/// The charts' chart context: seconds and MiB.
+type TimeChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Axis, Axis>>;
+
+/// The tops of `layers` (bytes at each time, every layer at the same times) stacked
+/// in MiB, the first layer at the bottom. Drawn top-down, so each lower area covers the
+/// one above it below its own top.
+fn stacked(layers: impl Iterator<Item = Vec<(f64, u64)>>) -> Vec<Vec<(f64, f64)>> {
+    let mut tops: Vec<Vec<(f64, f64)>> = Vec::new();
+    for layer in layers {
+        let top = layer
+            .iter()
+            .enumerate()
+            .map(|(i, &(t, b))| {
+                let below = tops.last().map_or(0.0, |l| l[i].1);
+                (t, below + b as f64 / MIB)
+            })
+            .collect();
+        tops.push(top);
+    }
+    tops
+}
+
+/// One stacked layer down to the axis, with its legend entry.
+fn stacked_area<'a, 'b: 'a>(
+    chart: &mut TimeChart<'a, 'b>,
+    top: &[(f64, f64)],
+    c: RGBColor,
+    label: &str,
+) -> Result<()> {
+    chart
+        .draw_series(AreaSeries::new(
+            top.iter().copied(),
+            0.0,
+            c.mix(0.85).filled(),
+        ))
+        .map_err(plot_error)?
+        .label(label)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
+    Ok(())
+}
+
+/// The tree's sampled RSS as a line above the stacked areas, and the legend box.
+fn rss_line_and_legend<'a, 'b: 'a>(
+    chart: &mut TimeChart<'a, 'b>,
+    run: &RunResult,
+    position: SeriesLabelPosition,
+) -> Result<()> {
+    let rss = run.samples.iter().map(|s| (s.t, s.rss as f64 / MIB));
+    chart
+        .draw_series(LineSeries::new(rss, BLACK.stroke_width(2)))
+        .map_err(plot_error)?
+        .label("RSS of the process tree")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(plot_error)?;
+    Ok(())
 }
 
 /// A linear axis of `f64`.
