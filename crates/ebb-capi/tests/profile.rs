@@ -295,29 +295,35 @@ fn wrapped_sites_and_blocks_grown_in_place() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A fork child's peak is its own: the parent's 64 MiB peak, freed before the fork,
-/// is not in the child's peak profile; the child's 16 MiB is.
-#[test]
-fn fork_child_has_a_peak_of_its_own() {
-    let exe = program("fork_peak.c");
-    let dir = fresh_dir("fork-peak");
-    let prefix = dir.join("fork");
-    let run = run(
-        &exe,
-        &[],
-        true,
-        &[
-            ("EBB_PROFILE", prefix.to_str().unwrap()),
-            ("EBB_PROFILE_RATE", "64k"),
-            ("EBB_PROFILE_SEED", "13"),
-        ],
-    );
+/// A C program of tests/c that forks and prints `child <pid>`, run under `libebb.so`
+/// with `EBB_PROFILE=<dir>/<name>` and `env` added: the profiles' directory (removed by
+/// the caller) and the child's pid.
+fn profiled_fork(source: &'static str, name: &str, env: &[(&str, &str)]) -> (PathBuf, String) {
+    let exe = program(source);
+    let dir = fresh_dir(name);
+    let prefix = dir.join(name);
+    let mut all = vec![("EBB_PROFILE", prefix.to_str().unwrap())];
+    all.extend_from_slice(env);
+    let run = run(&exe, &[], true, &all);
     run.assert_success();
     let child = run
         .stdout
         .split_whitespace()
         .nth(1)
-        .unwrap_or_else(|| panic!("no child pid: {}", run.stdout));
+        .unwrap_or_else(|| panic!("no child pid: {}", run.stdout))
+        .to_string();
+    (dir, child)
+}
+
+/// A fork child's peak is its own: the parent's 64 MiB peak, freed before the fork,
+/// is not in the child's peak profile; the child's 16 MiB is.
+#[test]
+fn fork_child_has_a_peak_of_its_own() {
+    let (dir, child) = profiled_fork(
+        "fork_peak.c",
+        "fork",
+        &[("EBB_PROFILE_RATE", "64k"), ("EBB_PROFILE_SEED", "13")],
+    );
     let peak = read_gzipped(&dir.join(format!("fork.{child}.peak.pb.gz"))).unwrap();
     assert_eq!(
         totals_at(&peak, "parent_peak")[3],
@@ -340,26 +346,14 @@ fn fork_child_has_a_peak_of_its_own() {
 /// watcher writes profiles of its own, holding its own site.
 #[test]
 fn profiles_on_a_timer_follow_the_leak_and_a_fork_child() {
-    let exe = program("profile_interval.c");
-    let dir = fresh_dir("interval");
-    let prefix = dir.join("iv");
-    let run = run(
-        &exe,
-        &[],
-        true,
+    let (dir, child) = profiled_fork(
+        "profile_interval.c",
+        "iv",
         &[
-            ("EBB_PROFILE", prefix.to_str().unwrap()),
             ("EBB_PROFILE_RATE", "64k"),
             ("EBB_PROFILE_INTERVAL", "50ms"),
         ],
     );
-    run.assert_success();
-    let child = run
-        .stdout
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or_else(|| panic!("no child pid: {}", run.stdout))
-        .to_string();
     let parent = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()

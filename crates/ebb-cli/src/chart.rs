@@ -76,13 +76,7 @@ pub fn render_breakdown(title: &str, run: &RunResult, series: &Series) -> Result
     {
         let root = SVGBackend::with_string(&mut svg, (1000, 560)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
-        let t_max = run
-            .samples
-            .last()
-            .map(|s| s.t)
-            .into_iter()
-            .chain(series.points.last().map(|p| p.0))
-            .fold(1.0, f64::max);
+        let t_max = time_span(run, series.points.last().map(|p| p.0));
         let y_max = (run.peak.rss.max(series.peak_rss()) as f64 / MIB).max(1.0) * 1.1;
         let y_desc = format!("MiB (stacked: pid {})", series.pid);
         let mut chart = time_chart(&root, title, t_max, y_max, &y_desc)?;
@@ -128,13 +122,7 @@ pub fn render_sites(
     {
         let root = SVGBackend::with_string(&mut svg, (1000, 560)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
-        let t_max = run
-            .samples
-            .last()
-            .map(|s| s.t)
-            .into_iter()
-            .chain(sites.times.last().copied())
-            .fold(1.0, f64::max);
+        let t_max = time_span(run, sites.times.last().copied());
         let stacked_max = (0..sites.times.len())
             .map(|i| sites.rows.iter().map(|(_, v)| v[i].max(0)).sum::<i64>())
             .max()
@@ -162,6 +150,17 @@ pub fn render_sites(
         root.present().map_err(plot_error)?;
     }
     Ok(svg)
+}
+
+/// Seconds a chart of `run` spans: to its last sample or to `last` (the last report or
+/// profile), at least 1.
+fn time_span(run: &RunResult, last: Option<f64>) -> f64 {
+    run.samples
+        .last()
+        .map(|s| s.t)
+        .into_iter()
+        .chain(last)
+        .fold(1.0, f64::max)
 }
 
 /// The charts' chart context: seconds and MiB.
