@@ -200,7 +200,8 @@ struct RunArgs {
     /// (`EBB_PROFILE_INTERVAL`; only after an interval in which its profile changed),
     /// and a table of what each site held over time is printed: a site that keeps
     /// rising is a leak, or a cache without a bound. With --svg, the chart stacks the
-    /// sites' live bytes over time under the RSS.
+    /// sites' live bytes over time under the RSS; --json holds them as
+    /// `profile_over_time`.
     #[arg(long, value_name = "DURATION", requires = "profile", value_parser = parse_positive_duration)]
     profile_every: Option<Duration>,
     /// Ask every ebb process of the tree for its retention report this often [default
@@ -486,8 +487,20 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             profile::run_text(&profiling.prefix, started, profiling.every)
         );
     }
+    // With --profile-every: the busiest process's sites over time, for --json and --svg.
+    let sites = spec
+        .profile
+        .as_ref()
+        .filter(|p| {
+            p.every.is_some() && (args.sampling.json.is_some() || args.sampling.svg.is_some())
+        })
+        .and_then(|p| profile::sites_over_time(&p.prefix, started));
     if let Some(path) = &args.sampling.json {
-        write_file(path, &serde_json::to_string_pretty(&result)?, "JSON")?;
+        let mut json = serde_json::to_value(&result)?;
+        if let Some(sites) = &sites {
+            json["profile_over_time"] = sites.to_json();
+        }
+        write_file(path, &serde_json::to_string_pretty(&json)?, "JSON")?;
     }
     if let Some(path) = &args.sampling.svg {
         let summaries = compare::summarise(
@@ -495,11 +508,6 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             &[vec![result.clone()]],
         );
         let title = format!("{text} under {}", result.allocator);
-        let sites = spec
-            .profile
-            .as_ref()
-            .filter(|p| p.every.is_some())
-            .and_then(|p| profile::sites_over_time(&p.prefix, started));
         let svg = match (breakdown::largest(&result), sites) {
             (Some((series, _)), _) if spec.breakdown.is_some() => {
                 chart::render_breakdown(&title, &result, &series)?

@@ -389,6 +389,22 @@ pub struct SitesOverTime {
     pub rows: Vec<(String, Vec<i64>)>,
 }
 
+impl SitesOverTime {
+    /// For `ebb run --json`: `{"pid", "times_s": [...], "sites": [{"site", "inuse_bytes":
+    /// [...]}]}`, the sites in the chart's order ("other sites" last).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "pid": self.pid,
+            "times_s": self.times,
+            "sites": self
+                .rows
+                .iter()
+                .map(|(site, bytes)| serde_json::json!({ "site": site, "inuse_bytes": bytes }))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// Sites drawn by name in the chart over time; the rest are added up.
 const CHART_SITES: usize = 7;
 

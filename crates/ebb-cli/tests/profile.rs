@@ -198,16 +198,25 @@ fn series_values(row: &str) -> Vec<f64> {
 /// `ebb run --profile --profile-every --svg`: the helper leaks 4 MiB in each of 4 steps,
 /// each once the profile of the step before is written, then stays idle for 20
 /// intervals. The table over time marks `leak_blocks` (under `leak_more`) as rising,
-/// its columns grow to the leak, the chart names it, and the idle intervals wrote
+/// its columns grow to the leak, the chart names it, the JSON holds the same series,
+/// and the idle intervals wrote
 /// nothing (a watcher that wrote every interval would have written 20 more); `ebb top`
 /// over the files, in any order, gives the same table.
 #[test]
 fn profile_over_time_shows_the_site_that_keeps_growing() {
     let prefix = scratch("steps");
     let svg = scratch("steps-chart.svg");
+    let json = scratch("steps-run.json");
     let args = profiled_run(
         &prefix,
-        &["--profile-every", "100ms", "--svg", svg.to_str().unwrap()],
+        &[
+            "--profile-every",
+            "100ms",
+            "--svg",
+            svg.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
         &["leak-steps", "4", "4", "20"],
     );
     let out = ebb(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -246,6 +255,25 @@ fn profile_over_time_shows_the_site_that_keeps_growing() {
         chart.contains("heap profiles of pid") && chart.contains("leak_blocks"),
         "{chart}"
     );
+
+    // The JSON holds the same series: the leak's bytes never fall, up to the table's.
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let over_time = &run["profile_over_time"];
+    let leak = over_time["sites"]
+        .as_array()
+        .and_then(|sites| sites.iter().find(|s| s["site"] == "leak_blocks"))
+        .unwrap_or_else(|| panic!("{over_time}"));
+    let bytes: Vec<i64> = leak["inuse_bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_i64().unwrap())
+        .collect();
+    assert_eq!(bytes.len(), over_time["times_s"].as_array().unwrap().len());
+    assert!(bytes.windows(2).all(|w| w[0] <= w[1]), "{over_time}");
+    let last = *bytes.last().unwrap() as f64;
+    assert!((last - leaked).abs() < 0.01 * leaked, "the table's {leaked}: {over_time}");
 
     let dir = prefix.parent().unwrap();
     let files: Vec<PathBuf> = std::fs::read_dir(dir)
