@@ -273,7 +273,10 @@ fn profile_over_time_shows_the_site_that_keeps_growing() {
     assert_eq!(bytes.len(), over_time["times_s"].as_array().unwrap().len());
     assert!(bytes.windows(2).all(|w| w[0] <= w[1]), "{over_time}");
     let last = *bytes.last().unwrap() as f64;
-    assert!((last - leaked).abs() < 0.01 * leaked, "the table's {leaked}: {over_time}");
+    assert!(
+        (last - leaked).abs() < 0.01 * leaked,
+        "the table's {leaked}: {over_time}"
+    );
 
     let dir = prefix.parent().unwrap();
     let files: Vec<PathBuf> = std::fs::read_dir(dir)
