@@ -130,6 +130,9 @@ pub struct Profiled {
     pub earlier: Option<PathBuf>,
     /// The profile of what was live at the peak so far, written with it.
     pub peak: Option<PathBuf>,
+    /// Every numbered profile of the same instance (on a signal or on the timer of
+    /// `EBB_PROFILE_INTERVAL`), oldest first, ending with `path`.
+    pub all: Vec<PathBuf>,
 }
 
 /// Ask `pid` for a heap profile now (`<EBB_PROFILE>.<pid>.<n>.pb.gz`, or `.raw` from
@@ -168,25 +171,58 @@ pub fn profile(pid: i32) -> Result<Profiled> {
         .find(|p| p.extension() == path.extension())
         .cloned();
     let peak = profile::peak_beside(&prefix, pid as u32, &path);
+    let mut all: Vec<PathBuf> = before
+        .into_iter()
+        .filter(|p| p.extension() == path.extension())
+        .collect();
+    all.push(path.clone());
     Ok(Profiled {
         path,
         earlier,
         peak,
+        all,
     })
 }
 
+/// What `ebb profile PID` prints besides the profile written now.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// Its top sites.
+    Now,
+    /// Minus the profile it wrote before: what grew since.
+    SinceLast,
+    /// The profile of what was live at its peak so far, written with it.
+    Peak,
+    /// Each site in every profile it wrote, oldest first (`ebb top A B ...`).
+    OverTime,
+}
+
 /// `ebb profile PID`: the profile `pid` writes now (named on stderr) and its top
-/// `rows` sites, minus the profile it wrote before with `since_last`; with `peak`, the
-/// profile of what was live at its peak so far, written with it.
+/// `rows` sites, or what `shown` asks for instead.
 pub fn profile_table(
     pid: i32,
-    since_last: bool,
-    peak: bool,
+    shown: Shown,
     index: Option<&str>,
     sites: ebb_pprof::top::Sites,
     rows: usize,
 ) -> Result<String> {
+    let (since_last, peak) = (shown == Shown::SinceLast, shown == Shown::Peak);
     let profiled = profile(pid)?;
+    if shown == Shown::OverTime {
+        if profiled.all.len() < 2 {
+            bail!(
+                "process {pid} has written one profile, {}: run `ebb profile --over-time {pid}` \
+                 again later (EBB_PROFILE_INTERVAL has it write one on a timer too)",
+                profiled.path.display()
+            );
+        }
+        eprintln!(
+            "ebb: process {pid} wrote {}; each site in its {} profiles:",
+            profiled.path.display(),
+            profiled.all.len()
+        );
+        return profile::series_text(&profiled.all, index, sites, rows);
+    }
     if peak {
         let Some(at_peak) = &profiled.peak else {
             bail!(

@@ -125,14 +125,16 @@ enum Cmd {
     },
     /// Have a running ebb process write a heap profile now and print its top sites:
     /// what its live memory is, with --since-last what grew since its previous profile
-    /// (a leak), or with --peak what was live at its peak so far. The process must have
-    /// been started with EBB_PROFILE and EBB_PROFILE_SIGNAL.
+    /// (a leak), with --peak what was live at its peak so far, or with --over-time each
+    /// site in every profile it wrote. The process must have been started with
+    /// EBB_PROFILE and EBB_PROFILE_SIGNAL.
     #[command(after_help = "Examples:
   EBB_PROFILE=/tmp/heap EBB_PROFILE_SIGNAL=USR1 LD_PRELOAD=target/release/libebb.so ./my-server &
   ebb profile $!                                      # live memory now, by site
   ebb profile --since-last $!                         # what grew since the last `ebb profile`
   ebb profile --index alloc_space -n 40 $!            # what it allocated so far
   ebb profile --peak $!                               # what made its memory peak
+  ebb profile --over-time $!                          # each site in every profile, by growth
   ebb flame /tmp/heap.<pid>.2.pb.gz                   # the profile it wrote, as a flame graph")]
     Profile(profile_cli::ProfileNowArgs),
     /// The built-in workload (a worker pool, a refresher replacing a sleeping owner's

@@ -77,6 +77,11 @@ pub struct ProfileNowArgs {
     /// since or not: what made its memory peak.
     #[arg(long, conflicts_with = "since_last")]
     pub peak: bool,
+    /// Print each site's live bytes in every profile the process has written (on the
+    /// signal, and with EBB_PROFILE_INTERVAL on its timer), oldest first, by growth: a
+    /// site that kept rising is a leak.
+    #[arg(long, conflicts_with_all = ["since_last", "peak"])]
+    pub over_time: bool,
     /// The sample type: inuse_space, inuse_objects, alloc_space, alloc_objects
     /// [default: inuse_space].
     #[arg(long, value_name = "TYPE")]
@@ -151,10 +156,15 @@ pub fn flame(args: &FlameArgs) -> Result<ExitCode> {
 
 /// `ebb profile PID` (see `live::profile_table`).
 pub fn profile_now(args: &ProfileNowArgs) -> Result<ExitCode> {
+    let shown = match (args.since_last, args.peak, args.over_time) {
+        (true, _, _) => live::Shown::SinceLast,
+        (_, true, _) => live::Shown::Peak,
+        (_, _, true) => live::Shown::OverTime,
+        _ => live::Shown::Now,
+    };
     let table = live::profile_table(
         args.pid,
-        args.since_last,
-        args.peak,
+        shown,
         args.index.as_deref(),
         sites(args.std_sites),
         args.n,

@@ -172,7 +172,8 @@ fn report_of_a_process_under_seccomp() {
 
 /// `ebb profile PID`: a server that leaks 8 MiB at start and 8 more per line it reads
 /// writes a profile when asked (its 8 MiB at `leak_blocks`), and after two lines
-/// `--since-last` shows the 16 MiB that grew, under `leak_more`; the server runs on.
+/// `--since-last` shows the 16 MiB that grew, under `leak_more`; `--over-time` shows
+/// the leak in every profile it wrote, from 8 MiB to 24; the server runs on.
 #[test]
 fn profile_of_a_running_server_and_what_grew_since() {
     let prefix = scratch("live-heap");
@@ -227,6 +228,21 @@ fn profile_of_a_running_server_and_what_grew_since() {
     assert!((24.0 * MIB..40.0 * MIB).contains(&peaked), "{at_peak}");
     let (now, _) = profile(&[]);
     assert!(flat_of(&now, "peak_blocks").is_none(), "freed: {now}");
+
+    // Every profile it wrote, oldest first: the leak from 8 MiB to 24 MiB.
+    let (over_time, said) = profile(&["--over-time"]);
+    assert!(said.contains("each site in its 5 profiles"), "{said}");
+    let row = over_time
+        .lines()
+        .find(|l| l.ends_with("leak_blocks"))
+        .unwrap_or_else(|| panic!("{over_time}"));
+    let cells: Vec<&str> = row.trim_start_matches('^').split_whitespace().collect();
+    let (first, last) = (
+        table_bytes(cells[0], cells[1]),
+        table_bytes(cells[8], cells[9]),
+    );
+    assert!((6.0 * MIB..10.5 * MIB).contains(&first), "{over_time}");
+    assert!((18.0 * MIB..30.0 * MIB).contains(&last), "{over_time}");
     assert!(server.0.try_wait().unwrap().is_none(), "the server ended");
 }
 
