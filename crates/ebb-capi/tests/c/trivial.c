@@ -6,7 +6,9 @@
  *                         that handler runs before ebb's EBB_SHOW_STATS report (registered
  *                         at the first malloc, so earlier), which must still appear.
  *   trivial maps          also prints "so=PATH" for each shared object it has mapped
- *                         (from /proc/self/maps, each once). */
+ *                         (from /proc/self/maps, each once).
+ *   trivial options       also prints the options in force that the environment test
+ *                         sets ("purge_delay=N check=N show_stats=N", ebb_option_get). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -46,6 +48,13 @@ int main(int argc, char **argv) {
         }
         if (maps)
             fclose(maps);
+    }
+    if (argc > 1 && strcmp(argv[1], "options") == 0) {
+        long long (*get)(const char *) =
+            (long long (*)(const char *))dlsym(RTLD_DEFAULT, "ebb_option_get");
+        if (get)
+            printf("purge_delay=%lld check=%lld show_stats=%lld\n", get("purge_delay"),
+                   get("check"), get("show_stats"));
     }
     for (int i = 0; i < 16; i++)
         free(blocks[i]);

@@ -589,6 +589,31 @@ pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
+/// Call `f(name, value)` for each variable of the environment, without allocating
+/// (entries without `=` are skipped).
+pub fn for_each_env(f: &mut super::EnvVisitor<'_>) {
+    extern "C" {
+        // glibc and musl define it; libc declares it for glibc only.
+        static environ: *const *const c_char;
+    }
+    // SAFETY: `environ` is the process's NULL-terminated array of NUL-terminated
+    // strings, which live for the rest of the process unless the program calls setenv
+    // concurrently (the same caveat as `getenv`).
+    unsafe {
+        let mut entry = environ;
+        if entry.is_null() {
+            return;
+        }
+        while !(*entry).is_null() {
+            let text = core::slice::from_raw_parts(*entry as *const u8, libc::strlen(*entry));
+            if let Some(eq) = text.iter().position(|&b| b == b'=') {
+                f(&text[..eq], &text[eq + 1..]);
+            }
+            entry = entry.add(1);
+        }
+    }
+}
+
 /// A process-wide key whose destructor runs `dtor(value)` at thread exit.
 pub fn thread_key_create(dtor: unsafe extern "C" fn(*mut c_void)) -> Option<u32> {
     let mut key: libc::pthread_key_t = 0;

@@ -122,7 +122,8 @@
 //! allocate), `at_fork(prepare, parent, child)`, `at_exit(f)`, `abort() -> !`.
 //!
 //! Environment and output: `getenv(name) -> Option<&'static [u8]>` (without
-//! allocating; `name` NUL-terminated), `write_fd(fd, bytes)`, `dup_stderr_cloexec()`,
+//! allocating; `name` NUL-terminated), `for_each_env(f)` (`f(name, value)` for every
+//! variable, without allocating: the check of `EBB_*` names), `write_fd(fd, bytes)`, `dup_stderr_cloexec()`,
 //! `create_file(path) -> Option<c_int>` (create or truncate for writing; `path`
 //! NUL-terminated; the heap profile), `append_file(path)` (create or append: the
 //! `EBB_STATS_FILE` and `EBB_REPORT` reports, one per ebb instance and signal) and
@@ -155,6 +156,10 @@
 //! pointer with initial-exec TLS on x86-64 Linux and through the thread key elsewhere.
 
 pub mod fault;
+
+/// What [`for_each_env`] calls with each variable's name and value.
+pub type EnvVisitor<'a> = dyn FnMut(&'static [u8], &'static [u8]) + 'a;
+
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
@@ -238,6 +243,7 @@ mod contract {
     const _: fn(extern "C" fn()) = at_exit;
     const _: fn() -> ! = abort;
     const _: fn(&[u8]) -> Option<&'static [u8]> = getenv;
+    const _: fn(&mut EnvVisitor<'_>) = for_each_env;
     const _: fn(c_int, &[u8]) = write_fd;
     const _: fn() -> c_int = dup_stderr_cloexec;
     const _: fn(&[u8]) -> Option<c_int> = create_file;

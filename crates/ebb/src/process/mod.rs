@@ -75,7 +75,8 @@ pub fn is_initialized() -> bool {
     PROCESS_INIT.load(Ordering::Acquire) == INIT_DONE
 }
 
-/// One-time process set-up: options, the thread-exit key, fork handlers. Every caller
+/// One-time process set-up: options (and the warnings about `EBB_*` values they
+/// ignore), the thread-exit key, fork handlers. Every caller
 /// passes the same `hooks`; concurrent callers wait for the first. True for the one
 /// call that did the set-up (which then arms what sits above, the exit reports).
 pub fn init(hooks: &'static Hooks) -> bool {
@@ -99,6 +100,7 @@ pub fn init(hooks: &'static Hooks) -> bool {
         THREAD_KEY.store(key, Ordering::Release);
     }
     PROCESS_INIT.store(INIT_DONE, Ordering::Release);
+    crate::options::check_environment();
     // These may allocate, so they run after the state is DONE (re-entry is then safe).
     os::at_fork(fork_prepare, fork_parent, fork_child);
     true

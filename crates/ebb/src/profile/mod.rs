@@ -327,40 +327,16 @@ static WATCHING: AtomicBool = AtomicBool::new(false);
 /// symbolization of every stack and a gzip), tens of milliseconds for a big program.
 pub const MIN_INTERVAL_MS: u64 = 10;
 
-/// A duration as `EBB_PROFILE_INTERVAL` reads it: digits with `ms`, `s`, `m` or `h`,
-/// bare digits being milliseconds (as `EBB_PURGE_DELAY`); at least
-/// [`MIN_INTERVAL_MS`]. None if it does not parse or is zero.
+/// `EBB_PROFILE_INTERVAL` in ms: a duration (`options::parse_duration_ms`) above zero,
+/// raised to [`MIN_INTERVAL_MS`]. None if it does not parse or is zero.
 pub fn parse_interval_ms(text: &[u8]) -> Option<u64> {
-    let text = crate::options::trim(text);
-    let split = text
-        .iter()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let scale = match unit {
-        b"" | b"ms" => 1,
-        b"s" => 1000,
-        b"m" => 60 * 1000,
-        b"h" => 60 * 60 * 1000,
-        _ => return None,
-    };
-    crate::options::parse_u64(digits)
+    crate::options::parse_duration_ms(text)
         .filter(|&v| v > 0)
-        .map(|v| v.saturating_mul(scale).max(MIN_INTERVAL_MS))
+        .map(|v| v.max(MIN_INTERVAL_MS))
 }
 
 fn env_rate() -> Option<u64> {
-    let text = os::getenv(b"EBB_PROFILE_RATE\0")?;
-    let text = crate::options::trim(text);
-    let (digits, scale) = match text.last().map(|b| b.to_ascii_lowercase()) {
-        Some(b'k') => (&text[..text.len() - 1], 1u64 << 10),
-        Some(b'm') => (&text[..text.len() - 1], 1 << 20),
-        Some(b'g') => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
-    };
-    crate::options::parse_u64(digits)
-        .map(|v| v.saturating_mul(scale))
-        .filter(|&v| v > 0)
+    os::getenv(b"EBB_PROFILE_RATE\0").and_then(crate::options::parse_bytes)
 }
 
 /// What a profile file is named after: the exit, its place among the watcher's profiles

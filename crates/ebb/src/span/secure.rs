@@ -27,6 +27,7 @@
 //! by default); see README "Security".
 
 use crate::diag::StderrWriter;
+use crate::options::{parse_bool, parse_secure_level};
 use crate::os;
 use crate::span::page::{Block, Page};
 use core::fmt::Write;
@@ -40,6 +41,8 @@ pub use super::guard_pages::*;
 pub const LIGHT: u8 = 1;
 /// Also guard pages, randomised free lists and segment placement.
 pub const FULL: u8 = 2;
+// `options::parse_secure_level` returns the levels by number.
+const _: () = assert!(LIGHT == 1 && FULL == 2);
 
 /// 0 until read from the environment.
 static LEVEL: AtomicU8 = AtomicU8::new(0);
@@ -48,33 +51,16 @@ static ZERO_ON_FREE: AtomicBool = AtomicBool::new(false);
 
 /// Read `EBB_SECURE` and `EBB_ZERO_ON_FREE` (process set-up; idempotent).
 pub fn init() {
-    let level = match os::getenv(b"EBB_SECURE\0").map(trim) {
-        Some(b"light") | Some(b"LIGHT") | Some(b"1") => LIGHT,
-        _ => FULL,
-    };
-    let zero = matches!(
-        os::getenv(b"EBB_ZERO_ON_FREE\0").map(trim),
-        Some(b"1" | b"on" | b"yes" | b"true")
-    );
-    ZERO_ON_FREE.store(zero, Ordering::Relaxed);
-    let canaries = match os::getenv(b"EBB_CANARY\0").map(trim) {
-        Some(b"0" | b"off" | b"no" | b"false") => false,
-        Some(b"1" | b"on" | b"yes" | b"true") => true,
-        _ => level == FULL,
-    };
+    let level = os::getenv(b"EBB_SECURE\0")
+        .and_then(parse_secure_level)
+        .unwrap_or(FULL);
+    let zero = os::getenv(b"EBB_ZERO_ON_FREE\0").and_then(parse_bool);
+    ZERO_ON_FREE.store(zero == Some(true), Ordering::Relaxed);
+    let canaries = os::getenv(b"EBB_CANARY\0")
+        .and_then(parse_bool)
+        .unwrap_or(level == FULL);
     super::canary::set_small_canaries(canaries);
     LEVEL.store(level, Ordering::Release);
-}
-
-fn trim(text: &'static [u8]) -> &'static [u8] {
-    let start = text.iter().take_while(|c| c.is_ascii_whitespace()).count();
-    let end = text.len()
-        - text
-            .iter()
-            .rev()
-            .take_while(|c| c.is_ascii_whitespace())
-            .count();
-    &text[start..end.max(start)]
 }
 
 /// The level (`LIGHT` or `FULL`). Slow paths only.

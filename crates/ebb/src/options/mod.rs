@@ -1,11 +1,13 @@
 //! Options, read once from `EBB_*` environment variables at first use.
 //!
 //! Parsing uses `getenv` and byte slices only: nothing here allocates, so options can be
-//! read from inside `malloc`.
+//! read from inside `malloc`. `parse.rs` holds the value syntaxes every reader of an
+//! `EBB_*` variable uses (here and elsewhere in the crate), `environment.rs` the list of
+//! them all and the start-up warnings about values ebb ignores.
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `EBB_PURGE_DELAY` | 500 | at most this many ms a free span stays committed before it goes back to the OS (0: at once); spans beyond what the program has been reusing go back after a quarter of it |
+//! | `EBB_PURGE_DELAY` | 500 | at most this long (ms, or a duration: `2s`) a free span stays committed before it goes back to the OS (0: at once); spans beyond what the program has been reusing go back after a quarter of it |
 //! | `EBB_BACKGROUND` | 1 | purge from a background thread, so idle processes give memory back (`threads`: only once a second thread has allocated, for single-threaded programs heavy on `read`/`write`; 0: only inside allocator calls) |
 //! | `EBB_SHOW_STATS` | 0 | print statistics to stderr at exit (`json`: as one JSON line) |
 //! | `EBB_STATS_FILE` | unset | append statistics as a JSON line to this file at exit, one per ebb instance (`%p`: the process id); read at exit, not kept here |
@@ -16,6 +18,14 @@
 //! | `EBB_VECTORED_DECOMMIT` | 1 | the purger gives back many ranges in one `process_madvise` (`span/decommit_batch.rs`; 0: one `madvise` per range, for sandboxes that kill on unknown system calls) |
 //! | `EBB_DENSE_HUGE_PAGES` | 1 | a segment filled densely with small-block pages gets its next untouched 2 MiB unit as one transparent huge page, and a new large block's untouched whole units are advised for huge pages until it is freed; so are fresh units, a new segment's first unit (one heap) and huge blocks' mappings (`span/large_pages.rs` "Dense growth", "Large blocks") |
 //! | `EBB_LARGE_PAGES` | 0 | transparent huge pages: segments advised `MADV_HUGEPAGE`, purges that keep mostly used 2 MiB pages whole (`span/large_pages.rs`) |
+
+mod environment;
+mod parse;
+
+pub use environment::check_environment;
+#[cfg(feature = "secure")]
+pub use parse::parse_secure_level;
+pub use parse::{parse_bool, parse_bytes, parse_duration_ms, parse_u64, trim};
 
 use crate::os;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -93,7 +103,7 @@ impl Options {
     /// Build options from a lookup function (the environment, or a test's table).
     pub fn from_lookup(lookup: impl Fn(&[u8]) -> Option<&'static [u8]>) -> Options {
         let mut o = Options::DEFAULT;
-        if let Some(v) = lookup(b"EBB_PURGE_DELAY\0").and_then(parse_u64) {
+        if let Some(v) = lookup(b"EBB_PURGE_DELAY\0").and_then(parse_duration_ms) {
             o.purge_delay_ms = v;
         }
         if let Some(text) = lookup(b"EBB_BACKGROUND\0") {
@@ -141,57 +151,6 @@ impl Options {
         }
         o
     }
-}
-
-/// Parse a decimal number (surrounding spaces allowed).
-pub fn parse_u64(text: &[u8]) -> Option<u64> {
-    let text = trim(text);
-    if text.is_empty() {
-        return None;
-    }
-    let mut value: u64 = 0;
-    for &c in text {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        value = value.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(value)
-}
-
-/// Parse `1/0`, `true/false`, `yes/no`, `on/off` (any case).
-pub fn parse_bool(text: &[u8]) -> Option<bool> {
-    let text = trim(text);
-    let mut lower = [0u8; 8];
-    if text.len() > lower.len() {
-        return None;
-    }
-    for (d, s) in lower.iter_mut().zip(text) {
-        *d = s.to_ascii_lowercase();
-    }
-    match &lower[..text.len()] {
-        b"1" | b"true" | b"yes" | b"on" => Some(true),
-        b"0" | b"false" | b"no" | b"off" => Some(false),
-        _ => None,
-    }
-}
-
-pub(crate) fn trim(mut text: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = text {
-        if first.is_ascii_whitespace() {
-            text = rest;
-        } else {
-            break;
-        }
-    }
-    while let [rest @ .., last] = text {
-        if last.is_ascii_whitespace() {
-            text = rest;
-        } else {
-            break;
-        }
-    }
-    text
 }
 
 struct OptionCell(core::cell::UnsafeCell<Options>);
@@ -243,19 +202,6 @@ pub fn set(mut options: Options) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_numbers_and_bools() {
-        assert_eq!(parse_u64(b"250"), Some(250));
-        assert_eq!(parse_u64(b" 7 "), Some(7));
-        assert_eq!(parse_u64(b""), None);
-        assert_eq!(parse_u64(b"-1"), None);
-        assert_eq!(parse_u64(b"99999999999999999999999"), None);
-        assert_eq!(parse_bool(b"1"), Some(true));
-        assert_eq!(parse_bool(b"Yes"), Some(true));
-        assert_eq!(parse_bool(b"off"), Some(false));
-        assert_eq!(parse_bool(b"maybe"), None);
-    }
 
     #[test]
     fn show_stats_json() {
