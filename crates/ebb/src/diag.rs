@@ -7,6 +7,7 @@
 //! its locks.
 
 use crate::counters::COUNTERS;
+use crate::options::Problem;
 use crate::{options, os};
 use core::fmt::{self, Write};
 use core::sync::atomic::Ordering;
@@ -292,4 +293,46 @@ pub fn parse_hex(field: &[u8]) -> Option<usize> {
         v = v.checked_mul(16)? + d as usize;
     }
     Some(v)
+}
+
+/// Print one warning about an `EBB_*` setting (`options::check_environment`).
+pub fn warn_setting(name: &[u8], value: &[u8], problem: Problem) {
+    let mut w = StderrWriter::new();
+    let _ = w.write_str("ebb: warning: ");
+    write_bytes(&mut w, name);
+    match problem {
+        Problem::NearMiss(known) => {
+            let _ = writeln!(w, " is not an ebb variable; did you mean {}?", known.name);
+        }
+        _ => {
+            let _ = w.write_str("=\"");
+            write_bytes(&mut w, value);
+            let _ = w.write_str("\" ignored: ");
+            let _ = match problem {
+                Problem::Invalid(v) => writeln!(w, "expected {}", v.accepts.expected()),
+                Problem::WithoutRequired(v) => writeln!(
+                    w,
+                    "it takes effect only with {}",
+                    v.requires.unwrap_or("another variable")
+                ),
+                _ => writeln!(w, "only libebb_secure.so (the `secure` feature) reads it"),
+            };
+        }
+    }
+}
+
+/// `text` as printable ASCII, at most 64 bytes of it (a value may be anything).
+fn write_bytes(w: &mut StderrWriter, text: &[u8]) {
+    const SHOWN: usize = 64;
+    for &b in text.iter().take(SHOWN) {
+        let c = if b.is_ascii_graphic() || b == b' ' {
+            b as char
+        } else {
+            '?'
+        };
+        let _ = w.write_char(c);
+    }
+    if text.len() > SHOWN {
+        let _ = w.write_str("...");
+    }
 }

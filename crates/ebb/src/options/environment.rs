@@ -1,6 +1,7 @@
 //! The environment check: every `EBB_*` variable ebb reads, what each one takes, and a
 //! warning on stderr for a setting ebb would otherwise ignore without a word. It runs
-//! once, at process set-up (`process::init`), and is silent with `EBB_SHOW_ERRORS=0`.
+//! once, at process set-up (`process::init`), and is silent with `EBB_SHOW_ERRORS=0`;
+//! `diag::warn_setting` prints the lines (diagnostics depend on options, not back).
 //!
 //! Why: a mistyped option looks exactly like a working one. `EBB_PURGE_DELAY=2sec` kept
 //! the default and `EBB_PURGE_DELY=0` did nothing, and a user measuring "ebb with a
@@ -29,9 +30,7 @@
 use super::parse::{
     parse_bool, parse_bytes, parse_duration_ms, parse_secure_level, parse_u64, trim,
 };
-use crate::diag::StderrWriter;
 use crate::os;
-use core::fmt::Write;
 
 /// What a variable's value must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +75,7 @@ impl Accepts {
     }
 
     /// What the warning says was expected.
-    fn expected(self) -> &'static str {
+    pub fn expected(self) -> &'static str {
         match self {
             Accepts::Switch => "1 or 0 (also true/false, yes/no, on/off)",
             Accepts::SwitchOr(word) => match word.as_bytes() {
@@ -269,9 +268,10 @@ fn edit_distance(a: &[u8], b: &[u8]) -> usize {
     previous[b.len()]
 }
 
-/// Check the process's environment and warn on stderr about each problem (at process
-/// set-up; nothing when `EBB_SHOW_ERRORS=0`). Allocates nothing.
-pub fn check_environment() {
+/// Check the process's environment: `report(name, value, problem)` for each problem
+/// (at process set-up, with `diag::warn_setting`; nothing when `EBB_SHOW_ERRORS=0`).
+/// Allocates nothing.
+pub fn check_environment(report: fn(&[u8], &[u8], Problem)) {
     if !super::get().show_errors {
         return;
     }
@@ -285,50 +285,9 @@ pub fn check_environment() {
             return;
         }
         if let Some(problem) = problem(name, value, is_set) {
-            warn(name, value, problem);
+            report(name, value, problem);
         }
     });
-}
-
-fn warn(name: &[u8], value: &[u8], problem: Problem) {
-    let mut w = StderrWriter::new();
-    let _ = w.write_str("ebb: warning: ");
-    write_bytes(&mut w, name);
-    match problem {
-        Problem::NearMiss(known) => {
-            let _ = writeln!(w, " is not an ebb variable; did you mean {}?", known.name);
-        }
-        _ => {
-            let _ = w.write_str("=\"");
-            write_bytes(&mut w, value);
-            let _ = w.write_str("\" ignored: ");
-            let _ = match problem {
-                Problem::Invalid(v) => writeln!(w, "expected {}", v.accepts.expected()),
-                Problem::WithoutRequired(v) => writeln!(
-                    w,
-                    "it takes effect only with {}",
-                    v.requires.unwrap_or("another variable")
-                ),
-                _ => writeln!(w, "only libebb_secure.so (the `secure` feature) reads it"),
-            };
-        }
-    }
-}
-
-/// `text` as printable ASCII, at most 64 bytes of it (a value may be anything).
-fn write_bytes(w: &mut StderrWriter, text: &[u8]) {
-    const SHOWN: usize = 64;
-    for &b in text.iter().take(SHOWN) {
-        let c = if b.is_ascii_graphic() || b == b' ' {
-            b as char
-        } else {
-            '?'
-        };
-        let _ = w.write_char(c);
-    }
-    if text.len() > SHOWN {
-        let _ = w.write_str("...");
-    }
 }
 
 #[cfg(test)]

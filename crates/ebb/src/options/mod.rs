@@ -22,7 +22,7 @@
 mod environment;
 mod parse;
 
-pub use environment::check_environment;
+pub use environment::{check_environment, Problem};
 #[cfg(feature = "secure")]
 pub use parse::parse_secure_level;
 pub use parse::{parse_bool, parse_bytes, parse_duration_ms, parse_u64, trim};

@@ -100,7 +100,7 @@ pub fn init(hooks: &'static Hooks) -> bool {
         THREAD_KEY.store(key, Ordering::Release);
     }
     PROCESS_INIT.store(INIT_DONE, Ordering::Release);
-    crate::options::check_environment();
+    crate::options::check_environment(crate::diag::warn_setting);
     // These may allocate, so they run after the state is DONE (re-entry is then safe).
     os::at_fork(fork_prepare, fork_parent, fork_child);
     true
