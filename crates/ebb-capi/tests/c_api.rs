@@ -373,6 +373,38 @@ fn check_mode_aborts_when_asked() {
     }
 }
 
+/// C++ `operator new` and `delete` in every form are ebb's own (`c_api/cxx.rs`), and a
+/// failed `new` still behaves as the C++ runtime's: with ebb's mappings capped
+/// (`EBB_FAULT_BUDGET`) a 48 MiB `new` fails, the new-handler frees a 40 MiB reserve and
+/// the retry is served; with no handler `std::bad_alloc` is thrown through ebb's frame
+/// and caught; a nothrow `new` gives null. The same program under glibc's runtime (a
+/// size nothing can serve) prints the same checks from libstdc++'s operators.
+#[test]
+fn cxx_operators_are_ebbs_and_fail_as_cxx_says() {
+    let exe = program("cxx_operators.cpp");
+    let ebb = run(&exe, &[], true, &[("EBB_FAULT_BUDGET", "100000000")]);
+    ebb.assert_success()
+        .assert_stdout_has("new_from=libebb.so")
+        .assert_stdout_has("delete_from=libebb.so")
+        .assert_stdout_has("handler_calls=1")
+        .assert_stdout_has("served_after_handler=yes")
+        .assert_stdout_has("failures=0");
+    let glibc = run(&exe, &["huge"], false, &[]);
+    glibc
+        .assert_success()
+        .assert_stdout_has("new_from=libstdc++")
+        .assert_stdout_has("handler_calls=1")
+        .assert_stdout_has("served_after_handler=no");
+    let checks = |run: &Run| -> Vec<String> {
+        run.stdout
+            .lines()
+            .filter(|l| l.starts_with("ok ") || l.starts_with("FAIL "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(checks(&ebb), checks(&glibc), "{}", ebb.describe());
+}
+
 /// Pointers outside every ebb region are caught without check mode.
 #[test]
 fn foreign_pointers_are_reported_without_check_mode() {

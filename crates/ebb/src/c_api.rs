@@ -232,8 +232,8 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
 
 /// C++ sized `operator delete` (and `delete[]`) in the secure build: the size the
 /// program states must fit in the block (a delete through the wrong type, or of the
-/// wrong object, usually states another size). Without the `secure` feature these
-/// symbols are not exported and libstdc++'s (which ignore the size) serve.
+/// wrong object, usually states another size). Without the `secure` feature the
+/// operators (`c_api/cxx.rs`) ignore the size, as libstdc++'s do.
 ///
 /// # Safety
 /// `ptr` must be null or a live block from this allocator.
@@ -667,6 +667,8 @@ unsafe fn option_name(name: *const c_char) -> Option<OptionName> {
 pub const VERSION: &[u8] = concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes();
 
 /// The exported symbols. `ebb_*` with `c-api`; standard names with `override`.
+#[cfg(feature = "override")]
+mod cxx;
 #[cfg(feature = "c-api")]
 mod exports;
 mod heap;

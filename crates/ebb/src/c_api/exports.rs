@@ -68,28 +68,6 @@ export! {
         super::malloc_info(options, fp);
 }
 
-/// C++ `operator delete(void*, std::size_t)`, secure build only (`c_api::free_sized`).
-///
-/// # Safety
-/// `ptr` is null or a live block from this allocator.
-#[cfg(all(feature = "secure", feature = "override"))]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn _ZdlPvm(ptr: *mut c_void, size: usize) {
-    // SAFETY: the caller upholds the C++ contract.
-    unsafe { super::free_sized(ptr, size) }
-}
-
-/// C++ `operator delete[](void*, std::size_t)`, secure build only.
-///
-/// # Safety
-/// `ptr` is null or a live block from this allocator.
-#[cfg(all(feature = "secure", feature = "override"))]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn _ZdaPvm(ptr: *mut c_void, size: usize) {
-    // SAFETY: the caller upholds the C++ contract.
-    unsafe { super::free_sized(ptr, size) }
-}
-
 /// Fill `*out` with a statistics snapshot. Returns 0, or -1 if `out` is null.
 ///
 /// # Safety

@@ -614,6 +614,15 @@ pub fn for_each_env(f: &mut super::EnvVisitor<'_>) {
     }
 }
 
+/// The definition of symbol `name` (NUL-terminated) that the calling library's own
+/// definition hides: the next one in the dynamic linker's search order. Null if none.
+pub fn next_symbol(name: &[u8]) -> *mut c_void {
+    debug_assert_eq!(name.last(), Some(&0));
+    // SAFETY: `name` is NUL-terminated; RTLD_NEXT searches the objects loaded after
+    // the caller's.
+    preserving_errno(|| unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr() as *const c_char) })
+}
+
 /// A process-wide key whose destructor runs `dtor(value)` at thread exit.
 pub fn thread_key_create(dtor: unsafe extern "C" fn(*mut c_void)) -> Option<u32> {
     let mut key: libc::pthread_key_t = 0;

@@ -123,7 +123,9 @@
 //!
 //! Environment and output: `getenv(name) -> Option<&'static [u8]>` (without
 //! allocating; `name` NUL-terminated), `for_each_env(f)` (`f(name, value)` for every
-//! variable, without allocating: the check of `EBB_*` names), `write_fd(fd, bytes)`, `dup_stderr_cloexec()`,
+//! variable, without allocating: the check of `EBB_*` names), `next_symbol(name)` (the
+//! definition of a symbol that ebb's export of it hides: the C++ runtime's `operator
+//! new`, which a failed `new` is handed to), `write_fd(fd, bytes)`, `dup_stderr_cloexec()`,
 //! `create_file(path) -> Option<c_int>` (create or truncate for writing; `path`
 //! NUL-terminated; the heap profile), `append_file(path)` (create or append: the
 //! `EBB_STATS_FILE` and `EBB_REPORT` reports, one per ebb instance and signal) and
@@ -244,6 +246,7 @@ mod contract {
     const _: fn() -> ! = abort;
     const _: fn(&[u8]) -> Option<&'static [u8]> = getenv;
     const _: fn(&mut EnvVisitor<'_>) = for_each_env;
+    const _: fn(&[u8]) -> *mut c_void = next_symbol;
     const _: fn(c_int, &[u8]) = write_fd;
     const _: fn() -> c_int = dup_stderr_cloexec;
     const _: fn(&[u8]) -> Option<c_int> = create_file;
