@@ -66,7 +66,10 @@ const EVERY_PROCESS: &[&str] = &[
 const REST_OF_LAYERS: &[&str] = &["front", "handoff", "span", "os", "profile"];
 
 /// The exported entry points (`.text.<name>`; the malloc family is defined under
-/// glibc's `__libc_*` names with the public ones as aliases).
+/// glibc's `__libc_*` names with the public ones as aliases). The C++ operators are
+/// listed too because the compiler may fold an identical body into one of them
+/// (`free` and `operator delete(void*)` compile to the same code), and the folded
+/// function then lives in the operator's section.
 const ENTRY_POINTS: &[&str] = &[
     "__libc_malloc",
     "__libc_free",
@@ -79,6 +82,8 @@ const ENTRY_POINTS: &[&str] = &[
     "ebb_reallocarray",
     "__libc_valloc",
     "__libc_pvalloc",
+    "_Zn*",
+    "_Zd*",
 ];
 
 /// What runs once in every process besides the allocator: the profiler's encoder

@@ -315,6 +315,34 @@ fn calls_into(ret: usize, inner: usize, code: &Code) -> bool {
         && call_target(ret, code).is_some_and(|t| t <= inner && inner - t < MAX_FUNCTION_BYTES)
 }
 
+/// True if the frame record at `record` (accepted by `frame_record_at`) is the one
+/// whose return address called into the function holding `inner`, the last frame found
+/// below it. A record the candidate scan formed from the word just below the site (a
+/// register ebb saved there) holds the site itself: `calls_into` would accept it
+/// whenever the site's call goes a little way down its own object (`_M_construct`
+/// calls `_M_create`, 0xfc bytes below it, which tail-calls `operator new`), so it is
+/// right only if the record it points to is the site function's own, holding a call
+/// into it.
+fn holds_callers_record(record: usize, inner: usize, site: usize, top: usize, code: &Code) -> bool {
+    // SAFETY: `frame_record_at` accepted `record`: `[record, record + 16)` lies in the
+    // thread's stack.
+    let (next, ret) = unsafe {
+        (
+            (record as *const usize).read(),
+            (record as *const usize).add(1).read(),
+        )
+    };
+    if ret != site {
+        return calls_into(ret, inner, code);
+    }
+    if !frame_record_at(next, record, top, code) {
+        return false;
+    }
+    // SAFETY: `frame_record_at` accepted `next`, as above.
+    let next_ret = unsafe { (next as *const usize).add(1).read() };
+    calls_into(next_ret, site, code)
+}
+
 /// Capture the stack of the allocation being sampled into `out`, innermost first;
 /// returns the depth. `entry_hint`: the address of a local in the allocator frame just
 /// below the caller's (0 if unknown).
@@ -424,7 +452,7 @@ pub fn capture(entry: Entry, out: &mut [usize; MAX_DEPTH]) -> usize {
                 let (below, _) = frameless_callers(site, at, bound, &code, &mut wrapped, 0);
                 let inner = if below > 0 { wrapped[below - 1] } else { site };
                 w = below;
-                if first != 0 && !calls_into(ret_of(first), inner, &code) {
+                if first != 0 && !holds_callers_record(first, inner, site, top, &code) {
                     let (all, last_slot) =
                         frameless_callers(site, bound, end, &code, &mut wrapped, below);
                     if all > below {
