@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-programs suite (bench/real-programs, docs/REAL-PROGRAMS.md): gcc, jq, CPython,
-# sqlite3, perl, Lua, make (many short processes) and a syn + rayon Rust tool, each run under ebb, glibc, jemalloc,
+# sqlite3, perl, Lua, make (many short processes), ninja (C++) and a syn + rayon Rust tool, each run under ebb, glibc, jemalloc,
 # tcmalloc, mimalloc 2 and mimalloc 3, interleaved, with wall time, whole-process CPU,
 # peak RSS and a hash of each program's output.
 #
@@ -14,8 +14,8 @@
 #                                         program, PROFILE_N keys (default 100000), into
 #                                         $WORK/profile.md (about 20 min on a busy machine)
 #
-# Needs: gcc, make, jq, python3, sqlite3, perl, lua5.4 and the Debian allocators
-#   apt-get install -y make jq sqlite3 lua5.4 libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
+# Needs: gcc, make, jq, python3, sqlite3, perl, lua5.4, ninja and the Debian allocators
+#   apt-get install -y make jq sqlite3 lua5.4 ninja-build libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4
 # Builds target/release/libebb.so, target/mimalloc3/libmimalloc3.so and the Rust tool's
 # four builds (ebb, tikv-jemallocator, mimalloc crate, system); inputs and results go to
 # $WORK (default target/real-programs; results.json there).
@@ -33,7 +33,7 @@ BENCH=$ROOT/bench/real-programs
 mkdir -p "$WORK/bin" "$WORK/out"
 
 missing=()
-for tool in gcc make jq python3 sqlite3 perl lua5.4; do
+for tool in gcc make jq python3 sqlite3 perl lua5.4 ninja; do
     command -v "$tool" >/dev/null || missing+=("$tool")
 done
 for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
@@ -41,7 +41,7 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "error: missing ${missing[*]}; install with" >&2
-    echo "  apt-get install -y make jq sqlite3 lua5.4 libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4" >&2
+    echo "  apt-get install -y make jq sqlite3 lua5.4 ninja-build libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4" >&2
     exit 1
 fi
 
@@ -98,6 +98,7 @@ json.dump({
     "sqlite3": "$(sqlite3 --version | awk '{print $1}')",
     "perl": "$(perl -e 'print $^V')",
     "lua": "$(lua5.4 -v 2>&1 | awk '{print $1, $2}')",
+    "ninja": "$(ninja --version)",
     "rust-tool": "$(rustc --version | awk '{print $1, $2}'), syn $(crate_version syn), rayon $(crate_version rayon)",
     "kernel": "$(uname -r)",
     "cpus": "$(nproc)",

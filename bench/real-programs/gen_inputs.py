@@ -160,16 +160,73 @@ def build_tree(path, scale):
         out.write("\n.PHONY: all lines\n")
 
 
+def ninja_graph(path, scale):
+    """A ninja build graph the size of a large C++ project's (Chromium's has ~100k
+    edges): compile edges for sources in a directory tree, each with its own flags
+    variable and a dozen header dependencies out of a shared pool, static libraries per
+    directory, and executables linking them. `ninja -n` parses it, builds the graph
+    (nodes, edges, strings, hash maps: a C++ program that allocates little and often)
+    and prints every command it would run, without running any."""
+    rng = Rng(5)
+    edges = max(200, int(40_000 * scale))
+    dirs = max(4, edges // 100)
+    headers = ["include/h%d/%04d.h" % (h % 16, h) for h in range(max(50, edges // 20))]
+    os.makedirs(path, exist_ok=True)
+    lines = [
+        "# Generated for the real-programs suite's ninja program.",
+        "ninja_required_version = 1.5",
+        "cflags = -O2 -Wall -Iinclude",
+        "rule cc",
+        "  command = gcc $cflags $extra -MD -MF $out.d -c $in -o $out",
+        "  description = CC $out",
+        "  depfile = $out.d",
+        "rule ar",
+        "  command = ar rcs $out $in",
+        "  description = AR $out",
+        "rule link",
+        "  command = gcc -o $out $in $libs",
+        "  description = LINK $out",
+        "",
+    ]
+    # The sources and headers do not exist: phony edges without inputs stand for them
+    # (as for files a generator step would write), so the dry run finds every input.
+    lines += ["build %s: phony" % h for h in headers]
+    objs_of = [[] for _ in range(dirs)]
+    for e in range(edges):
+        d = rng.below(dirs)
+        src = "src/d%03d/file_%05d.cc" % (d, e)
+        obj = "obj/d%03d/file_%05d.o" % (d, e)
+        deps = " ".join(headers[rng.below(len(headers))] for _ in range(4 + rng.below(16)))
+        lines.append("build %s: cc %s | %s" % (obj, src, deps))
+        lines.append("  extra = -DUNIT=%d -DDIR=%d" % (e, d))
+        lines.append("build %s: phony" % src)
+        objs_of[d].append(obj)
+    for d, objs in enumerate(objs_of):
+        if objs:
+            lines.append("build lib/libd%03d.a: ar %s" % (d, " ".join(objs)))
+    libs = ["lib/libd%03d.a" % d for d, objs in enumerate(objs_of) if objs]
+    for x in range(max(2, dirs // 10)):
+        picked = sorted({libs[rng.below(len(libs))] for _ in range(8)})
+        lines.append("build bin/tool%02d: link %s" % (x, " ".join(picked)))
+        lines.append("  libs = -lm")
+    tools = ["bin/tool%02d" % x for x in range(max(2, dirs // 10))]
+    lines.append("build all: phony %s" % " ".join(tools + libs))
+    lines.append("default all")
+    with open(os.path.join(path, "build.ninja"), "w") as out:
+        out.write("\n".join(lines) + "\n")
+
+
 def main():
     out_dir, scale = sys.argv[1], float(sys.argv[2])
     os.makedirs(out_dir, exist_ok=True)
     stamp = os.path.join(out_dir, "inputs.scale")
     if os.path.exists(stamp) and open(stamp).read().strip() == repr(scale) and \
-            all(os.path.exists(os.path.join(out_dir, f)) for f in ("records.json", "big.c", "build/Makefile")):
+            all(os.path.exists(os.path.join(out_dir, f)) for f in ("records.json", "big.c", "build/Makefile", "ninja/build.ninja")):
         return
     records_json(os.path.join(out_dir, "records.json"), scale)
     big_c(os.path.join(out_dir, "big.c"), scale)
     build_tree(os.path.join(out_dir, "build"), scale)
+    ninja_graph(os.path.join(out_dir, "ninja"), scale)
     with open(stamp, "w") as f:
         f.write(repr(scale) + "\n")
 

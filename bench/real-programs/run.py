@@ -98,6 +98,10 @@ def programs(work, scale, bin_dir):
                  "(many short processes)" % len(glob.glob(f"{work}/build/m*.c")),
             argv=["make", "-s", "-j2", "-B", "-C", f"{work}/build", "all"],
             outputs=[f"{work}/build/prog"]),
+        "ninja": dict(
+            desc="ninja -n: a build graph of %d compile edges parsed, planned, printed "
+                 "(C++, little and often)" % (max(200, int(40_000 * scale))),
+            argv=["ninja", "-n", "-j1", "-C", f"{work}/ninja"]),
         "rust-tool": dict(
             desc="syn + rayon: parse %d files into ASTs, re-parse half x3, drop 90%%" % len(
                 glob.glob(f"{work}/rust-src/*.rs")),
