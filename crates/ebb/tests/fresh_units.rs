@@ -79,8 +79,9 @@ fn main() {
     }
     fresh_units_are_advised_past_the_floor_until_a_slice_of_them_is_freed();
     a_new_segments_first_unit_is_advised_before_its_header_is_written();
+    pages_of_big_blocks_and_large_blocks_keep_out_of_advised_units();
     no_fresh_unit_is_advised_while_two_heaps_live();
-    println!("fresh_units: 3 tests passed");
+    println!("fresh_units: 4 tests passed");
 }
 
 fn fresh_units_are_advised_past_the_floor_until_a_slice_of_them_is_freed() {
@@ -157,6 +158,55 @@ fn a_new_segments_first_unit_is_advised_before_its_header_is_written() {
     assert!(
         !advised(header),
         "the advice outlived the unit's pages (its slices were freed)"
+    );
+}
+
+/// An advised unit is resident whole from its first page's write on, its free slices
+/// too: a page of big blocks (written a block at a time) or a large block (a `Vec`'s
+/// unwritten capacity) placed there would have its unwritten part resident. They go
+/// elsewhere while there is room, and the unit's free slices are left to the one-slice
+/// pages that fill it.
+fn pages_of_big_blocks_and_large_blocks_keep_out_of_advised_units() {
+    let mut blocks = Vec::new();
+    let first = fill_until_advised(&mut blocks, 12000)
+        .expect("no unit entered past the floor was advised for huge pages");
+    let unit = first as usize / UNIT;
+    // 128 KiB blocks live in 16-slice pages, 1 MiB ones are large blocks (spans of
+    // their own): either fits in the 31 free slices of `first`'s unit.
+    let big: Vec<*mut u8> = [128 << 10, 1 << 20]
+        .iter()
+        .map(|&size| {
+            let p = ebb::alloc(size, 8);
+            assert!(!p.is_null());
+            p
+        })
+        .collect();
+    let placed: Vec<(usize, bool)> = big
+        .iter()
+        .map(|&p| (p as usize / UNIT, advised(p)))
+        .collect();
+    // The next one-slice pages still go to the advised unit (a 64 KiB page holds 16
+    // blocks of 4 KiB: 20 more need a new page).
+    let mut next_in_unit = true;
+    for _ in 0..20 {
+        let next = alloc_written();
+        blocks.push(next);
+        next_in_unit &= next as usize / UNIT == unit;
+    }
+    for &p in blocks.iter().chain(big.iter()) {
+        // SAFETY: live blocks of ours.
+        unsafe { ebb::free(p) };
+    }
+    ebb::collect(true);
+    for (size, (at, in_advised)) in ["128 KiB", "1 MiB"].iter().zip(placed) {
+        assert!(
+            at != unit && !in_advised,
+            "a {size} block was placed in an advised unit's free slices"
+        );
+    }
+    assert!(
+        next_in_unit,
+        "the next one-slice pages left the advised unit for room elsewhere"
     );
 }
 

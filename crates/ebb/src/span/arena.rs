@@ -124,8 +124,8 @@ fn search_or_reserve<const SMALL: bool, const NOTE: bool>(
     let mut reuse = SPAN_LOCK.lock();
     // Committed runs first, so the free committed slices retention keeps are the ones
     // reused (`retain.rs`); then any free run, first fit in segment order.
-    // A span that may leave part of its memory unwritten keeps out of the units dense
-    // growth faulted in whole while it finds room elsewhere (`large_pages`).
+    // A span that may leave part of its memory unwritten keeps out of the units resident
+    // whole (dense growth's, fresh units) while it finds room elsewhere (`large_pages`).
     let dense_ok = crate::span::large_pages::fills_densely(small, count);
     let mut found = None;
     if reuse.committed_free() >= count {
@@ -270,7 +270,7 @@ fn find_committed_in_short_run(count: usize, dense_ok: bool) -> Option<(*mut Seg
         let mut runs = seg_ref.free_slices;
         runs.and_assign(&seg_ref.committed_slices);
         if !dense_ok {
-            crate::span::large_pages::exclude_dense_units(&mut runs, seg_ref);
+            crate::span::large_pages::exclude_whole_units(&mut runs, seg_ref);
         }
         if let Some(index) = runs.find_run_in_short(count, &seg_ref.free_slices, SHORT_RUN_SLICES) {
             return Some((seg, index));
@@ -280,8 +280,8 @@ fn find_committed_in_short_run(count: usize, dense_ok: bool) -> Option<(*mut Seg
 }
 
 /// The first run of `count` free slices (committed ones only if `committed`; none of a
-/// unit dense growth faulted in unless `dense_ok`) starting at a multiple of `align`
-/// slices, in segment order. Inlined: out of line it cost a 1 MiB malloc+free pair
+/// unit resident whole unless `dense_ok`: `large_pages::exclude_whole_units`) starting
+/// at a multiple of `align` slices, in segment order. Inlined: out of line it cost a 1 MiB malloc+free pair
 /// 46 more instructions (callgrind, 975 -> 1021).
 #[inline(always)]
 fn find_free_run(
@@ -297,18 +297,19 @@ fn find_free_run(
         if (seg_ref.free_count as usize) < count {
             continue;
         }
-        let index = if committed || (!dense_ok && seg_ref.dense_units != 0) {
-            let mut runs = seg_ref.free_slices;
-            if committed {
-                runs.and_assign(&seg_ref.committed_slices);
-            }
-            if !dense_ok {
-                crate::span::large_pages::exclude_dense_units(&mut runs, seg_ref);
-            }
-            runs.find_run(count, align.max(1), 1)
-        } else {
-            seg_ref.free_slices.find_run(count, align.max(1), 1)
-        };
+        let index =
+            if committed || (!dense_ok && crate::span::large_pages::has_whole_units(seg_ref)) {
+                let mut runs = seg_ref.free_slices;
+                if committed {
+                    runs.and_assign(&seg_ref.committed_slices);
+                }
+                if !dense_ok {
+                    crate::span::large_pages::exclude_whole_units(&mut runs, seg_ref);
+                }
+                runs.find_run(count, align.max(1), 1)
+            } else {
+                seg_ref.free_slices.find_run(count, align.max(1), 1)
+            };
         if let Some(index) = index {
             return Some((seg, index));
         }

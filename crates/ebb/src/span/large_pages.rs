@@ -59,7 +59,11 @@
 //! for large blocks), so refaults after a purge are 4 KiB pages and khugepaged leaves
 //! it alone. The unit is resident whole from its first page on: with one heap that is
 //! the fill front's unit plus the untouched tails of the heap's partly filled pages (one
-//! per class at most). With many heaps it is one partly filled page per class and
+//! per class at most). Spans that may leave part of their memory unwritten (pages of
+//! blocks over 8 KiB, large blocks) keep out of an advised unit's free slices while
+//! they find room elsewhere ([`exclude_whole_units`], as for dense units): placed there,
+//! ninja's current pages of 64-256 KiB blocks, 8-32 slices of which a block or two was
+//! written, held 4.6 MiB resident unwritten at its peak. With many heaps it is one partly filled page per class and
 //! thread in every unit, and the rule is off: without the one-heap test, mixed-c-rust
 //! grew +5.5% from round 5 to 50 at 217 MiB (+20 MiB) and many-threads held 45 KB
 //! per idle thread (target 40). Lua at 200,000 keys: page faults 12.9-14.0 k ->
@@ -97,7 +101,7 @@
 //! - the 32 MiB floor: the unit at the fill front, resident whole, added 3-10 MiB to
 //!   the speed suite's 7-16 MiB front ends;
 //! - only pages of blocks up to 8 KiB in a faulted-in unit ([`fills_densely`],
-//!   [`exclude_dense_units`]; the segment's `dense_units` says which units): a page of
+//!   [`exclude_whole_units`]; the segment's `dense_units` says which units): a page of
 //!   384 KiB blocks or a large block placed there made its unwritten part resident
 //!   (sleeping-owner-strings: each item's `Vec<String>`, doubled to 384 KiB and
 //!   shrunk in place to ~240 KiB, left 19 MiB of unwritten tails resident in all,
@@ -318,20 +322,38 @@ const _: () = {
     assert!(page_slices(class_of(SMALL_PAGE_BLOCK_MAX) + 1) > SMALL_BLOCK_PAGE_SLICES_MAX);
 };
 
-/// Clear from `runs` (free slices of `segment`) the ones in units dense growth faulted
-/// in whole that are still committed: the span being placed may not fill them (see
-/// [`fills_densely`]), and they are resident whether it does or not.
-pub fn exclude_dense_units(runs: &mut Bitmap512, segment: &Segment) {
-    let mut units = segment.dense_units;
+/// Clear from `runs` (free slices of `segment`) the ones in units resident whole: those
+/// dense growth faulted in that are still committed, and every free slice of a unit
+/// advised for huge pages ([`advise_fresh_unit`], [`before_segment_header`]: the first
+/// write to the unit mapped all of it, its free slices too, though they count as
+/// uncommitted). The span being placed may not fill them (see [`fills_densely`]), and
+/// they are resident whether it does or not. (Fresh units alone: ninja's empty current
+/// pages of 64-256 KiB blocks, pages of 8-32 slices of which a block or two was ever
+/// written, sat in advised units and held 5.6 MiB resident against 1.0 without the
+/// advice, peak RSS 75.5 MB against 70.8: docs/REAL-PROGRAMS.md "Fresh units and pages
+/// of big blocks".)
+pub fn exclude_whole_units(runs: &mut Bitmap512, segment: &Segment) {
+    let mut units = segment.dense_units | segment.advised_units;
     while units != 0 {
         let unit = units.trailing_zeros() as usize;
         units &= units - 1;
-        for slice in unit * UNIT_SLICES..(unit + 1) * UNIT_SLICES {
+        let first = unit * UNIT_SLICES;
+        if segment.advised_units & (1 << unit) != 0 {
+            runs.assign_range(first, UNIT_SLICES, false);
+            continue;
+        }
+        for slice in first..first + UNIT_SLICES {
             if segment.committed_slices.get(slice) {
                 runs.assign_range(slice, 1, false);
             }
         }
     }
+}
+
+/// True if `segment` has units [`exclude_whole_units`] keeps spans out of.
+#[inline]
+pub fn has_whole_units(segment: &Segment) -> bool {
+    segment.dense_units | segment.advised_units != 0
 }
 
 /// Slices `index..index + count` of `segment` are being taken for a span (span lock

@@ -18,8 +18,8 @@
 //! span can be carved out of them. A run whose pages could not move stays committed.
 //!
 //! A run is lent from its end: allocation takes committed runs first fit from their
-//! start, so the slices it would take next stay. Units faulted in whole as huge pages
-//! (dense growth, `large_pages::exclude_dense_units`) and units kept whole for them
+//! start, so the slices it would take next stay. Units resident whole as huge pages
+//! (dense growth and fresh units, `large_pages::exclude_whole_units`) and units kept whole for them
 //! (`large_pages::kept_units`, `EBB_LARGE_PAGES=1`) are skipped: moving part of a huge
 //! page splits it, and what dense growth faulted in as one huge page for small pages
 //! would come back 4 KiB at a time. Not in the secure build, whose free slices may
@@ -137,7 +137,7 @@ fn longest_runs(found: &mut [(*mut Segment, usize, usize); MAX_RUNS]) -> usize {
         let kept = large_pages::kept_units(&seg_ref.free_slices);
         let mut lendable = seg_ref.free_slices;
         lendable.and_assign(&seg_ref.committed_slices);
-        large_pages::exclude_dense_units(&mut lendable, seg_ref);
+        large_pages::exclude_whole_units(&mut lendable, seg_ref);
         let candidate = |i: usize| lendable.get(i) && !large_pages::is_kept(kept, i);
         let mut i = HEADER_SLICES;
         while i < SLICES_PER_SEGMENT {
