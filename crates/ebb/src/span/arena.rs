@@ -281,8 +281,8 @@ fn find_committed_in_short_run(count: usize, dense_ok: bool) -> Option<(*mut Seg
 
 /// The first run of `count` free slices (committed ones only if `committed`; none of a
 /// unit resident whole unless `dense_ok`: `large_pages::exclude_whole_units`) starting
-/// at a multiple of `align` slices, in segment order. Inlined: out of line it cost a 1 MiB malloc+free pair
-/// 46 more instructions (callgrind, 975 -> 1021).
+/// at a multiple of `align` slices, in segment order. Inlined: out of line it cost a 1
+/// MiB malloc+free pair 46 more instructions (callgrind, 975 -> 1021).
 #[inline(always)]
 fn find_free_run(
     count: usize,

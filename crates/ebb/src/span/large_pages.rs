@@ -63,8 +63,8 @@
 //! blocks over 8 KiB, large blocks) keep out of an advised unit's free slices while
 //! they find room elsewhere ([`exclude_whole_units`], as for dense units): placed there,
 //! ninja's current pages of 64-256 KiB blocks, 8-32 slices of which a block or two was
-//! written, held 4.6 MiB resident unwritten at its peak. With many heaps it is one partly filled page per class and
-//! thread in every unit, and the rule is off: without the one-heap test, mixed-c-rust
+//! written, held 4.6 MiB resident unwritten at its peak. With many heaps it is one
+//! partly filled page per class and thread in every unit, and the rule is off: without the one-heap test, mixed-c-rust
 //! grew +5.5% from round 5 to 50 at 217 MiB (+20 MiB) and many-threads held 45 KB
 //! per idle thread (target 40). Lua at 200,000 keys: page faults 12.9-14.0 k ->
 //! 9.3-9.9 k, CPU 0.96 x (docs/REAL-PROGRAMS.md "Fresh units").
