@@ -186,11 +186,16 @@ pub fn retention_text(reports: &[serde_json::Value], signalled: &str) -> Option<
     };
     let list = parts
         .iter()
-        .map(|(label, b)| {
+        .map(|&(label, b)| {
+            let split = if label == "free pages" {
+                empty_pages_split(report)
+            } else {
+                String::new()
+            };
             format!(
-                "{label} {} ({:.0}%)",
-                ebb_pprof::top::format_value(*b as i64, "bytes"),
-                *b as f64 * 100.0 / rss as f64
+                "{label} {} ({:.0}%{split})",
+                ebb_pprof::top::format_value(b as i64, "bytes"),
+                b as f64 * 100.0 / rss as f64
             )
         })
         .collect::<Vec<_>>()
@@ -199,6 +204,26 @@ pub fn retention_text(reports: &[serde_json::Value], signalled: &str) -> Option<
         "  {when} {} ({which}; parts of at least 0.5%): {list}\n",
         ebb_pprof::top::format_value(rss as i64, "bytes")
     ))
+}
+
+/// Who holds a report's free pages (`Retention::empty_stashed` and its siblings), as
+/// "; stashed 1.0 MiB, in heaps 3.0 MiB": the parts that are not zero, or nothing for
+/// a report without them (an older `libebb.so`'s).
+fn empty_pages_split(report: &serde_json::Value) -> String {
+    [
+        ("stashed", "empty_stashed"),
+        ("in heaps", "empty_in_heaps"),
+        ("abandoned", "empty_abandoned"),
+    ]
+    .iter()
+    .filter_map(|&(label, key)| {
+        let b = report[key].as_u64().filter(|&b| b > 0)?;
+        Some(format!(
+            "; {label} {}",
+            ebb_pprof::top::format_value(b as i64, "bytes")
+        ))
+    })
+    .collect()
 }
 
 pub fn compare_text(command: &str, runs: usize, summaries: &[AllocatorSummary]) -> String {
@@ -249,5 +274,23 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("live blocks 90.0 MiB"), "{text}");
+    }
+
+    /// The free pages' part says who holds them, naming only the holders with bytes;
+    /// a report without the split (an older library's) reads as before.
+    #[test]
+    fn free_pages_say_who_holds_them() {
+        let mut report = json!({"pid": 7, "instance": 1, "trigger": "exit", "rss": 100 << 20,
+            "ebb_total": 100 << 20, "live": 90 << 20, "free_in_empty_pages": 10 << 20,
+            "empty_stashed": 4 << 20, "empty_in_heaps": 6 << 20, "empty_abandoned": 0});
+        let text = retention_text(std::slice::from_ref(&report), "RSS now").unwrap();
+        assert!(
+            text.contains("free pages 10.0 MiB (10%; stashed 4.0 MiB; in heaps 6.0 MiB)"),
+            "{text}"
+        );
+        report.as_object_mut().unwrap().remove("empty_stashed");
+        report.as_object_mut().unwrap().remove("empty_in_heaps");
+        let text = retention_text(&[report], "RSS now").unwrap();
+        assert!(text.contains("free pages 10.0 MiB (10%)"), "{text}");
     }
 }

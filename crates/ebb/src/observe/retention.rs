@@ -20,7 +20,7 @@ use crate::diag::StderrWriter;
 use crate::diag::{Bytes, FixedBuf};
 use crate::size_class::{class_size, CLASS_COUNT};
 use crate::span::arena;
-use crate::span::page::{FREE, HUGE, LARGE, THREAD_FREE_COUNT_SHIFT};
+use crate::span::page::{FREE, HUGE, LARGE, MARKER_LIMIT, THREAD_FREE_COUNT_SHIFT};
 use crate::span::segment::{Segment, HEADER_BYTES, HEADER_SLICES, SLICES_PER_SEGMENT, SLICE_SIZE};
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -102,8 +102,17 @@ pub struct Retention {
     /// Free blocks in pages that still hold live blocks (see `classes`).
     pub free_in_live_pages: u64,
     /// Free blocks in pages that hold no live block (a thread's current page, or one
-    /// not yet given back).
+    /// not yet given back). `empty_stashed + empty_in_heaps + empty_abandoned`.
     pub free_in_empty_pages: u64,
+    /// Of `free_in_empty_pages`: pages a heap's stash keeps for its next pages
+    /// (`front/stash.rs`; their owner word is `FREE`).
+    pub empty_stashed: u64,
+    /// Of `free_in_empty_pages`: pages a heap owns, its current page of a class or one
+    /// still in its queue (`front/empty_pages.rs` says which it keeps).
+    pub empty_in_heaps: u64,
+    /// Of `free_in_empty_pages`: pages no heap owns (abandoned by an exited or idle
+    /// thread, or being drained), which the purger gives back after the delay.
+    pub empty_abandoned: u64,
     /// Free spans whose purge delay has not passed.
     pub free_spans: u64,
     /// Freed huge mappings kept for reuse.
@@ -162,6 +171,9 @@ impl Retention {
             rounding: 0,
             free_in_live_pages: 0,
             free_in_empty_pages: 0,
+            empty_stashed: 0,
+            empty_in_heaps: 0,
+            empty_abandoned: 0,
             free_spans: 0,
             huge_kept: 0,
             remote_freed: 0,
@@ -180,6 +192,21 @@ impl Retention {
             c.block_size = class_size(i) as u64;
         }
         r
+    }
+
+    /// Count `bytes` of a page holding no live block, whose owner word is `owner`, in
+    /// `free_in_empty_pages` and in the part its owner says.
+    fn add_empty(&mut self, owner: usize, bytes: u64) {
+        self.free_in_empty_pages += bytes;
+        match owner {
+            FREE => self.empty_stashed += bytes,
+            _ if owner >= MARKER_LIMIT => self.empty_in_heaps += bytes,
+            _ => self.empty_abandoned += bytes,
+        }
+        debug_assert_eq!(
+            self.free_in_empty_pages,
+            self.empty_stashed + self.empty_in_heaps + self.empty_abandoned
+        );
     }
 
     /// Keep `m`'s foreign bytes if they are among the largest seen.
@@ -295,12 +322,12 @@ fn segment_parts(r: &mut Retention, seg: *mut Segment, pagemap: &PageMap) {
         let size = page.block_size() as u64;
         match owner {
             HUGE => {}
-            FREE => r.free_in_empty_pages += resident,
+            FREE => r.add_empty(owner, resident),
             LARGE => {
                 r.held += size;
                 r.live += resident;
             }
-            _ if size == 0 => r.free_in_empty_pages += resident,
+            _ if size == 0 => r.add_empty(owner, resident),
             _ => {
                 let used = page.used() as u64;
                 let head = page.thread_free.load(Ordering::Relaxed) as usize;
@@ -320,7 +347,7 @@ fn segment_parts(r: &mut Retention, seg: *mut Segment, pagemap: &PageMap) {
                 r.remote_freed += remote_bytes;
                 r.held += live_blocks * size;
                 if live_blocks == 0 {
-                    r.free_in_empty_pages += rest;
+                    r.add_empty(owner, rest);
                     let class = &mut r.classes[page.class as usize % CLASS_COUNT];
                     class.empty_pages += 1;
                     class.empty_resident += rest;
@@ -446,6 +473,23 @@ impl Retention {
             "free blocks in pages with no live block",
             self.free_in_empty_pages,
         )?;
+        if self.free_in_empty_pages > 0 {
+            line(
+                w,
+                "  of which stashed for a heap's next pages",
+                self.empty_stashed,
+            )?;
+            line(
+                w,
+                "  of which a heap's current or queued pages",
+                self.empty_in_heaps,
+            )?;
+            line(
+                w,
+                "  of which abandoned, given back after the delay",
+                self.empty_abandoned,
+            )?;
+        }
         line(w, "free spans waiting for the purge delay", self.free_spans)?;
         line(w, "kept huge mappings", self.huge_kept)?;
         line(
@@ -589,7 +633,7 @@ impl Retention {
         if let Some(trigger) = trigger {
             write!(w, ",\"trigger\":\"{trigger}\"")?;
         }
-        let fields: [(&str, u64); 18] = [
+        let fields: [(&str, u64); 21] = [
             ("rss", self.rss),
             ("parts_total", self.parts_total()),
             ("held", self.held),
@@ -597,6 +641,9 @@ impl Retention {
             ("live", self.live),
             ("free_in_live_pages", self.free_in_live_pages),
             ("free_in_empty_pages", self.free_in_empty_pages),
+            ("empty_stashed", self.empty_stashed),
+            ("empty_in_heaps", self.empty_in_heaps),
+            ("empty_abandoned", self.empty_abandoned),
             ("free_spans", self.free_spans),
             ("huge_kept", self.huge_kept),
             ("remote_freed", self.remote_freed),
