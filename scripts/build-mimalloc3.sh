@@ -46,11 +46,17 @@ if [ -z "$VERSION" ]; then
     exit 1
 fi
 REGISTRY=${CARGO_HOME:-$HOME/.cargo}/registry/src
+# Prints the source directory, or nothing (and succeeds: under `set -e` a failing
+# `SRC=$(find_src)` ended the script without a word on a machine without the crate).
 find_src() {
     local d
     for d in "$REGISTRY"/*/"libmimalloc-sys-$VERSION"/c_src/mimalloc/v3; do
-        [ -f "$d/include/mimalloc.h" ] && { echo "$d"; return; }
+        if [ -f "$d/include/mimalloc.h" ]; then
+            echo "$d"
+            return 0
+        fi
     done
+    return 0
 }
 SRC=$(find_src)
 if [ -z "$SRC" ]; then

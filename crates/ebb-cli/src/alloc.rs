@@ -1,6 +1,6 @@
-//! Turning an allocator name (`ebb`, `glibc`, `jemalloc`, `mimalloc`, `tcmalloc`) or a
-//! `.so` path into the library to put in `LD_PRELOAD`, after checking it can be
-//! preloaded.
+//! Turning an allocator name (`ebb`, `glibc`, `jemalloc`, `mimalloc2`, `mimalloc3`,
+//! `tcmalloc`) or a `.so` path into the library to put in `LD_PRELOAD`, after checking
+//! it can be preloaded.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -29,6 +29,8 @@ pub enum Lookup {
 }
 
 /// Debian's libraries of the allocators known by name: (name, file names, package).
+/// `mimalloc` is mimalloc 2 (Debian 12 packages no other), shown as `mimalloc2` beside
+/// [`mimalloc3`]'s column.
 const KNOWN: &[(&str, &[&str], &str)] = &[
     (
         "jemalloc",
@@ -36,7 +38,7 @@ const KNOWN: &[(&str, &[&str], &str)] = &[
         "libjemalloc2",
     ),
     (
-        "mimalloc",
+        "mimalloc2",
         &["libmimalloc.so.2", "libmimalloc.so"],
         "libmimalloc2.0",
     ),
@@ -51,7 +53,11 @@ const KNOWN: &[(&str, &[&str], &str)] = &[
     ),
 ];
 
-pub const NAMES: &str = "ebb, glibc, jemalloc, mimalloc, tcmalloc or a path to a .so";
+pub const NAMES: &str =
+    "ebb, glibc, jemalloc, mimalloc2 (or mimalloc), mimalloc3, tcmalloc or a path to a .so";
+
+/// Where `scripts/build-mimalloc3.sh` puts mimalloc 3, inside a cargo target directory.
+const MIMALLOC3_IN_TARGET: &str = "mimalloc3/libmimalloc3.so";
 
 pub fn lookup(spec: &str) -> Result<Lookup> {
     let spec = spec.trim();
@@ -73,8 +79,14 @@ pub fn lookup(spec: &str) -> Result<Lookup> {
                 is_ebb: true,
             }));
         }
+        "mimalloc3" => return mimalloc3(),
         _ => {}
     }
+    let spec = if spec == "mimalloc" {
+        "mimalloc2"
+    } else {
+        spec
+    };
     if let Some(&(name, files, package)) = KNOWN.iter().find(|k| k.0 == spec) {
         return Ok(match find_in_library_dirs(files) {
             Some(lib) => {
@@ -179,6 +191,65 @@ pub fn source_workspace() -> Option<PathBuf> {
     let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     (ws.join("Cargo.toml").is_file() && ws.join("crates/ebb-capi/Cargo.toml").is_file())
         .then(|| ws.canonicalize().unwrap_or(ws))
+}
+
+/// mimalloc 3, the current major version and ebb's closest peer: a system library
+/// (`libmimalloc.so.3`, where the distribution has one), else the one
+/// `scripts/build-mimalloc3.sh` builds in the cargo target directory this binary runs
+/// from, out of the C sources the `mimalloc` crate vendors (the same mimalloc 3 as the
+/// speed suite's). Built on first use from ebb's source tree: a `cargo fetch` and a few
+/// seconds of C compiling.
+fn mimalloc3() -> Result<Lookup> {
+    let found = |lib: PathBuf| -> Result<Lookup> {
+        check_preloadable(&lib)?;
+        Ok(Lookup::Found(Allocator {
+            name: "mimalloc3".into(),
+            preload: Some(lib),
+            is_ebb: false,
+        }))
+    };
+    if let Some(lib) = find_in_library_dirs(&["libmimalloc.so.3"]) {
+        return found(lib);
+    }
+    let install = "scripts/build-mimalloc3.sh in ebb's source tree".to_string();
+    let (Some(target_dir), Some(ws)) = (cargo_target_dir(), source_workspace()) else {
+        return Ok(Lookup::NotInstalled {
+            name: "mimalloc3".into(),
+            install,
+        });
+    };
+    let lib = target_dir.join(MIMALLOC3_IN_TARGET);
+    if !lib.is_file() && std::env::var_os("EBB_CLI_NO_BUILD").is_none() {
+        eprintln!("ebb: building mimalloc 3 (scripts/build-mimalloc3.sh) ...");
+        let built = Command::new("bash")
+            .arg(ws.join("scripts/build-mimalloc3.sh"))
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .stdout(std::process::Stdio::null())
+            .status();
+        match built {
+            Ok(status) if status.success() => {}
+            Ok(status) => eprintln!("ebb: building mimalloc 3 failed ({status})"),
+            Err(e) => eprintln!("ebb: cannot run scripts/build-mimalloc3.sh: {e}"),
+        }
+    }
+    if lib.is_file() {
+        return found(lib);
+    }
+    Ok(Lookup::NotInstalled {
+        name: "mimalloc3".into(),
+        install,
+    })
+}
+
+/// The cargo target directory this binary runs from (`target/release/ebb` gives
+/// `target`), if it runs from one.
+fn cargo_target_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let exe_dir = exe.parent()?;
+    let profile = exe_dir.file_name().and_then(|n| n.to_str());
+    matches!(profile, Some("release" | "debug"))
+        .then(|| exe_dir.parent().map(Path::to_path_buf))
+        .flatten()
 }
 
 /// `libebb.so`: in the cargo target directory this binary runs from (built or rebuilt

@@ -49,7 +49,9 @@ Examples:
   ebb run --ready 'listening on' --drive 'curl -s localhost:8080/' --idle 90s -- ./my-server
 
 Allocators: ebb (libebb.so, built on first use from a source checkout), glibc (no
-LD_PRELOAD), jemalloc, mimalloc, tcmalloc (Debian's libraries), or a path to a .so.
+LD_PRELOAD), jemalloc, mimalloc2 (or mimalloc), tcmalloc (Debian's libraries),
+mimalloc3 (the system's libmimalloc.so.3, else built on first use from a source
+checkout by scripts/build-mimalloc3.sh), or a path to a .so.
 
 Exit status:
   0    success (for `run`: the command exited 0, or was stopped by ebb after --idle)
@@ -181,7 +183,8 @@ struct Sampling {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Allocator: ebb, glibc, jemalloc, mimalloc, tcmalloc or a path to a .so.
+    /// Allocator: ebb, glibc, jemalloc, mimalloc2 (or mimalloc), mimalloc3, tcmalloc or a
+    /// path to a .so.
     #[arg(long, short, value_name = "NAME|PATH.so", default_value = "ebb")]
     alloc: String,
     /// Hide the command's output (its last lines are printed if it fails).
@@ -228,7 +231,7 @@ struct CompareArgs {
         long,
         short,
         value_name = "LIST",
-        default_value = "glibc,jemalloc,mimalloc,tcmalloc,ebb",
+        default_value = "glibc,jemalloc,mimalloc2,mimalloc3,tcmalloc,ebb",
         value_delimiter = ','
     )]
     alloc: Vec<String>,

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn read_json(path: &PathBuf) -> Value {
@@ -591,4 +591,70 @@ fn compare_exits_3_when_the_command_fails() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("glibc failed in 2 of 2 runs"), "{text}");
     assert!(stderr(&out).contains("exit status 5"), "{}", stderr(&out));
+}
+
+/// `mimalloc` is mimalloc 2 (Debian's), shown as `mimalloc2` beside `mimalloc3`, which
+/// is the system's `libmimalloc.so.3` or else built on first use from this source tree
+/// (`scripts/build-mimalloc3.sh`); where it cannot be built (no C compiler, no
+/// network for `cargo fetch`) it is skipped with the script named.
+#[test]
+fn compare_names_mimalloc_2_and_3() {
+    let json = scratch("mimallocs.json");
+    let out = ebb(&[
+        "compare",
+        "--alloc",
+        "mimalloc,mimalloc3",
+        "--runs",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        HELPER,
+        "alloc",
+        "8",
+        "10",
+    ]);
+    let err = stderr(&out);
+    let mimalloc2_installed = Path::new("/usr/lib/x86_64-linux-gnu/libmimalloc.so.2").is_file();
+    if !out.status.success() {
+        // Neither is there: the command says so.
+        assert!(!mimalloc2_installed, "{err}");
+        assert!(err.contains("scripts/build-mimalloc3.sh"), "{err}");
+        return;
+    }
+    let c = read_json(&json);
+    let runs: Vec<(&str, &str)> = c["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r[0]["allocator"].as_str().unwrap(),
+                r[0]["preload"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    if mimalloc2_installed {
+        assert!(
+            runs.iter()
+                .any(|&(name, lib)| name == "mimalloc2" && lib.ends_with("libmimalloc.so.2")),
+            "{runs:?}"
+        );
+    }
+    match runs.iter().find(|r| r.0 == "mimalloc3") {
+        Some(&(_, lib)) => {
+            // The library is mimalloc 3: its verbose start-up names the version.
+            let verbose = Command::new("/bin/true")
+                .env("LD_PRELOAD", lib)
+                .env("MIMALLOC_VERBOSE", "1")
+                .output()
+                .unwrap();
+            let banner = String::from_utf8_lossy(&verbose.stderr);
+            assert!(banner.contains("v3."), "{lib}: {banner}");
+        }
+        None => assert!(
+            err.contains("skipping mimalloc3") && err.contains("scripts/build-mimalloc3.sh"),
+            "{err}"
+        ),
+    }
 }
