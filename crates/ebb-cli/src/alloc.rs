@@ -10,12 +10,18 @@ use std::time::SystemTime;
 /// An allocator ready to run a program under.
 #[derive(Clone, Debug)]
 pub struct Allocator {
-    /// What the user called it (`jemalloc`, or the file name of a path).
+    /// What the user called it (`jemalloc`, or the file name of a path), with its
+    /// settings as given (`ebb[EBB_PURGE_DELAY=0]`).
     pub name: String,
     /// The library for `LD_PRELOAD`; None for glibc's own malloc.
     pub preload: Option<PathBuf>,
     /// ebb writes its statistics to `EBB_STATS_FILE` at exit.
     pub is_ebb: bool,
+    /// Environment variables set for the program under this allocator: its settings
+    /// (`ebb[EBB_PURGE_DELAY=0]`, `jemalloc[MALLOC_CONF=dirty_decay_ms:0]`,
+    /// `glibc[GLIBC_TUNABLES=glibc.malloc.arena_max=2]`), so one `compare` can put
+    /// settings of one allocator side by side.
+    pub env: Vec<(String, String)>,
 }
 
 /// The outcome of looking an allocator up.
@@ -59,8 +65,89 @@ pub const NAMES: &str =
 /// Where `scripts/build-mimalloc3.sh` puts mimalloc 3, inside a cargo target directory.
 const MIMALLOC3_IN_TARGET: &str = "mimalloc3/libmimalloc3.so";
 
+/// The allocators of a `--alloc` list: split at the commas outside brackets, so a
+/// setting's value may hold commas (`jemalloc[MALLOC_CONF=narenas:1,tcache:false]`).
+pub fn split_list(list: &str) -> Result<Vec<String>> {
+    let mut items = Vec::new();
+    let mut item = String::new();
+    let mut depth = 0usize;
+    for c in list.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth == 0 => bail!("'{list}': a ']' without its '['"),
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(std::mem::take(&mut item));
+                continue;
+            }
+            _ => {}
+        }
+        item.push(c);
+    }
+    if depth > 0 {
+        bail!("'{list}': a '[' without its ']'");
+    }
+    items.push(item);
+    Ok(items
+        .into_iter()
+        .map(|i| i.trim().to_string())
+        .filter(|i| !i.is_empty())
+        .collect())
+}
+
+/// `NAME[VAR=VALUE VAR=VALUE ...]`: the allocator and the environment variables its
+/// runs get (none without brackets). Values cannot hold spaces; `LD_PRELOAD` is the
+/// allocator's own.
+fn split_settings(spec: &str) -> Result<(&str, Vec<(String, String)>)> {
+    let Some(open) = spec.find('[') else {
+        return Ok((spec, Vec::new()));
+    };
+    let Some(inner) = spec[open + 1..].strip_suffix(']') else {
+        bail!("'{spec}': settings go in brackets at the end, as ebb[EBB_PURGE_DELAY=0]");
+    };
+    let mut env = Vec::new();
+    for setting in inner.split_whitespace() {
+        let Some((key, value)) = setting.split_once('=') else {
+            bail!("'{spec}': '{setting}' is not VAR=VALUE");
+        };
+        let valid = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            bail!("'{spec}': '{key}' is not an environment variable name");
+        }
+        if key == "LD_PRELOAD" {
+            bail!("'{spec}': LD_PRELOAD is what the allocator sets; give a .so path instead");
+        }
+        env.push((key.to_string(), value.to_string()));
+    }
+    if env.is_empty() {
+        bail!("'{spec}': no settings in the brackets");
+    }
+    Ok((&spec[..open], env))
+}
+
+/// [`lookup_plain`] of `spec`'s allocator, with the settings in its brackets.
 pub fn lookup(spec: &str) -> Result<Lookup> {
     let spec = spec.trim();
+    let (base, env) = split_settings(spec)?;
+    if env.is_empty() {
+        return lookup_plain(base);
+    }
+    let settings = &spec[base.len()..];
+    Ok(match lookup_plain(base)? {
+        Lookup::Found(a) => Lookup::Found(Allocator {
+            name: format!("{}{settings}", a.name),
+            env,
+            ..a
+        }),
+        Lookup::NotInstalled { name, install } => Lookup::NotInstalled {
+            name: format!("{name}{settings}"),
+            install,
+        },
+    })
+}
+
+fn lookup_plain(spec: &str) -> Result<Lookup> {
     match spec {
         "" => bail!("empty allocator name: use {NAMES}"),
         "glibc" | "system" => {
@@ -68,6 +155,7 @@ pub fn lookup(spec: &str) -> Result<Lookup> {
                 name: spec.to_string(),
                 preload: None,
                 is_ebb: false,
+                env: Vec::new(),
             }))
         }
         "ebb" => {
@@ -77,6 +165,7 @@ pub fn lookup(spec: &str) -> Result<Lookup> {
                 name: "ebb".into(),
                 preload: Some(lib),
                 is_ebb: true,
+                env: Vec::new(),
             }));
         }
         "mimalloc3" => return mimalloc3(),
@@ -95,6 +184,7 @@ pub fn lookup(spec: &str) -> Result<Lookup> {
                     name: name.into(),
                     preload: Some(lib),
                     is_ebb: false,
+                    env: Vec::new(),
                 })
             }
             None => Lookup::NotInstalled {
@@ -114,6 +204,7 @@ pub fn lookup(spec: &str) -> Result<Lookup> {
             is_ebb: name.starts_with("libebb."),
             name,
             preload: Some(path.canonicalize().unwrap_or_else(|_| path.to_path_buf())),
+            env: Vec::new(),
         }));
     }
     bail!("unknown allocator '{spec}': use {NAMES}")
@@ -206,6 +297,7 @@ fn mimalloc3() -> Result<Lookup> {
             name: "mimalloc3".into(),
             preload: Some(lib),
             is_ebb: false,
+            env: Vec::new(),
         }))
     };
     if let Some(lib) = find_in_library_dirs(&["libmimalloc.so.3"]) {
@@ -333,4 +425,50 @@ fn build_libebb(ws: &Path, target_dir: &Path) -> Result<()> {
         bail!("building libebb.so failed (cargo build --release -p ebb-capi: {status})");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_split_at_commas_outside_brackets() {
+        assert_eq!(
+            split_list("glibc, ebb[EBB_PURGE_DELAY=0],jemalloc[MALLOC_CONF=a:1,b:2] ,").unwrap(),
+            [
+                "glibc",
+                "ebb[EBB_PURGE_DELAY=0]",
+                "jemalloc[MALLOC_CONF=a:1,b:2]"
+            ]
+        );
+        assert!(split_list("ebb[X=1").is_err());
+        assert!(split_list("ebb]X=1[").is_err());
+    }
+
+    #[test]
+    fn settings_are_names_and_values_in_brackets_at_the_end() {
+        let (base, env) = split_settings("ebb[EBB_PURGE_DELAY=0 EBB_BACKGROUND=threads]").unwrap();
+        assert_eq!(base, "ebb");
+        assert_eq!(
+            env,
+            [
+                ("EBB_PURGE_DELAY".to_string(), "0".to_string()),
+                ("EBB_BACKGROUND".to_string(), "threads".to_string())
+            ]
+        );
+        // An empty value is a value (it unsets ebb's options, as in a shell).
+        assert_eq!(split_settings("ebb[EBB_PROFILE=]").unwrap().1[0].1, "");
+        assert_eq!(split_settings("glibc").unwrap(), ("glibc", Vec::new()));
+        for bad in [
+            "ebb[]",
+            "ebb[X]",
+            "ebb[=1]",
+            "ebb[1X=1]",
+            "ebb[X-Y=1]",
+            "ebb[X=1]tail",
+            "ebb[LD_PRELOAD=/x.so]",
+        ] {
+            assert!(split_settings(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -184,7 +184,8 @@ struct Sampling {
 #[derive(Args)]
 struct RunArgs {
     /// Allocator: ebb, glibc, jemalloc, mimalloc2 (or mimalloc), mimalloc3, tcmalloc or a
-    /// path to a .so.
+    /// path to a .so; settings in brackets set environment variables for the program
+    /// (`ebb[EBB_PURGE_DELAY=0]`).
     #[arg(long, short, value_name = "NAME|PATH.so", default_value = "ebb")]
     alloc: String,
     /// Hide the command's output (its last lines are printed if it fails).
@@ -226,13 +227,14 @@ struct RunArgs {
 #[derive(Args)]
 struct CompareArgs {
     /// Allocators, comma-separated; ratios are to the first. Those not installed are
-    /// skipped with the command that installs them.
+    /// skipped with the command that installs them. Settings in brackets run an
+    /// allocator with environment variables, so settings can be compared side by side:
+    /// `ebb,ebb[EBB_PURGE_DELAY=0 EBB_BACKGROUND=0],jemalloc[MALLOC_CONF=dirty_decay_ms:0]`.
     #[arg(
         long,
         short,
         value_name = "LIST",
-        default_value = "glibc,jemalloc,mimalloc2,mimalloc3,tcmalloc,ebb",
-        value_delimiter = ','
+        default_value = "glibc,jemalloc,mimalloc2,mimalloc3,tcmalloc,ebb"
     )]
     alloc: Vec<String>,
     /// Runs per allocator, interleaved (A B C A B C ...).
@@ -541,10 +543,17 @@ fn run(args: RunArgs) -> Result<ExitCode> {
 
 fn compare(args: CompareArgs) -> Result<ExitCode> {
     let builtin = args.command.is_empty();
-    let mut allocators = Vec::new();
+    let mut allocators: Vec<alloc::Allocator> = Vec::new();
     let mut skipped = Vec::new();
-    for name in &args.alloc {
+    let mut listed = Vec::new();
+    for list in &args.alloc {
+        listed.extend(alloc::split_list(list)?);
+    }
+    for name in &listed {
         match alloc::lookup(name)? {
+            alloc::Lookup::Found(a) if allocators.iter().any(|b| b.name == a.name) => {
+                bail!("{} is named twice in --alloc", a.name)
+            }
             alloc::Lookup::Found(a) => allocators.push(a),
             alloc::Lookup::NotInstalled { name, install } => {
                 eprintln!("ebb: skipping {name}: not installed (install it with: {install})");
@@ -556,10 +565,7 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
         }
     }
     if allocators.is_empty() {
-        bail!(
-            "none of the allocators {} is installed",
-            args.alloc.join(", ")
-        );
+        bail!("none of the allocators {} is installed", listed.join(", "));
     }
     let command = if builtin {
         let exe = std::env::current_exe().context("cannot find the ebb executable")?;

@@ -379,6 +379,7 @@ pub fn run(spec: &RunSpec, progress: &mut dyn FnMut(&Progress)) -> Result<RunRes
         }
         cmd.env("LD_PRELOAD", preload);
     }
+    cmd.envs(spec.allocator.env.iter().map(|(k, v)| (k, v)));
     if spec.allocator.is_ebb && spec.ebb_details {
         cmd.env("EBB_STATS_FILE", stats_dir.0.join("ebb-stats-%p.json"));
         cmd.env("EBB_REPORT", stats_dir.0.join("ebb-retention-%p.json"));

@@ -504,6 +504,32 @@ fn bad_inputs_give_one_line_errors_and_no_backtrace() {
             "unknown allocator 'nosuch'",
             1,
         ),
+        (
+            &["compare", "--alloc", "glibc[EBB_PURGE_DELAY]", "--", "true"],
+            "'EBB_PURGE_DELAY' is not VAR=VALUE",
+            1,
+        ),
+        (
+            &["compare", "--alloc", "glibc,glibc[X=1", "--", "true"],
+            "a '[' without its ']'",
+            1,
+        ),
+        (
+            &[
+                "compare",
+                "--alloc",
+                "glibc[LD_PRELOAD=/x.so]",
+                "--",
+                "true",
+            ],
+            "LD_PRELOAD is what the allocator sets",
+            1,
+        ),
+        (
+            &["compare", "--alloc", "glibc,system,glibc", "--", "true"],
+            "glibc is named twice",
+            1,
+        ),
         (&["frobnicate"], "unrecognized subcommand", 2),
     ];
     for (args, expected, code) in cases {
@@ -657,4 +683,52 @@ fn compare_names_mimalloc_2_and_3() {
             "{err}"
         ),
     }
+}
+
+/// Settings in brackets run an allocator with environment variables, so one `compare`
+/// puts settings side by side; a value may hold commas (the list is split outside
+/// brackets), and the variables reach only that allocator's runs.
+#[test]
+fn compare_runs_an_allocator_with_its_settings() {
+    let json = scratch("settings.json");
+    let out = ebb(&[
+        "compare",
+        "--alloc",
+        "glibc,glibc[ONLY_HERE=a,b CHECKED=1],ebb[ONLY_HERE=a,b]",
+        "--runs",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "test \"$ONLY_HERE\" = a,b",
+    ]);
+    // The command fails without the setting, so compare says so.
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let c = read_json(&json);
+    let exits: Vec<(&str, Vec<i64>)> = c["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|runs| {
+            let runs = runs.as_array().unwrap();
+            (
+                runs[0]["allocator"].as_str().unwrap(),
+                runs.iter()
+                    .map(|r| r["exit"]["code"].as_i64().unwrap())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        exits,
+        [
+            ("glibc", vec![1, 1]),
+            ("glibc[ONLY_HERE=a,b CHECKED=1]", vec![0, 0]),
+            ("ebb[ONLY_HERE=a,b]", vec![0, 0]),
+        ]
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("glibc[ONLY_HERE=a,b CHECKED=1]"), "{text}");
 }
