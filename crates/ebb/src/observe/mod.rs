@@ -5,13 +5,14 @@
 //!   else `mincore`), for [`crate::Stats`];
 //! - `smaps`: `/proc/self/smaps` read line by line into a stack buffer;
 //! - `retention`: the retention report, which splits the process's RSS into what
-//!   ebb holds and why, and what it does not own.
+//!   ebb holds and why, and what it does not own; `retention_text` writes it out.
 //!
 //! Nothing here allocates or changes allocator state: locks are taken only to copy a
 //! few words (the slice bitmaps, the kept mappings, the heap counts), and never across
 //! a system call.
 
 pub mod retention;
+mod retention_text;
 pub mod smaps;
 
 use crate::os;
