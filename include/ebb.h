@@ -6,7 +6,8 @@
  *     LD_PRELOAD=target/release/libebb.so ./program
  *
  * libebb exports the standard allocation functions (malloc, free, calloc, realloc,
- * reallocarray, aligned_alloc, posix_memalign, memalign, valloc, pvalloc,
+ * reallocarray, aligned_alloc, posix_memalign, memalign, valloc, pvalloc, C23's
+ * free_sized and free_aligned_sized,
  * malloc_usable_size, malloc_trim, mallopt, mallinfo, mallinfo2, malloc_stats, malloc_info
  * and glibc's __libc_* aliases) with glibc's documented behaviour, and the ebb_* functions
  * below. malloc_info writes glibc's XML elements with ebb's figures (README.md).
@@ -29,6 +30,11 @@ void *ebb_calloc(size_t count, size_t size);
 void *ebb_realloc(void *ptr, size_t size);
 void *ebb_reallocarray(void *ptr, size_t count, size_t size);
 void ebb_free(void *ptr);
+/* C23: free a block of `size` bytes (from malloc, calloc or realloc), or of `size` bytes
+ * at `alignment` (from aligned_alloc). The size and alignment are checked against the
+ * block with EBB_CHECK=1 and in libebb_secure.so; otherwise they are hints. */
+void ebb_free_sized(void *ptr, size_t size);
+void ebb_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 void *ebb_aligned_alloc(size_t alignment, size_t size);
 void *ebb_memalign(size_t alignment, size_t size);
 int ebb_posix_memalign(void **out, size_t alignment, size_t size);

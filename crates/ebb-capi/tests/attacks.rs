@@ -195,7 +195,14 @@ const ATTACKS: &[Attack] = &[
         bug: "C++ sized delete with the wrong size",
         default: RunsOn,
         check: RunsOn,
-        secure: Some(Dies(&["sized delete"])),
+        secure: Some(Dies(&["a size larger than the block"])),
+    },
+    Attack {
+        source: "attacks/free_sized_mismatch.c",
+        bug: "C23 free_sized with the wrong size",
+        default: RunsOn,
+        check: Dies(&["free_sized", "a size larger than the block"]),
+        secure: Some(Dies(&["a size larger than the block"])),
     },
     Attack {
         source: "attacks/usable_size_interior.c",

@@ -230,38 +230,54 @@ pub unsafe fn malloc_usable_size(ptr: *mut c_void) -> usize {
     }
 }
 
-/// C++ sized `operator delete` (and `delete[]`) in the secure build: the size the
-/// program states must fit in the block (a delete through the wrong type, or of the
-/// wrong object, usually states another size). Without the `secure` feature the
-/// operators (`c_api/cxx.rs`) ignore the size, as libstdc++'s do.
+/// C23 `free_sized(ptr, size)` and `free_aligned_sized(ptr, align, size)` (`align` 0
+/// for the former), and C++ sized `operator delete` in the secure build (`what` names
+/// the caller): `free`, with the size (and alignment) the program states checked
+/// against the block where the mode promises it. A stated size larger than the block,
+/// or an address not on the stated alignment, means the program frees another object
+/// than it thinks (through the wrong type, or a stale pointer): the secure build
+/// aborts on it, check mode (`EBB_CHECK=1`) reports it like an invalid free and leaves
+/// the block alone. The default build frees as `free` does: the block's page knows
+/// its size, and C23 lets an implementation ignore the hints (so do glibc's, jemalloc's
+/// and snmalloc's in their default builds). Without these exports a program built
+/// against a C library that has them (glibc 2.43) would free ebb's blocks with the C
+/// library's own allocator.
 ///
 /// # Safety
 /// `ptr` must be null or a live block from this allocator.
-#[cfg(feature = "secure")]
-pub unsafe fn free_sized(ptr: *mut c_void, size: usize) {
-    // SAFETY: per the contract; `is_ours` checks the pointer before anything reads
-    // its block.
-    unsafe {
-        let block = ptr as *mut u8;
-        if !block.is_null() && is_ours(block, "operator delete") {
+pub unsafe fn free_stating(ptr: *mut c_void, size: usize, align: usize, what: &str) {
+    let block = ptr as *mut u8;
+    if !block.is_null() && (cfg!(feature = "secure") || options::get().check) {
+        // SAFETY: per the contract; `is_ours` checks the pointer before anything reads
+        // its block, and reports it if it is not a live block of ebb's.
+        unsafe {
+            if !is_ours(block, what) {
+                return;
+            }
             let usable = alloc::usable_size(block);
-            if size > usable {
-                crate::span::secure::fatal(
-                    "operator delete",
-                    block,
-                    "sized delete with a size larger than the block (wrong type or object)",
-                );
+            let wrong = if size > usable {
+                Some("a size larger than the block (another object, or the wrong type)")
+            } else if align > 1 && block as usize % align != 0 {
+                Some("the block is not on the stated alignment (another object)")
+            } else {
+                None
+            };
+            if let Some(wrong) = wrong {
+                #[cfg(feature = "secure")]
+                crate::span::secure::fatal(what, block, wrong);
+                #[cfg(not(feature = "secure"))]
+                return diag::report_invalid_sized(what, block, wrong, usable);
             }
         }
-        free(ptr)
     }
+    // SAFETY: per the contract.
+    unsafe { free(ptr) }
 }
 
 /// [`ours`] as a yes or no.
 ///
 /// # Safety
 /// As [`ours`].
-#[cfg(feature = "secure")]
 unsafe fn is_ours(ptr: *mut u8, what: &str) -> bool {
     // SAFETY: per the contract.
     unsafe { ours(ptr, what).is_some() }

@@ -863,6 +863,56 @@ static void t_misc(void) {
     ok("mallopt returns 1");
 }
 
+/* C23's sized frees, as weak references: the test links against a C library without
+ * them (glibc before 2.43), where the check is skipped; under ebb they are ebb's. */
+extern void free_sized(void *, size_t) __attribute__((weak));
+extern void free_aligned_sized(void *, size_t, size_t) __attribute__((weak));
+
+static void t_free_sized(void) {
+    const char *name = "free_sized and free_aligned_sized free their blocks";
+    if (!free_sized || !free_aligned_sized) {
+        printf("skip %s (not in this C library)\n", name);
+        return;
+    }
+    free_sized(NULL, 0);
+    free_aligned_sized(NULL, 64, 0);
+    static const size_t sizes[] = {1, 24, 100, 1000, 5000, 70000, 600000, 3 * MiB, 20 * MiB};
+    static const size_t aligns[] = {16, 64, 4096, 65536};
+    ebb_stats_t before = {0};
+    if (ebb.stats)
+        before = stats_now();
+    for (int round = 0; round < 50; round++) {
+        for (size_t i = 0; i < COUNT(sizes); i++) {
+            size_t n = opaque(sizes[i]);
+            void *p = malloc(n);
+            CHECK(p != NULL, "malloc(%zu)", n);
+            memset(p, 1, n);
+            free_sized(p, n);
+            p = calloc(opaque(1), n);
+            CHECK(p != NULL, "calloc(1, %zu)", n);
+            free_sized(p, n);
+            for (size_t a = 0; a < COUNT(aligns); a++) {
+                size_t m = round_up(n, aligns[a]);
+                void *q = aligned_alloc(aligns[a], m);
+                CHECK(q != NULL && is_aligned(q, aligns[a]), "aligned_alloc(%zu, %zu) = %p",
+                      aligns[a], m, q);
+                memset(q, 2, m);
+                free_aligned_sized(q, aligns[a], m);
+            }
+        }
+    }
+    ok("%s", name);
+    if (ebb.stats) {
+        /* 50 rounds of 23 MiB each: kept, they would be over 1 GiB live. */
+        ebb_stats_t after = stats_now();
+        CHECK(after.allocated < before.allocated + MiB,
+              "live bytes grew from %llu to %llu: the sized frees did not free",
+              (unsigned long long)before.allocated, (unsigned long long)after.allocated);
+        ok("ebb: free_sized and free_aligned_sized are ebb's (live bytes back to %llu)",
+           (unsigned long long)after.allocated);
+    }
+}
+
 /* The number in `<NAME ... ATTR="N"` found at or after `from`; -1 if absent. */
 static long long xml_number(const char *from, const char *element, const char *attr) {
     const char *at = strstr(from, element);
@@ -1157,6 +1207,7 @@ static const struct group groups[] = {
     {"calloc", t_calloc, true},
     {"ebb", t_ebb, true},
     {"malloc_info", t_malloc_info, true},
+    {"free_sized", t_free_sized, true},
     {"misc", t_misc, true}, /* last: mallopt changes glibc's thresholds */
 };
 

@@ -19,7 +19,8 @@
 //! failure and aborts, as the runtime would with no handler to throw to.
 //!
 //! Deletes ignore the size and alignment they are given (a block's page knows both),
-//! except in the secure build, which checks a sized delete's size (`c_api::free_sized`).
+//! except in the secure build, which checks a sized delete's size and alignment
+//! (`c_api::free_stating`).
 
 use super::c_void;
 use crate::diag::StderrWriter;
@@ -136,10 +137,12 @@ operators_delete! {
 // The secure build checks the size a sized delete states against the block.
 #[cfg(feature = "secure")]
 operators_delete! {
-    _ZdlPvm(ptr, size: usize) = super::free_sized(ptr, size);
-    _ZdaPvm(ptr, size: usize) = super::free_sized(ptr, size);
-    _ZdlPvmSt11align_val_t(ptr, size: usize, align: usize) = super::free_sized(ptr, size);
-    _ZdaPvmSt11align_val_t(ptr, size: usize, align: usize) = super::free_sized(ptr, size);
+    _ZdlPvm(ptr, size: usize) = super::free_stating(ptr, size, 0, "operator delete");
+    _ZdaPvm(ptr, size: usize) = super::free_stating(ptr, size, 0, "operator delete");
+    _ZdlPvmSt11align_val_t(ptr, size: usize, align: usize) =
+        super::free_stating(ptr, size, align, "operator delete");
+    _ZdaPvmSt11align_val_t(ptr, size: usize, align: usize) =
+        super::free_stating(ptr, size, align, "operator delete");
 }
 
 operators_delete! {

@@ -46,6 +46,10 @@ export! {
     fn ebb_calloc / [calloc, __libc_calloc] (count: usize, size: usize) (count, size) -> *mut c_void =
         super::calloc(count, size);
     fn ebb_free / [free, __libc_free, cfree] (ptr: *mut c_void) (ptr) -> () = super::free(ptr);
+    fn ebb_free_sized / [free_sized] (ptr: *mut c_void, size: usize) (ptr, size) -> () =
+        super::free_stating(ptr, size, 0, "free_sized");
+    fn ebb_free_aligned_sized / [free_aligned_sized] (ptr: *mut c_void, align: usize, size: usize)
+        (ptr, align, size) -> () = super::free_stating(ptr, size, align, "free_aligned_sized");
     fn ebb_realloc / [realloc, __libc_realloc] (ptr: *mut c_void, size: usize) (ptr, size) -> *mut c_void =
         super::realloc(ptr, size);
     fn ebb_reallocarray / [reallocarray] (ptr: *mut c_void, count: usize, size: usize) (ptr, count, size)
