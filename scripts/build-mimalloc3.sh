@@ -79,7 +79,7 @@ report() {
     realpath "$SO"
 }
 
-if [ -f "$SO" ] && [ "$(cat "$OUT/source" 2>/dev/null)" = "$SRC" ] &&
+if [ -f "$SO" ] && [ -f "$OUT/version" ] && [ "$(cat "$OUT/source" 2>/dev/null)" = "$SRC" ] &&
     [ -z "$(find "$SRC/src" "$SRC/include" "$SELF" -newer "$SO" -print -quit)" ]; then
     report "up to date:"
     exit 0
@@ -111,4 +111,6 @@ for s in "${SOURCES[@]}"; do objects+=("$OUT/obj/$s.o"); done
 "$CC" -fPIC -O3 -DNDEBUG -shared -o "$SO.tmp" "${objects[@]}" -lpthread -lrt -latomic
 mv "$SO.tmp" "$SO"
 echo "$SRC" >"$OUT/source"
+# What `ebb compare` reports as this library's version.
+echo "mimalloc $MI_VERSION_STR (libmimalloc-sys $VERSION, built by scripts/build-mimalloc3.sh)" >"$OUT/version"
 report "built"

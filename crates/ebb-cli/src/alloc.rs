@@ -210,6 +210,70 @@ fn lookup_plain(spec: &str) -> Result<Lookup> {
     bail!("unknown allocator '{spec}': use {NAMES}")
 }
 
+/// What version of the allocator runs, for the reports: glibc's own (no preload),
+/// the Debian package that installed a library, the mimalloc 3 that
+/// `scripts/build-mimalloc3.sh` built (its `version` file), or ebb's crate version and
+/// source commit. None where none of these says.
+pub fn version(a: &Allocator) -> Option<String> {
+    let Some(lib) = &a.preload else {
+        // SAFETY: gnu_get_libc_version returns a static NUL-terminated string.
+        let v = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        return Some(format!("glibc {}", v.to_string_lossy()));
+    };
+    if a.is_ebb && lib.parent().and_then(|d| d.file_name()) == Some("release".as_ref()) {
+        let commit = source_workspace().and_then(|ws| {
+            let out = Command::new("git")
+                .arg("-C")
+                .arg(ws)
+                .args(["rev-parse", "--short", "HEAD"])
+                .output()
+                .ok()?;
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        });
+        let version = env!("CARGO_PKG_VERSION");
+        return Some(match commit {
+            Some(c) => format!("ebb {version} ({c})"),
+            None => format!("ebb {version}"),
+        });
+    }
+    if let Some(built) = lib.parent().map(|d| d.join("version")) {
+        if lib.ends_with(MIMALLOC3_IN_TARGET) {
+            if let Ok(v) = std::fs::read_to_string(built) {
+                return Some(v.trim().to_string());
+            }
+        }
+    }
+    debian_package_version(lib)
+}
+
+/// "package version" of the Debian package that installed `lib` (`dpkg -S`, then
+/// `dpkg-query`), trying the path as given and with `/usr` added or taken away, since
+/// Debian's merged `/usr` installs some libraries under `/lib`.
+fn debian_package_version(lib: &Path) -> Option<String> {
+    let text = lib.to_string_lossy();
+    let candidates = [
+        text.to_string(),
+        text.strip_prefix("/usr")
+            .map_or(format!("/usr{text}"), str::to_string),
+    ];
+    let package = candidates.iter().find_map(|path| {
+        let out = Command::new("dpkg").args(["-S", path]).output().ok()?;
+        let line = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()?
+            .to_string();
+        (out.status.success()).then(|| line.split(':').next().unwrap_or("").to_string())
+    })?;
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f", "${Version}", &package])
+        .output()
+        .ok()?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !version.is_empty()).then(|| format!("{package} {version}"))
+}
+
 /// The first of `files` in the system's library directories (the multiarch ones first).
 fn find_in_library_dirs(files: &[&str]) -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
@@ -311,7 +375,9 @@ fn mimalloc3() -> Result<Lookup> {
         });
     };
     let lib = target_dir.join(MIMALLOC3_IN_TARGET);
-    if !lib.is_file() && std::env::var_os("EBB_CLI_NO_BUILD").is_none() {
+    // (A library built before the script wrote its `version` file is built again.)
+    let complete = lib.is_file() && lib.with_file_name("version").is_file();
+    if !complete && std::env::var_os("EBB_CLI_NO_BUILD").is_none() {
         eprintln!("ebb: building mimalloc 3 (scripts/build-mimalloc3.sh) ...");
         let built = Command::new("bash")
             .arg(ws.join("scripts/build-mimalloc3.sh"))

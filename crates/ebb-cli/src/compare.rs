@@ -34,6 +34,9 @@ pub struct Summary {
 #[derive(Debug, Serialize)]
 pub struct AllocatorSummary {
     pub allocator: String,
+    /// What version ran (`alloc::version`), where something says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     pub runs: usize,
     pub failed_runs: usize,
     /// Index (in `runs`) of the run with the median peak RSS: the one charted.
@@ -179,6 +182,7 @@ pub fn summarise(names: &[String], runs: &[Vec<RunResult>]) -> Vec<AllocatorSumm
             .collect();
         out.push(AllocatorSummary {
             allocator: name.clone(),
+            version: None,
             runs: runs.len(),
             failed_runs: runs.iter().filter(|r| !r.exit.success()).count(),
             median_run,
@@ -385,7 +389,20 @@ pub fn markdown_table(summaries: &[AllocatorSummary], command: &str, runs: usize
         }
         out.push('\n');
     }
+    if let Some(line) = versions_line(summaries) {
+        let _ = write!(out, "\n{line}\n");
+    }
     out
+}
+
+/// "Versions: glibc: glibc 2.36; jemalloc: libjemalloc2 5.3.0-1; ..." for the
+/// allocators whose version is known; None if none is.
+pub fn versions_line(summaries: &[AllocatorSummary]) -> Option<String> {
+    let known: Vec<String> = summaries
+        .iter()
+        .filter_map(|s| Some(format!("{}: {}", s.allocator, s.version.as_ref()?)))
+        .collect();
+    (!known.is_empty()).then(|| format!("Versions: {}.", known.join("; ")))
 }
 
 #[cfg(test)]

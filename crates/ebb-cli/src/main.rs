@@ -584,6 +584,7 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
         command_text(&command)
     };
     let names: Vec<String> = allocators.iter().map(|a| a.name.clone()).collect();
+    let versions: Vec<Option<String>> = allocators.iter().map(alloc::version).collect();
     let specs = allocators
         .into_iter()
         .map(|a| {
@@ -675,6 +676,11 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     // After Ctrl-C, allocators may have one run fewer; keep those that have any.
     let kept: Vec<bool> = results.iter().map(|r| !r.is_empty()).collect();
+    let versions: Vec<Option<String>> = versions
+        .into_iter()
+        .zip(&kept)
+        .filter_map(|(v, &k)| k.then_some(v))
+        .collect();
     let (names, results): (Vec<String>, Vec<Vec<runner::RunResult>>) = names
         .into_iter()
         .zip(results)
@@ -686,10 +692,11 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
         .filter_map(|(d, k)| k.then_some(d))
         .collect();
     let mut summaries = compare::summarise(&names, &results);
-    for (summary, detail) in summaries.iter_mut().zip(&ebb_details) {
+    for ((summary, detail), version) in summaries.iter_mut().zip(&ebb_details).zip(versions) {
         if let Some(d) = detail {
             summary.ebb = compare::ebb_summary(&[d]);
         }
+        summary.version = version;
     }
     print!("{}", report::compare_text(&text, runs, &summaries));
     let out = report::CompareJson {

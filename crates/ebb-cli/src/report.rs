@@ -235,6 +235,9 @@ pub fn compare_text(command: &str, runs: usize, summaries: &[AllocatorSummary]) 
          CPU is user/sys of the whole process tree; RSS/PSS are sums over the tree.\n"
     );
     out.push_str(&compare::text_table(summaries));
+    if let Some(line) = compare::versions_line(summaries) {
+        let _ = writeln!(out, "{line}");
+    }
     for s in summaries.iter().filter(|s| s.failed_runs > 0) {
         let _ = writeln!(
             out,

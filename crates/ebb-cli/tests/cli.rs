@@ -370,6 +370,25 @@ fn compare_interleaves_and_computes_ratios_of_medians() {
     );
     let markdown = std::fs::read_to_string(&md).unwrap();
     assert!(markdown.contains("| | glibc | ebb |"), "{markdown}");
+    // What ran: glibc's version, and ebb's crate version.
+    let versions: Vec<&str> = c["summaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["version"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        versions[0].starts_with("glibc 2.") && versions[1].starts_with("ebb 0."),
+        "{versions:?}"
+    );
+    assert!(
+        markdown.contains(&format!(
+            "Versions: glibc: {}; ebb: {}.",
+            versions[0], versions[1]
+        )),
+        "{markdown}"
+    );
+    assert!(text.contains("Versions: glibc: glibc 2."), "{text}");
 
     // One memory line per allocator, each in its own colour, and both names in the legend.
     let svg = std::fs::read_to_string(&svg).unwrap();
@@ -669,6 +688,14 @@ fn compare_names_mimalloc_2_and_3() {
     }
     match runs.iter().find(|r| r.0 == "mimalloc3") {
         Some(&(_, lib)) => {
+            let version = c["summaries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["allocator"] == "mimalloc3")
+                .and_then(|s| s["version"].as_str())
+                .unwrap_or("");
+            assert!(version.contains("v3."), "mimalloc3's version: {version:?}");
             // The library is mimalloc 3: its verbose start-up names the version.
             let verbose = Command::new("/bin/true")
                 .env("LD_PRELOAD", lib)
