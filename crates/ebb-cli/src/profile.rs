@@ -76,6 +76,10 @@ pub struct Written {
     pub peak: Option<PathBuf>,
     /// The process that wrote it.
     pub pid: u32,
+    /// The profile of the process's other ebb instance (a Rust program on ebb with
+    /// `libebb.so` preloaded has two: a `.raw` and a `.pb.gz`), merged into `profile`
+    /// (`ebb_pprof::merge`): both instances' live and allocated bytes.
+    pub merged: Option<PathBuf>,
 }
 
 /// The peak profile written beside `path` (`<prefix>.<pid>[.<n>].pb.gz` or `.raw`):
@@ -177,8 +181,8 @@ pub fn signal_profiles(prefix: &Path, pid: i32) -> Vec<PathBuf> {
 
 /// For each process that wrote profiles since `since`: its profile at exit, or else its
 /// last one on a signal (`ebb run` asked for one before stopping the tree); of a
-/// process with two ebb instances (a `.pb.gz` and a `.raw`), the one that allocated
-/// more. Largest first by allocated bytes.
+/// process with two ebb instances (a `.pb.gz` and a `.raw`), both merged
+/// ([`merge_instances`]). Largest first by allocated bytes.
 pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
     type Key = (u32, bool);
     let mut last: std::collections::HashMap<Key, (PathBuf, Option<u32>)> =
@@ -211,13 +215,13 @@ pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
             profile,
             at_exit: sequence.is_none(),
             allocated,
+            merged: None,
         };
-        match by_pid.get(&pid) {
-            Some(other) if other.allocated >= written.allocated => {}
-            _ => {
-                by_pid.insert(pid, written);
-            }
-        }
+        let written = match by_pid.remove(&pid) {
+            Some(other) => merge_instances(written, other),
+            None => written,
+        };
+        by_pid.insert(pid, written);
     }
     let mut found: Vec<Written> = by_pid.into_values().collect();
     found.sort_by(|a, b| {
@@ -226,6 +230,27 @@ pub fn written_since(prefix: &Path, since: SystemTime) -> Vec<Written> {
             .then_with(|| a.path.cmp(&b.path))
     });
     found
+}
+
+/// One process's profiles from its two ebb instances as one: the samples of both, the
+/// peak and the name of the one that allocated more. If they cannot be merged (sampled
+/// at different rates), the one that allocated more.
+fn merge_instances(a: Written, b: Written) -> Written {
+    let (big, small) = if a.allocated >= b.allocated {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    match ebb_pprof::merge::merge(&big.profile, &small.profile) {
+        Ok(profile) => Written {
+            profile,
+            allocated: big.allocated + small.allocated,
+            at_exit: big.at_exit && small.at_exit,
+            merged: Some(small.path),
+            ..big
+        },
+        Err(_) => big,
+    }
 }
 
 /// What `ebb run --profile` prints after the run: for the profiles that allocated
@@ -269,8 +294,23 @@ pub fn run_text(prefix: &Path, since: SystemTime, every: Option<Duration>) -> St
         .take(RUN_PROFILES)
     {
         let _ = writeln!(out, "\n  {}", written.path.display());
+        if let Some(other) = &written.merged {
+            let _ = writeln!(
+                out,
+                "  {} (the process's other ebb instance, merged: the Rust code's and the C \
+                 code's blocks together)",
+                other.display()
+            );
+        }
         if let Some(peak) = &written.peak {
-            let _ = writeln!(out, "  {} (at the peak)", peak.display());
+            // Two instances peak at moments of their own: the sum of their peaks is no
+            // moment of the process, so the peak shown is the first file's instance's.
+            let whose = if written.merged.is_some() {
+                ", of the first file's instance only"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  {} (at the peak{whose})", peak.display());
         }
         let live = if written.at_exit {
             "still live at exit (leaks, caches)"
@@ -677,10 +717,11 @@ mod tests {
     }
 
     /// A process with two ebb instances wrote a `.pb.gz` (the preloaded one, which
-    /// served libc's few allocations) and a `.raw` (its Rust code's): the one that
-    /// allocated more stands for the process, read and symbolized from the raw text.
+    /// served its C code) and a `.raw` (its Rust code's): both are the process's,
+    /// merged, the one that allocated more named first (the raw one, read and
+    /// symbolized from the raw text).
     #[test]
-    fn of_two_instances_the_busier_profile_is_the_process() {
+    fn the_profiles_of_two_instances_are_merged() {
         let dir = std::env::temp_dir().join(format!("ebb-cli-raw-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let since = SystemTime::now() - std::time::Duration::from_secs(5);
@@ -694,7 +735,12 @@ mod tests {
             "{:?}",
             found[0].path
         );
+        assert_eq!(
+            found[0].merged.as_deref(),
+            Some(dir.join("heap.77.pb.gz").as_path())
+        );
         assert!(found[0].allocated >= 60 << 20, "{}", found[0].allocated);
+        assert_eq!(found[0].profile.sample.len(), 2, "both instances' samples");
         assert!(found[0].at_exit);
         assert!(is_whole(&dir.join("heap.77.raw")));
         std::fs::write(dir.join("heap.77.1.raw"), raw_text(1 << 20, false)).unwrap();

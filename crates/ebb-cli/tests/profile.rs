@@ -603,3 +603,36 @@ int main() {
         "{table}"
     );
 }
+
+/// A Rust program on ebb run by `ebb run` holds two ebb instances (its own and the
+/// preloaded `libebb.so`, which serves its C code), each writing a profile: the run's
+/// tables are both merged, so the Rust code's leak and the C code's are each within
+/// sampling error of the 16 MiB it leaked, side by side.
+#[test]
+fn profile_of_rust_on_ebb_holds_its_c_code_too() {
+    let prefix = scratch("two");
+    let out = ebb(&[
+        "run",
+        "-q",
+        "--profile",
+        prefix.to_str().unwrap(),
+        "--profile-rate",
+        "64k",
+        "--",
+        env!("CARGO_BIN_EXE_ebb-test-rust-on-ebb"),
+        "leak-both",
+        "16",
+    ]);
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("the process's other ebb instance, merged"),
+        "{text}"
+    );
+    let live = table_under(&text, "still live at exit");
+    for site in ["rust_leak", "c_leak"] {
+        let bytes = flat_of(live, site).unwrap_or_else(|| panic!("no {site}: {text}"));
+        let mib = bytes / (1 << 20) as f64;
+        assert!((12.0..=20.0).contains(&mib), "{site}: {mib} MiB\n{text}");
+    }
+}

@@ -26,6 +26,7 @@
 //! Values written: `alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`
 //! (the estimates of the true totals), period type space/bytes, period = rate.
 
+pub mod merge;
 pub mod proto;
 pub mod series;
 pub mod symbolize;
