@@ -22,6 +22,21 @@ fn profiled_run(prefix: &std::path::Path, extra: &[&str], helper: &[&str]) -> Ve
     args
 }
 
+/// `ebb run -q --profile PREFIX --profile-rate 64k -- command...`, run.
+fn run_profiled(prefix: &std::path::Path, command: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        "-q",
+        "--profile",
+        prefix.to_str().unwrap(),
+        "--profile-rate",
+        "64k",
+        "--",
+    ];
+    args.extend_from_slice(command);
+    ebb(&args)
+}
+
 /// The rows of the table `ebb run --profile` prints under the title starting with
 /// `title` (the lines indented below it); panics if there is none.
 fn table_under<'a>(text: &'a str, title: &str) -> &'a str {
@@ -554,16 +569,7 @@ int main() {
         .expect("g++ (the C++ compiler) runs");
     assert!(built.status.success(), "{}", stderr(&built));
     let prefix = scratch("cpp-heap");
-    let out = ebb(&[
-        "run",
-        "-q",
-        "--profile",
-        prefix.to_str().unwrap(),
-        "--profile-rate",
-        "64k",
-        "--",
-        exe.to_str().unwrap(),
-    ]);
+    let out = run_profiled(&prefix, &[exe.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let profile = std::fs::read_dir(prefix.parent().unwrap())
         .unwrap()
@@ -617,18 +623,8 @@ int main() {
 #[test]
 fn profile_of_rust_on_ebb_holds_its_c_code_too() {
     let prefix = scratch("two");
-    let out = ebb(&[
-        "run",
-        "-q",
-        "--profile",
-        prefix.to_str().unwrap(),
-        "--profile-rate",
-        "64k",
-        "--",
-        env!("CARGO_BIN_EXE_ebb-test-rust-on-ebb"),
-        "leak-both",
-        "16",
-    ]);
+    let helper = env!("CARGO_BIN_EXE_ebb-test-rust-on-ebb");
+    let out = run_profiled(&prefix, &[helper, "leak-both", "16"]);
     let text = stderr(&out);
     assert!(out.status.success(), "{text}");
     let dir = prefix.parent().unwrap();
