@@ -5,7 +5,7 @@
 //! (`ebb-report`, `ebb-profile`; as `ebb run` does: no thread of the program has a
 //! `sleep` cut short) and waits for the file the process writes.
 
-use crate::{procfs, profile};
+use crate::{procfs, profile, profile_files};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -221,7 +221,7 @@ pub fn profile_table(
             profiled.path.display(),
             profiled.all.len()
         );
-        return profile::series_text(&profiled.all, index, sites, rows);
+        return profile_files::series_text(&profiled.all, index, sites, rows);
     }
     if peak {
         let Some(at_peak) = &profiled.peak else {
@@ -235,7 +235,7 @@ pub fn profile_table(
             "ebb: process {pid} wrote {}; what was live at its peak so far:",
             at_peak.display()
         );
-        return profile::top(at_peak, None, index, sites, rows, None);
+        return profile_files::top_text(at_peak, None, index, sites, rows, None);
     }
     let base = if since_last {
         let Some(earlier) = &profiled.earlier else {
@@ -255,7 +255,7 @@ pub fn profile_table(
         eprintln!("ebb: process {pid} wrote {}", profiled.path.display());
         None
     };
-    profile::top(&profiled.path, base, index, sites, rows, None)
+    profile_files::top_text(&profiled.path, base, index, sites, rows, None)
 }
 
 /// The file has stopped growing at `len` (a text report is written in several writes).

@@ -9,6 +9,7 @@ mod live;
 mod procfs;
 mod profile;
 mod profile_cli;
+mod profile_files;
 mod report;
 mod runner;
 mod workload;

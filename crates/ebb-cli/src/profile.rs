@@ -4,7 +4,7 @@
 //! base (`ebb_pprof::top`: `pprof -top` for readers without Go); `ebb flame` draws its
 //! stacks as a flame graph (`inferno`).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -365,18 +365,19 @@ pub fn run_text(prefix: &Path, since: SystemTime, every: Option<Duration>) -> St
     out
 }
 
-/// The profiles `written`'s instance wrote since `since` one after another (each
-/// `--profile-every`, or asked for by a signal), as (path, label: seconds into the run).
+/// The profiles `written`'s process wrote since `since` one after another (each
+/// `--profile-every`, or asked for by a signal), as (path, seconds into the run): both
+/// instances' of a process that has two (`written.merged`).
 /// Not the one at exit: a program that frees everything at exit (CPython does) would
 /// end every row at zero, the leak's too; the table above shows what exit held.
 fn profiles_over_time(prefix: &Path, since: SystemTime, written: &Written) -> Vec<(PathBuf, f64)> {
-    let raw = written.path.extension().is_some_and(|e| e == "raw");
+    let raw = is_raw(&written.path);
     let mut files: Vec<(u32, PathBuf, SystemTime)> = profile_files(prefix)
         .into_iter()
         .filter(|(path, pid, _, modified)| {
             *pid == written.pid
                 && *modified >= since
-                && path.extension().is_some_and(|e| e == "raw") == raw
+                && (written.merged.is_some() || is_raw(path) == raw)
         })
         .filter_map(|(path, _, n, modified)| Some((n?, path, modified)))
         .collect();
@@ -390,9 +391,10 @@ fn profiles_over_time(prefix: &Path, since: SystemTime, written: &Written) -> Ve
         .collect()
 }
 
-/// The table over time of `written`'s profiles ([`profiles_over_time`]): live bytes by
-/// site, and each profile's seconds into the run. None with fewer than two profiles;
-/// an error if one cannot be read.
+/// The table over time of `written`'s profiles ([`profiles_over_time`], the two
+/// instances' merged moment by moment: `ebb_pprof::merge::over_time`): live bytes by
+/// site, and each moment's seconds into the run. None with fewer than two moments; an
+/// error if a profile cannot be read.
 fn live_over_time(
     prefix: &Path,
     since: SystemTime,
@@ -410,8 +412,22 @@ fn live_over_time(
         Ok(p) => p,
         Err(e) => return Some(Err(e)),
     };
-    let refs: Vec<&ebb_pprof::proto::Profile> = profiles.iter().collect();
-    let times = files.iter().map(|&(_, t)| t).collect();
+    let timed: Vec<ebb_pprof::merge::Timed> = files
+        .iter()
+        .zip(&profiles)
+        .map(|((path, secs), profile)| ebb_pprof::merge::Timed {
+            instance: usize::from(is_raw(path)),
+            at_ns: (secs * 1e9) as u64,
+            profile,
+        })
+        .collect();
+    let moments = match ebb_pprof::merge::over_time(&timed) {
+        Ok(moments) if moments.len() >= 2 => moments,
+        Ok(_) => return None,
+        Err(e) => return Some(Err(anyhow::anyhow!("{e}"))),
+    };
+    let refs: Vec<&ebb_pprof::proto::Profile> = moments.iter().map(|(_, p)| p).collect();
+    let times = moments.iter().map(|&(at, _)| at as f64 / 1e9).collect();
     Some(
         ebb_pprof::series::series(&refs, Some("inuse_space"), SITES)
             .map(|table| (table, times))
@@ -505,213 +521,24 @@ fn over_time_text(prefix: &Path, since: SystemTime, written: &Written, every: Du
     out
 }
 
-/// When a profile was written: a pprof file's `time_nanos` (ebb's encoder sets it when
-/// it writes; the peak's says when the peak was), a raw file's modification time.
-fn written_at(path: &Path, profile: &ebb_pprof::proto::Profile) -> SystemTime {
-    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    match modified {
-        Some(m) if path.extension().is_some_and(|e| e == "raw") || profile.time_nanos <= 0 => m,
-        _ => std::time::UNIX_EPOCH + Duration::from_nanos(profile.time_nanos.max(0) as u64),
-    }
+/// A profile in ebb's raw format: written by an instance without the pprof encoder
+/// (the Rust code's, in a Rust program on ebb with `libebb.so` preloaded).
+pub fn is_raw(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "raw")
 }
 
-/// The process id in a profile's name (`<prefix>.<pid>[.<n>|.peak].pb.gz`, or
-/// `.raw`): the first all-digit dot-separated part after the stem.
-fn profile_pid(path: &Path) -> Option<&str> {
-    let name = path.file_name()?.to_str()?;
-    let stem = name
-        .strip_suffix(".pb.gz")
-        .or_else(|| name.strip_suffix(".raw"))?;
-    stem.split('.')
-        .skip(1)
-        .find(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// `ebb top A B C ...`: each site's value in each profile, oldest first (by when each
-/// was written, whatever order a shell glob gave), the columns labelled by seconds after
-/// the first; peak profiles (`.peak.`) are left out, as another view.
-pub fn series_text(
-    paths: &[PathBuf],
-    index: Option<&str>,
-    sites: ebb_pprof::top::Sites,
-    rows: usize,
-) -> Result<String> {
-    let mut profiles = Vec::new();
-    let mut left_out = Vec::new();
-    for path in paths {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.contains(".peak.") {
-            left_out.push(path.display().to_string());
-            continue;
-        }
-        let profile = read_profile(path)?;
-        profiles.push((written_at(path, &profile), path.clone(), profile));
-    }
-    if profiles.len() < 2 {
-        bail!(
-            "a table over time needs two profiles or more (left out: {})",
-            left_out.join(", ")
-        );
-    }
-    let mut pids: Vec<&str> = profiles
-        .iter()
-        .filter_map(|(_, path, _)| profile_pid(path))
-        .collect();
-    pids.sort_unstable();
-    pids.dedup();
-    if pids.len() > 1 {
-        bail!(
-            "profiles of {} processes (pids {}): a table over time is of one process's \
-             profiles (<prefix>.<pid>.<n>.pb.gz)",
-            pids.len(),
-            pids.join(", ")
-        );
-    }
-    profiles.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    let first = profiles[0].0;
-    let labels: Vec<String> = profiles
-        .iter()
-        .map(|(at, _, _)| {
-            let after = at.duration_since(first).unwrap_or_default();
-            format!("+{:.1} s", after.as_secs_f64())
-        })
-        .collect();
-    let refs: Vec<&ebb_pprof::proto::Profile> = profiles.iter().map(|(_, _, p)| p).collect();
-    let table = match ebb_pprof::series::series(&refs, index, sites) {
-        Ok(table) => table,
-        Err(e) => bail!("{e}"),
-    };
-    let mut text = ebb_pprof::series::format(&table, &labels, rows);
-    if !left_out.is_empty() {
-        text.push_str(&format!(
-            "(left out, profiles at the peak: {}; `ebb top` one of them alone)\n",
-            left_out.join(", ")
-        ));
-    }
-    Ok(text)
-}
-
-/// Where `ebb flame` writes by default: beside the profile, `.pb.gz` (`.gz`, `.raw`)
-/// replaced by `.svg`.
-pub fn default_flame_path(profile: &Path) -> PathBuf {
-    let name = profile
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("profile");
-    let stem = name
-        .strip_suffix(".pb.gz")
-        .or_else(|| name.strip_suffix(".gz"))
-        .or_else(|| name.strip_suffix(".raw"))
-        .unwrap_or(name);
-    profile.with_file_name(format!("{stem}.svg"))
-}
-
-/// `ebb flame`: the stacks of one profile (minus a base: what grew) as a flame graph
-/// in `svg`, and in the folded format in `folded` if given; returns a line saying what
-/// was drawn.
-pub fn flame(
-    profile_path: &Path,
-    base_path: Option<&Path>,
-    index: Option<&str>,
-    sites: ebb_pprof::top::Sites,
-    svg: &Path,
-    folded: Option<&Path>,
-) -> Result<String> {
-    let profile = read_profile(profile_path)?;
-    let base = base_path.map(read_profile).transpose()?;
-    let table = match ebb_pprof::top::top_stacks(&profile, base.as_ref(), index, sites) {
-        Ok(table) => table,
-        Err(e) => bail!("{e}"),
-    };
-    let lines = ebb_pprof::top::folded(&table);
-    if let Some(path) = folded {
-        let mut text = lines.join("\n");
-        text.push('\n');
-        std::fs::write(path, text)
-            .with_context(|| format!("cannot write the folded stacks to {}", path.display()))?;
-    }
-    let drawn: i64 = table.rows.iter().map(|r| r.1).filter(|&v| v > 0).sum();
-    let what = match (&base_path, table.unit.as_str()) {
-        (Some(b), _) => format!("{} that grew since {}", table.index, b.display()),
-        (None, _) => table.index.clone(),
-    };
-    if lines.is_empty() {
-        bail!(
-            "nothing to draw: {} holds no {what} (a profile minus itself, or one with no samples)",
-            profile_path.display()
-        );
-    }
-    let mut options = inferno::flamegraph::Options::default();
-    options.title = format!("ebb heap profile: {what}");
-    options.subtitle = Some(format!(
-        "{}: {} in {} stacks (allocation sites on top; click to zoom, Ctrl-F to search)",
-        profile_path.display(),
-        ebb_pprof::top::format_value(drawn, &table.unit),
-        lines.len()
-    ));
-    options.count_name = table.unit.clone();
-    options.name_type = "Function:".into();
-    options.colors =
-        inferno::flamegraph::Palette::Basic(inferno::flamegraph::color::BasicPalette::Mem);
-    let file = std::fs::File::create(svg)
-        .with_context(|| format!("cannot write the flame graph to {}", svg.display()))?;
-    inferno::flamegraph::from_lines(
-        &mut options,
-        lines.iter().map(String::as_str),
-        std::io::BufWriter::new(file),
-    )
-    .with_context(|| format!("cannot draw the flame graph to {}", svg.display()))?;
-    Ok(format!(
-        "{what}: {} in {} stacks",
-        ebb_pprof::top::format_value(drawn, &table.unit),
-        lines.len()
-    ))
-}
-
-/// `ebb top`: the table of one profile, minus a base; by stacks of `stack_depth`
-/// frames if given.
-pub fn top(
-    profile: &Path,
-    base: Option<&Path>,
-    index: Option<&str>,
-    sites: ebb_pprof::top::Sites,
-    rows: usize,
-    stack_depth: Option<usize>,
-) -> Result<String> {
-    let profile = read_profile(profile)?;
-    let base = base.map(read_profile).transpose()?;
-    let text = match stack_depth {
-        Some(depth) => ebb_pprof::top::top_stacks(&profile, base.as_ref(), index, sites)
-            .map(|table| ebb_pprof::top::format_stacks(&table, rows, depth)),
-        None => ebb_pprof::top::top(&profile, base.as_ref(), index, sites)
-            .map(|table| ebb_pprof::top::format(&table, rows)),
-    };
-    match text {
-        Ok(text) => Ok(text),
-        Err(e) => bail!("{e}"),
-    }
+/// `at` in nanoseconds since the epoch (0 before it).
+pub fn nanos(at: SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
 
-    #[test]
-    fn the_process_id_is_read_from_a_profile_name() {
-        for (name, pid) in [
-            ("/tmp/heap.1234.pb.gz", Some("1234")),
-            ("/tmp/heap.1234.7.pb.gz", Some("1234")),
-            ("/tmp/heap.1234.peak.raw", Some("1234")),
-            ("/tmp/my.heap.99.3.pb.gz", Some("99")),
-            ("/tmp/grew.svg", None),
-            ("/tmp/renamed.pb.gz", None),
-        ] {
-            assert_eq!(profile_pid(Path::new(name)), pid, "{name}");
-        }
-    }
-
     /// A raw profile of one stack that allocated `bytes`, whole or cut short.
-    fn raw_text(bytes: u64, whole: bool) -> String {
+    pub fn raw_text(bytes: u64, whole: bool) -> String {
         let end = if whole { "end\n" } else { "" };
         format!("ebb-heap-raw 2\nrate 524288\nb 1 {bytes} 1 {bytes} 401000\n{end}")
     }
@@ -749,7 +576,7 @@ mod tests {
             "no end line: being written"
         );
         assert_eq!(
-            default_flame_path(&dir.join("heap.77.raw")),
+            crate::profile_files::default_flame_path(&dir.join("heap.77.raw")),
             dir.join("heap.77.svg")
         );
         let _ = std::fs::remove_dir_all(&dir);

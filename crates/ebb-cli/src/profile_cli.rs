@@ -1,7 +1,8 @@
 //! The heap-profile subcommands' arguments and what they do: `ebb top`, `ebb flame`
 //! (a profile file) and `ebb profile PID` (a running process, through `live.rs`).
 
-use crate::{live, profile};
+use crate::live;
+use crate::profile_files::{default_flame_path, flame_svg, series_text, top_text};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -112,7 +113,7 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
     if !args.later.is_empty() {
         let mut paths = vec![args.query.profile.clone()];
         paths.extend(args.later.iter().cloned());
-        let table = profile::series_text(
+        let table = series_text(
             &paths,
             args.query.index.as_deref(),
             args.query.sites(),
@@ -121,7 +122,7 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
         print!("{table}");
         return Ok(ExitCode::SUCCESS);
     }
-    let table = profile::top(
+    let table = top_text(
         &args.query.profile,
         args.query.base.as_deref(),
         args.query.index.as_deref(),
@@ -138,8 +139,8 @@ pub fn flame(args: &FlameArgs) -> Result<ExitCode> {
     let svg = args
         .output
         .clone()
-        .unwrap_or_else(|| profile::default_flame_path(&args.query.profile));
-    let what = profile::flame(
+        .unwrap_or_else(|| default_flame_path(&args.query.profile));
+    let what = flame_svg(
         &args.query.profile,
         args.query.base.as_deref(),
         args.query.index.as_deref(),

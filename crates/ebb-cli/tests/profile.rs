@@ -646,4 +646,61 @@ fn profile_of_rust_on_ebb_holds_its_c_code_too() {
         let mib = bytes / (1 << 20) as f64;
         assert!((12.0..=20.0).contains(&mib), "{site}: {mib} MiB\n{text}");
     }
+    if !two_instances {
+        return;
+    }
+    // `ebb top` of the two files the process wrote at exit: one table holding both
+    // instances' sites (it printed a series of two moments before).
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().to_string_lossy().into_owned())
+        .filter(|p| p.contains("/two.") && !p.contains(".peak."))
+        .collect();
+    files.sort();
+    let mut args = vec!["top", "-n", "10"];
+    args.extend(files.iter().map(String::as_str));
+    let out = ebb(&args);
+    let top = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{top}{}", stderr(&out));
+    assert!(top.contains("two ebb instances"), "{top}");
+    assert!(!top.contains("+0.0 s"), "one moment, not a series: {top}");
+    for site in ["rust_leak", "c_leak"] {
+        let bytes = flat_of(&top, site).unwrap_or_else(|| panic!("no {site}: {top}"));
+        let mib = bytes / (1 << 20) as f64;
+        assert!((12.0..=20.0).contains(&mib), "{site}: {mib} MiB\n{top}");
+    }
+}
+
+/// `ebb run --profile --profile-every` of a Rust program on ebb whose C code the
+/// preloaded `libebb.so` serves: the table over time holds both instances' sites (it
+/// held only the busier instance's before), each rising in every step.
+#[test]
+fn profile_over_time_of_rust_on_ebb_holds_both_instances() {
+    let prefix = scratch("two-steps");
+    let helper = env!("CARGO_BIN_EXE_ebb-test-rust-on-ebb");
+    let args = profiled_run(
+        &prefix,
+        &["--profile-every", "100ms"],
+        &["leak-both-steps", "4", "3"],
+    );
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let at = args.iter().position(|&a| a == HELPER).unwrap();
+    args[at] = helper;
+    let out = ebb(&args);
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let table = table_under(&text, "live over time");
+    for site in ["rust_leak", "c_leak"] {
+        let row = table
+            .lines()
+            .find(|l| l.ends_with(site))
+            .unwrap_or_else(|| panic!("no {site} row: {text}"));
+        let values = series_values(row.trim_start());
+        let columns = &values[..values.len() - 1];
+        assert!(columns.len() >= 3, "a moment after each step: {text}");
+        assert!(columns.windows(2).all(|w| w[0] <= w[1]), "{site}: {text}");
+        let last = *columns.last().unwrap() / MIB;
+        assert!((9.0..=15.0).contains(&last), "{site}: {last} MiB\n{text}");
+    }
 }

@@ -109,6 +109,71 @@ pub fn merge(a: &Profile, b: &Profile) -> Result<Profile, String> {
     Ok(out)
 }
 
+/// One profile an ebb instance of the process wrote, and when (nanoseconds, any
+/// epoch shared by all of them).
+pub struct Timed<'a> {
+    /// Which instance wrote it (any label: a `.pb.gz` and a `.raw` writer, say).
+    pub instance: usize,
+    pub at_ns: u64,
+    pub profile: &'a Profile,
+}
+
+/// One process's profiles over time, written by one ebb instance or by two, as one
+/// profile per moment, oldest first: the instance that wrote most profiles gives the
+/// moments, and at each the other instances' latest profile joins it ([`merge`]).
+///
+/// Why "latest" is the right one to take: an instance writes a timed profile only
+/// after an interval in which its own profile changed (`EBB_PROFILE_INTERVAL`), so
+/// the last one it wrote is what it held until it wrote the next. Each instance runs
+/// its own timer, so its profile of the same interval comes up to an interval later
+/// or earlier: a profile written up to half the moments' median gap after a moment is
+/// taken as that moment's (with a single moment, any). An instance that had written
+/// nothing by a moment adds nothing there.
+pub fn over_time(written: &[Timed]) -> Result<Vec<(u64, Profile)>, String> {
+    let mut instances: Vec<usize> = written.iter().map(|w| w.instance).collect();
+    instances.sort_unstable();
+    instances.dedup();
+    let of = |instance: usize| {
+        let mut list: Vec<&Timed> = written.iter().filter(|w| w.instance == instance).collect();
+        list.sort_by_key(|w| w.at_ns);
+        list
+    };
+    let Some(&primary) = instances
+        .iter()
+        .max_by_key(|&&i| (of(i).len(), usize::MAX - i))
+    else {
+        return Ok(Vec::new());
+    };
+    let moments = of(primary);
+    let mut gaps: Vec<u64> = moments
+        .windows(2)
+        .map(|w| w[1].at_ns - w[0].at_ns)
+        .collect();
+    gaps.sort_unstable();
+    let slack = if gaps.is_empty() {
+        u64::MAX
+    } else {
+        gaps[gaps.len() / 2] / 2
+    };
+    let others: Vec<Vec<&Timed>> = instances
+        .iter()
+        .filter(|&&i| i != primary)
+        .map(|&i| of(i))
+        .collect();
+    let mut out = Vec::with_capacity(moments.len());
+    for moment in moments {
+        let mut profile = moment.profile.clone();
+        let until = moment.at_ns.saturating_add(slack);
+        for other in &others {
+            if let Some(latest) = other.iter().rev().find(|w| w.at_ns <= until) {
+                profile = merge(&profile, latest.profile)?
+            }
+        }
+        out.push((moment.at_ns, profile));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +269,58 @@ mod tests {
         let mut other = one_site("c_leak", 30);
         other.sample_type.pop();
         assert!(merge(&one_site("rust_leak", 100), &other).is_err());
+    }
+
+    fn timed(instance: usize, at_ns: u64, profile: &Profile) -> Timed<'_> {
+        Timed {
+            instance,
+            at_ns,
+            profile,
+        }
+    }
+
+    #[test]
+    fn two_instances_over_time_give_one_profile_per_moment() {
+        // The C side wrote at 1, 2, 3 s (and at exit, 3.5 s); the Rust side at 1.4 s
+        // and at exit: it did not change in between.
+        let c = [10, 20, 30, 40].map(|kib| one_site("c_cache", kib << 10));
+        let rust = [100, 300].map(|kib| one_site("rust_tree", kib << 10));
+        let s = 1_000_000_000;
+        let written = [
+            timed(0, s, &c[0]),
+            timed(1, s * 16 / 10, &rust[0]),
+            timed(0, 2 * s, &c[1]),
+            timed(0, 3 * s, &c[2]),
+            timed(1, s * 35 / 10 + 2_000_000, &rust[1]),
+            timed(0, s * 35 / 10, &c[3]),
+        ];
+        let moments = over_time(&written).unwrap();
+        let at: Vec<u64> = moments.iter().map(|m| m.0).collect();
+        assert_eq!(at, [s, 2 * s, 3 * s, s * 35 / 10]);
+        let live = |i: usize, site: &str| crate::totals_at(&moments[i].1, site)[1] >> 10;
+        // Nothing from Rust yet at 1 s (its first profile is 0.6 s later, more than
+        // half an interval); then what it last wrote, then its exit profile, written
+        // 2 ms after the C side's.
+        assert_eq!(
+            (0..4).map(|i| live(i, "rust_tree")).collect::<Vec<_>>(),
+            [0, 100, 100, 300]
+        );
+        assert_eq!(
+            (0..4).map(|i| live(i, "c_cache")).collect::<Vec<_>>(),
+            [10, 20, 30, 40]
+        );
+    }
+
+    #[test]
+    fn one_profile_each_is_one_moment() {
+        let (a, b) = (one_site("c_leak", 30), one_site("rust_leak", 100));
+        let moments = over_time(&[timed(1, 7, &a), timed(0, 5, &b)]).unwrap();
+        assert_eq!(moments.len(), 1);
+        assert_eq!(crate::totals_at(&moments[0].1, "c_leak")[1], 30);
+        assert_eq!(crate::totals_at(&moments[0].1, "rust_leak")[1], 100);
+        // One instance: its profiles as they are, oldest first.
+        let moments = over_time(&[timed(0, 7, &a), timed(0, 5, &b)]).unwrap();
+        assert_eq!(moments.iter().map(|m| m.0).collect::<Vec<_>>(), [5, 7]);
+        assert_eq!(crate::totals_at(&moments[0].1, "c_leak")[1], 0);
     }
 }

@@ -2,7 +2,9 @@
 //! integration tests of a process with two ebb instances, as `ebb run` makes one (it
 //! preloads `libebb.so` for the C code): `leak-both MIB` leaks MIB MiB from Rust
 //! (`rust_leak`, through the global allocator) and MIB MiB through C's `malloc`
-//! (`c_leak`), in 64 KiB blocks, and exits 0. Not meant for users.
+//! (`c_leak`), in 64 KiB blocks, and exits 0; `leak-both-steps MIB STEPS` does that
+//! STEPS times, each step once every instance has written the profile of the step
+//! before (`EBB_PROFILE_INTERVAL`). Not meant for users.
 
 #[global_allocator]
 static GLOBAL: ebb::Ebb = ebb::Ebb;
@@ -40,6 +42,48 @@ fn c_leak(mib: usize) {
     }
 }
 
+/// Profiles of this process written on the interval timer so far, by instance:
+/// (`.pb.gz`: the preloaded `libebb.so`'s, `.raw`: the Rust code's).
+fn sequence_profiles(prefix: &str) -> (usize, usize) {
+    let prefix = std::path::Path::new(prefix);
+    let dir = prefix.parent().unwrap_or(std::path::Path::new("."));
+    let stem = format!(
+        "{}.{}.",
+        prefix.file_name().unwrap().to_string_lossy(),
+        std::process::id()
+    );
+    let numbered = |name: &str, ext: &str| {
+        name.strip_prefix(&stem)
+            .and_then(|rest| rest.strip_suffix(ext))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let count = |ext: &str| names.iter().filter(|n| numbered(n, ext)).count();
+    (count(".pb.gz"), count(".raw"))
+}
+
+/// Whether C's `malloc` is served by a second ebb instance (a preloaded library), not
+/// by this program's own ebb (a build whose `ebb` has the `override` feature: Cargo's
+/// feature unification in a workspace build gives it that).
+fn c_has_its_own_instance() -> bool {
+    // SAFETY: `Dl_info` is pointers and an integer, for which all zeroes is valid.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `malloc` is a function of the process; `info` is written by dladdr.
+    let found = unsafe { libc::dladdr(libc::malloc as *const libc::c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return false;
+    }
+    // SAFETY: dladdr set `dli_fname` to a NUL-terminated path.
+    let file = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    let exe = std::env::current_exe().unwrap_or_default();
+    file.to_str().is_ok_and(|f| std::path::Path::new(f) != exe)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2)) {
@@ -48,8 +92,34 @@ fn main() {
             rust_leak(mib);
             c_leak(mib);
         }
+        (Some("leak-both-steps"), Some(mib)) => {
+            let mib: usize = mib.parse().expect("MIB");
+            let steps: usize = args.get(3).and_then(|s| s.parse().ok()).expect("STEPS");
+            let prefix = std::env::var("EBB_PROFILE").expect("EBB_PROFILE");
+            let two = c_has_its_own_instance();
+            for _ in 0..steps {
+                let before = sequence_profiles(&prefix);
+                rust_leak(mib);
+                c_leak(mib);
+                loop {
+                    let now = sequence_profiles(&prefix);
+                    let c_wrote = now.0 > before.0;
+                    let rust_wrote = now.1 > before.1;
+                    let done = if two {
+                        c_wrote && rust_wrote
+                    } else {
+                        c_wrote || rust_wrote
+                    };
+                    if done {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            println!("two instances: {two}");
+        }
         _ => {
-            eprintln!("usage: ebb-test-rust-on-ebb leak-both MIB");
+            eprintln!("usage: ebb-test-rust-on-ebb leak-both MIB | leak-both-steps MIB STEPS");
             std::process::exit(2);
         }
     }
