@@ -35,6 +35,8 @@ struct Object {
     build_id: Option<String>,
     /// `(file offset, file size, address)` of each loadable segment.
     segments: Vec<(u64, u64, u64)>,
+    /// Code no function symbol covers ([`unnamed_code`]).
+    unnamed: Vec<(u64, u64)>,
     /// Frames of each looked-up address (a call instruction's, in the debug info's
     /// addresses), innermost first.
     frames: HashMap<u64, Vec<Frame>>,
@@ -42,7 +44,7 @@ struct Object {
 
 impl Object {
     fn read(path: &str, stamp: Option<(SystemTime, u64)>) -> Object {
-        let (build_id, segments) = file_facts(path);
+        let (build_id, segments, unnamed) = file_facts(path);
         let loader = addr2line::Loader::new(path).ok();
         Object {
             path: path.to_string(),
@@ -51,6 +53,7 @@ impl Object {
             loader,
             build_id,
             segments,
+            unnamed,
             frames: HashMap::new(),
         }
     }
@@ -70,7 +73,11 @@ impl Object {
 
 /// The frames of address `probe` in `loader`'s file: its inlined functions' lines,
 /// or its symbol alone.
-fn object_look_up(loader: &Option<addr2line::Loader>, probe: u64) -> Vec<Frame> {
+fn object_look_up(
+    loader: &Option<addr2line::Loader>,
+    unnamed: &[(u64, u64)],
+    probe: u64,
+) -> Vec<Frame> {
     {
         let Some(loader) = loader else {
             return Vec::new();
@@ -93,7 +100,7 @@ fn object_look_up(loader: &Option<addr2line::Loader>, probe: u64) -> Vec<Frame> 
                 found.push(Frame { name, file, line });
             }
         }
-        if found.is_empty() {
+        if found.is_empty() && !in_ranges(unnamed, probe) {
             if let Some(name) = loader.find_symbol(probe) {
                 found.push(Frame {
                     name: addr2line::demangle_auto(name.into(), None).into_owned(),
@@ -106,14 +113,17 @@ fn object_look_up(loader: &Option<addr2line::Loader>, probe: u64) -> Vec<Frame> 
     }
 }
 
-/// The file's build id (hex) and loadable segments.
-fn file_facts(path: &str) -> (Option<String>, Vec<(u64, u64, u64)>) {
+/// The file's build id (hex), loadable segments and code no function symbol covers.
+type Facts = (Option<String>, Vec<(u64, u64, u64)>, Vec<(u64, u64)>);
+
+/// [`Facts`] of the file at `path` (none if it cannot be read or parsed).
+fn file_facts(path: &str) -> Facts {
     use object::{Object, ObjectSegment};
     let Ok(data) = std::fs::read(path) else {
-        return (None, Vec::new());
+        return (None, Vec::new(), Vec::new());
     };
     let Ok(file) = object::File::parse(&*data) else {
-        return (None, Vec::new());
+        return (None, Vec::new(), Vec::new());
     };
     let id = file
         .build_id()
@@ -127,7 +137,59 @@ fn file_facts(path: &str) -> (Option<String>, Vec<(u64, u64, u64)>) {
             (start, len, s.address())
         })
         .collect();
-    (id, segments)
+    (id, segments, unnamed_code(&file))
+}
+
+/// Gaps between function symbols wider than alignment padding: code whose function
+/// has no symbol (a stripped library's internal functions: glibc's `opendir` calls
+/// `__alloc_dir`, which only the debug symbols name).
+const UNNAMED_GAP: u64 = 16;
+
+/// The address ranges between the file's function symbols (its symbol table, else its
+/// dynamic one) that no symbol covers, by the symbols' sizes. The nearest symbol below
+/// such an address is another function: glibc's `ntp_gettimex` (123 bytes) was named
+/// as the allocation site of `opendir`'s buffers, 0x200 bytes past its end. Without a
+/// name, the profile shows the object and offset (`libc.so.6+0xcfd10`), which
+/// `addr2line` of the debug symbols resolves. A symbol of unknown size (0) covers up
+/// to the next one.
+fn unnamed_code(file: &object::File) -> Vec<(u64, u64)> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let mut functions: Vec<(u64, u64)> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+        .map(|s| (s.address(), s.size()))
+        .collect();
+    if functions.is_empty() {
+        functions = file
+            .dynamic_symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+            .map(|s| (s.address(), s.size()))
+            .collect();
+    }
+    gaps_between(functions)
+}
+
+/// The ranges wider than [`UNNAMED_GAP`] between `(start, size)` extents that none
+/// covers; an extent of size 0 reaches the next start.
+fn gaps_between(mut extents: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    extents.sort_unstable();
+    let mut gaps = Vec::new();
+    let mut covered = 0u64;
+    let mut sized = false;
+    for (start, size) in extents {
+        if sized && start > covered + UNNAMED_GAP {
+            gaps.push((covered, start));
+        }
+        covered = covered.max(start + size);
+        sized = size != 0 || covered > start;
+    }
+    gaps
+}
+
+/// Whether `address` lies in one of `ranges` (sorted, disjoint, end exclusive).
+fn in_ranges(ranges: &[(u64, u64)], address: u64) -> bool {
+    let after = ranges.partition_point(|&(start, _)| start <= address);
+    after > 0 && address < ranges[after - 1].1
 }
 
 /// The mapped files read so far, by path.
@@ -188,7 +250,7 @@ impl Symbolizer {
         object
             .frames
             .entry(probe)
-            .or_insert_with_key(|&probe| object_look_up(&object.loader, probe))
+            .or_insert_with_key(|&probe| object_look_up(&object.loader, &object.unnamed, probe))
     }
 
     /// Let go of the files' debug info (a profile is built): the frames found stay, and
@@ -243,5 +305,51 @@ mod tests {
         );
         assert!(!other.is_empty());
         assert_eq!(symbolizer.reads(), 2, "a new address reads the file again");
+    }
+    #[test]
+    fn code_between_sized_symbols_is_unnamed() {
+        // f at 0x100 (0x20 bytes), padding to g at 0x130 (0x40), a gap to h at 0x200
+        // (size unknown), i at 0x300 (h reaches it).
+        let gaps = gaps_between(vec![(0x200, 0), (0x100, 0x20), (0x300, 8), (0x130, 0x40)]);
+        assert_eq!(gaps, [(0x170, 0x200)]);
+        assert!(!in_ranges(&gaps, 0x16f));
+        assert!(in_ranges(&gaps, 0x170));
+        assert!(in_ranges(&gaps, 0x1ff));
+        assert!(!in_ranges(&gaps, 0x200));
+        assert!(
+            !in_ranges(&gaps, 0x250),
+            "h's size is unknown: it reaches i"
+        );
+        assert!(!in_ranges(&[], 5));
+    }
+
+    /// In the C library (dynamic symbols only), an address past a function's end and
+    /// before the next symbol gets no name, where the nearest symbol below gave one.
+    #[test]
+    fn an_address_no_symbol_covers_in_libc_gets_no_name() {
+        use object::{Object as _, ObjectSegment};
+        let path = "/lib/x86_64-linux-gnu/libc.so.6";
+        let Ok(data) = std::fs::read(path) else {
+            return; // not this machine's layout
+        };
+        let file = object::File::parse(&*data).unwrap();
+        let gaps = unnamed_code(&file);
+        let &(start, _) = gaps.first().expect("stripped libc has internal functions");
+        let probe = start + 4;
+        // The file offset of `probe`, as a mapping of the whole file at 0 shows it.
+        let offset = file
+            .segments()
+            .find(|s| s.address() <= probe && probe < s.address() + s.size())
+            .map(|s| probe - s.address() + s.file_range().0)
+            .unwrap();
+        let mut symbolizer = Symbolizer::new();
+        symbolizer.facts(path);
+        let frames = symbolizer.frames(path, 0, 0, offset + 1).to_vec();
+        assert!(frames.is_empty(), "{probe:#x} named {frames:?}");
+        let loader = addr2line::Loader::new(path).unwrap();
+        assert!(
+            loader.find_symbol(probe).is_some(),
+            "the nearest symbol below would have named it"
+        );
     }
 }
