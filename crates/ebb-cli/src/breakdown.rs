@@ -4,6 +4,7 @@
 //! series per process: what its RSS held (live blocks, free blocks in pages, free spans
 //! awaiting purge, ...) at each moment, printed as a table and drawn as stacked areas.
 
+use crate::instances;
 use crate::procfs;
 use crate::runner::RunResult;
 use ebb_pprof::top::format_value;
@@ -84,18 +85,19 @@ fn bytes(r: &serde_json::Value, key: &str) -> u64 {
     r[key].as_u64().unwrap_or(0)
 }
 
-/// One process's reports in time order: `(t, report)`.
-pub struct Series<'a> {
+/// One process's reports in time order: `(t, report)`; of a process with two ebb
+/// instances, both instances' reports merged (`instances::merge_series`).
+pub struct Series {
     pub pid: u64,
-    pub points: Vec<(f64, &'a serde_json::Value)>,
+    pub points: Vec<(f64, serde_json::Value)>,
 }
 
-impl Series<'_> {
+impl Series {
     /// Bytes of part `key` at each point.
     pub fn part(&self, key: &str) -> Vec<(f64, u64)> {
         self.points
             .iter()
-            .map(|&(t, r)| (t, bytes(r, key)))
+            .map(|(t, r)| (*t, bytes(r, key)))
             .collect()
     }
 
@@ -111,30 +113,27 @@ impl Series<'_> {
 /// The series of the process whose RSS was largest at any report among those with at
 /// least two reports, and how many processes reported.
 /// A process with two ebb instances (a Rust program on ebb with `libebb.so` preloaded)
-/// has a series of each (`instance`); the one that held more of ebb's memory is its.
-pub fn largest(result: &RunResult) -> Option<(Series<'_>, usize)> {
-    let key = |r: &serde_json::Value| (r["pid"].as_u64(), r["instance"].as_u64());
-    let mut keys: Vec<(Option<u64>, Option<u64>)> = result
+/// has a series of each (`instance`): merged into one, at the moments of the one that
+/// held more of ebb's memory (`instances::merge_series`).
+pub fn largest(result: &RunResult) -> Option<(Series, usize)> {
+    let mut pids: Vec<u64> = result
         .ebb_retention
         .iter()
-        .map(key)
-        .filter(|k| k.0.is_some())
+        .filter_map(|r| r["pid"].as_u64())
         .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let mut pids: Vec<Option<u64>> = keys.iter().map(|k| k.0).collect();
+    pids.sort_unstable();
     pids.dedup();
-    let series = keys.iter().map(|&k| {
+    let series = pids.iter().map(|&pid| {
         let mut points: Vec<(f64, &serde_json::Value)> = result
             .ebb_retention
             .iter()
-            .filter(|r| key(r) == k)
+            .filter(|r| r["pid"].as_u64() == Some(pid))
             .filter_map(|r| Some((r["t"].as_f64()?, r)))
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         Series {
-            pid: k.0.unwrap_or(0),
-            points,
+            pid,
+            points: instances::merge_series(points),
         }
     });
     let held = |s: &Series| {
@@ -162,7 +161,7 @@ pub fn text(result: &RunResult) -> Option<String> {
     // The first report at the peak (`max_by_key` keeps the last of equals).
     let peak = (0..n)
         .rev()
-        .max_by_key(|&i| bytes(series.points[i].1, "rss"))
+        .max_by_key(|&i| bytes(&series.points[i].1, "rss"))
         .unwrap_or(0);
     // Columns of parts that reach 0.5% of the peak RSS somewhere; the rest are summed
     // into "other".
@@ -185,8 +184,8 @@ pub fn text(result: &RunResult) -> Option<String> {
     };
     let mut rows = vec![0];
     for i in 1..n {
-        let last = series.points[*rows.last().unwrap()].1;
-        if i == peak || i == n - 1 || moved(last, series.points[i].1) {
+        let last = &series.points[*rows.last().unwrap()].1;
+        if i == peak || i == n - 1 || moved(last, &series.points[i].1) {
             rows.push(i);
         }
     }
@@ -209,7 +208,7 @@ pub fn text(result: &RunResult) -> Option<String> {
         "metadata" => "metadata",
         _ => "not ebb's",
     };
-    let which = if processes > 1 {
+    let mut which = if processes > 1 {
         format!(
             "pid {}, the largest of {processes} ebb processes",
             series.pid
@@ -217,6 +216,13 @@ pub fn text(result: &RunResult) -> Option<String> {
     } else {
         format!("pid {}", series.pid)
     };
+    if series
+        .points
+        .iter()
+        .any(|(_, r)| r.get("instances").is_some())
+    {
+        which.push_str(", its two ebb instances together");
+    }
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -229,7 +235,7 @@ pub fn text(result: &RunResult) -> Option<String> {
     }
     out.push('\n');
     for &i in &rows {
-        let (t, r) = series.points[i];
+        let (t, r) = (series.points[i].0, &series.points[i].1);
         let _ = write!(
             out,
             "  {t:>8.2} {:>10}",
@@ -344,11 +350,13 @@ mod tests {
         assert!(rows[11].trim_start().starts_with("4.90"), "{table}");
     }
 
+    /// A process with two ebb instances: one series, both instances' parts added up at
+    /// the moments of the one holding more, the other's memory no longer "not ebb's".
     #[test]
-    fn of_two_instances_in_one_process_the_one_holding_more_is_shown() {
+    fn of_two_instances_in_one_process_both_are_shown_together() {
         let report = |instance: u64, t: f64, total: u64| {
             json!({"pid": 9, "instance": instance, "t": t, "rss": 100 << 20,
-                   "ebb_total": total, "live": total})
+                   "ebb_total": total, "live": total, "foreign_anon": (100 << 20) - total})
         };
         let result = result_with(vec![
             report(1, 0.5, 1 << 20),
@@ -358,6 +366,13 @@ mod tests {
         ]);
         let (series, processes) = largest(&result).unwrap();
         assert_eq!(processes, 1);
-        assert_eq!(series.part("live"), vec![(0.5, 80 << 20), (1.0, 90 << 20)]);
+        assert_eq!(series.part("live"), vec![(0.5, 81 << 20), (1.0, 91 << 20)]);
+        assert_eq!(
+            series.part("foreign_anon"),
+            vec![(0.5, 19 << 20), (1.0, 9 << 20)]
+        );
+        assert!(text(&result)
+            .unwrap()
+            .contains("its two ebb instances together"));
     }
 }

@@ -5,6 +5,7 @@ mod alloc;
 mod breakdown;
 mod chart;
 mod compare;
+mod instances;
 mod live;
 mod procfs;
 mod profile;

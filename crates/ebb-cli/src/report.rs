@@ -1,6 +1,7 @@
 //! What `ebb run` and `ebb compare` print, and the JSON document of a comparison.
 
 use crate::compare::{self, format_bytes, format_secs, AllocatorSummary};
+use crate::instances;
 use crate::runner::RunResult;
 use serde::Serialize;
 use std::fmt::Write;
@@ -142,11 +143,22 @@ pub fn retention_text(reports: &[serde_json::Value], signalled: &str) -> Option<
             None => last.push(r),
         }
     }
-    // Of a process with two instances (each measuring the same RSS a moment apart),
-    // the one holding more of ebb's memory; then the process with the most RSS.
+    // A process with two instances (each measuring the same RSS a moment apart): their
+    // reports merged, the RSS the one holding more of ebb's memory measured
+    // (`instances`); then the process with the most RSS.
     last.sort_by_key(|r| (bytes(r, "pid"), std::cmp::Reverse(bytes(r, "ebb_total"))));
-    last.dedup_by_key(|r| bytes(r, "pid"));
-    let report = *last.iter().max_by_key(|r| bytes(r, "rss"))?;
+    let mut merged: Vec<serde_json::Value> = Vec::new();
+    for r in &last {
+        match merged.last_mut() {
+            Some(m) if bytes(m, "pid") == bytes(r, "pid") => {
+                if m.get("instances").is_none() {
+                    *m = instances::merge_reports(m, r);
+                }
+            }
+            _ => merged.push((*r).clone()),
+        }
+    }
+    let report = merged.iter().max_by_key(|r| bytes(r, "rss"))?;
     let rss = bytes(report, "rss");
     let when = match report["trigger"].as_str() {
         Some("signal") => signalled,
@@ -175,15 +187,18 @@ pub fn retention_text(reports: &[serde_json::Value], signalled: &str) -> Option<
     .filter(|&(_, b)| b * 200 >= rss)
     .collect();
     parts.sort_by_key(|p| std::cmp::Reverse(p.1));
-    let which = if last.len() > 1 {
+    let mut which = if merged.len() > 1 {
         format!(
             "pid {}, the largest of {} ebb processes",
             bytes(report, "pid"),
-            last.len()
+            merged.len()
         )
     } else {
         format!("pid {}", bytes(report, "pid"))
     };
+    if report.get("instances").is_some() {
+        which.push_str(", its two ebb instances together");
+    }
     let list = parts
         .iter()
         .map(|&(label, b)| {
@@ -254,9 +269,9 @@ mod tests {
     use serde_json::json;
 
     /// A process with two ebb instances writes two exit reports that measure the same
-    /// RSS a moment apart: the summary is the instance holding ebb's memory, not the
-    /// one that served libc's few allocations, even when the latter measured a page
-    /// more; across processes, the one with the most RSS.
+    /// RSS a moment apart: the summary is both merged, with the RSS of the instance
+    /// holding ebb's memory, not the one that served libc's few allocations, even when
+    /// the latter measured a page more; across processes, the one with the most RSS.
     #[test]
     fn the_instance_holding_the_memory_speaks_for_its_process() {
         let report = |pid: u64, instance: u64, rss: u64, live: u64| {
@@ -277,6 +292,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("live blocks 90.0 MiB"), "{text}");
+        assert!(text.contains("its two ebb instances together"), "{text}");
+        assert!(text.contains("100.0 MiB (pid 5"), "{text}");
     }
 
     /// The free pages' part says who holds them, naming only the holders with bytes;

@@ -56,6 +56,78 @@ impl Drop for StderrWriter {
     }
 }
 
+/// A writer for text appended to a file that others append to as well (the retention
+/// report, the statistics line): the whole text goes out in one `write`, which the
+/// kernel appends as one piece, so it never interleaves with another writer's. Two
+/// ebb instances in one process (a Rust program on ebb with `libebb.so` preloaded)
+/// answer the same report signal at the same moment, into the same file: with
+/// [`StderrWriter`]'s 512-byte flushes their JSON lines came out cut into each other.
+/// The text is gathered in pages of its own (address space for [`WHOLE_TEXT_BYTES`],
+/// only what is written becomes resident; no allocation), given back when it is
+/// dropped. If they cannot be had, or the text outgrows them, it is written in pieces.
+pub struct WholeWriter {
+    /// `WHOLE_TEXT_BYTES` of reserved pages, or null.
+    buf: *mut u8,
+    len: usize,
+    fd: i32,
+}
+
+/// The most text a [`WholeWriter`] writes in one piece (a retention report of every
+/// size class and 64 foreign mappings is about 20 KiB).
+pub const WHOLE_TEXT_BYTES: usize = 1 << 20;
+
+impl WholeWriter {
+    /// A writer to descriptor `fd`.
+    pub fn to_fd(fd: i32) -> Self {
+        let buf = os::reserve_aligned(WHOLE_TEXT_BYTES, os::page_size());
+        Self { buf, len: 0, fd }
+    }
+
+    fn flush(&mut self) {
+        if !self.buf.is_null() && self.len > 0 {
+            // SAFETY: `buf` holds `WHOLE_TEXT_BYTES` of our own pages, `len` of them
+            // written.
+            os::write_fd(self.fd, unsafe {
+                core::slice::from_raw_parts(self.buf, self.len)
+            });
+        }
+        self.len = 0;
+    }
+}
+
+impl Write for WholeWriter {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.buf.is_null() {
+            os::write_fd(self.fd, s.as_bytes());
+            return Ok(());
+        }
+        if self.len + s.len() > WHOLE_TEXT_BYTES {
+            self.flush();
+            if s.len() > WHOLE_TEXT_BYTES {
+                os::write_fd(self.fd, s.as_bytes());
+                return Ok(());
+            }
+        }
+        // SAFETY: `len + s.len() <= WHOLE_TEXT_BYTES`: the copy stays in our pages, and
+        // `s` is not in them.
+        unsafe {
+            core::ptr::copy_nonoverlapping(s.as_ptr(), self.buf.add(self.len), s.len());
+        }
+        self.len += s.len();
+        Ok(())
+    }
+}
+
+impl Drop for WholeWriter {
+    fn drop(&mut self) {
+        self.flush();
+        if !self.buf.is_null() {
+            // SAFETY: the pages were reserved by `to_fd` and nothing points into them.
+            unsafe { os::release(self.buf, WHOLE_TEXT_BYTES) };
+        }
+    }
+}
+
 /// Report a failed internal assertion without allocating, then abort.
 #[cold]
 #[inline(never)]
@@ -334,5 +406,52 @@ fn write_bytes(w: &mut StderrWriter, text: &[u8]) {
     }
     if text.len() > SHOWN {
         let _ = w.write_str("...");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::{format, string::String, vec::Vec};
+
+    /// Two writers appending 8 KiB lines to one file at the same time, as two ebb
+    /// instances answering one report signal do: every line comes out whole (one
+    /// writer's letter from end to end). `StderrWriter`'s 512-byte flushes cut them into
+    /// each other within a few rounds.
+    #[test]
+    fn appended_texts_come_out_whole() {
+        let path = std::env::temp_dir().join(format!("ebb-whole-{}.txt", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut c_path = path.to_str().unwrap().as_bytes().to_vec();
+        c_path.push(0);
+        let rounds = 200;
+        std::thread::scope(|scope| {
+            for letter in ['a', 'b'] {
+                let c_path = &c_path;
+                scope.spawn(move || {
+                    let line: String = std::iter::repeat_n(letter, 8192).collect();
+                    for _ in 0..rounds {
+                        let fd = os::append_file(c_path).unwrap();
+                        {
+                            let mut w = WholeWriter::to_fd(fd);
+                            for chunk in line.as_bytes().chunks(100) {
+                                w.write_str(core::str::from_utf8(chunk).unwrap()).unwrap();
+                            }
+                            w.write_char('\n').unwrap();
+                        }
+                        os::close_fd(fd);
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2 * rounds);
+        for line in lines {
+            assert_eq!(line.len(), 8192);
+            let first = line.as_bytes()[0];
+            assert!(line.bytes().all(|b| b == first), "a line cut into another");
+        }
     }
 }

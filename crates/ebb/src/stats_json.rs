@@ -4,7 +4,7 @@
 //! snapshot can be written from an `atexit` handler of a program whose heap is ebb.
 //! Field names are those of [`Stats`](crate::Stats); byte counts are bytes.
 
-use crate::diag::{expand_pid, StderrWriter};
+use crate::diag::expand_pid;
 use crate::stats::{snapshot, Stats};
 use core::fmt::{self, Write};
 
@@ -153,7 +153,7 @@ fn append_stats_line(template: &[u8]) {
         return;
     };
     {
-        let mut w = StderrWriter::to_fd(fd);
+        let mut w = crate::diag::WholeWriter::to_fd(fd);
         let _ = snapshot().write_json(&mut w);
         let _ = w.write_char('\n');
     }

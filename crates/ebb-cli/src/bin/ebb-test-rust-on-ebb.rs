@@ -4,7 +4,10 @@
 //! (`rust_leak`, through the global allocator) and MIB MiB through C's `malloc`
 //! (`c_leak`), in 64 KiB blocks, and exits 0; `leak-both-steps MIB STEPS` does that
 //! STEPS times, each step once every instance has written the profile of the step
-//! before (`EBB_PROFILE_INTERVAL`). Not meant for users.
+//! before (`EBB_PROFILE_INTERVAL`); `leak-both-reported MIB` leaks as `leak-both` and
+//! exits once every instance has written a retention report on the signal
+//! (`EBB_REPORT_SIGNAL`, which `ebb run --breakdown` sends), or after 30 s. Not meant
+//! for users.
 
 #[global_allocator]
 static GLOBAL: ebb::Ebb = ebb::Ebb;
@@ -67,21 +70,37 @@ fn sequence_profiles(prefix: &str) -> (usize, usize) {
     (count(".pb.gz"), count(".raw"))
 }
 
+/// The distinct instances that wrote a retention report on the signal to this
+/// process's `EBB_REPORT` file (JSON lines) so far.
+fn instances_reported_on_signal(template: &str) -> usize {
+    let path = template.replace("%p", &std::process::id().to_string());
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut instances: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"trigger\":\"signal\""))
+        .filter_map(|l| l.split("\"instance\":").nth(1)?.split(',').next())
+        .collect();
+    instances.sort_unstable();
+    instances.dedup();
+    instances.len()
+}
+
 /// Whether C's `malloc` is served by a second ebb instance (a preloaded library), not
 /// by this program's own ebb (a build whose `ebb` has the `override` feature: Cargo's
 /// feature unification in a workspace build gives it that).
 fn c_has_its_own_instance() -> bool {
-    // SAFETY: `Dl_info` is pointers and an integer, for which all zeroes is valid.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: `malloc` is a function of the process; `info` is written by dladdr.
-    let found = unsafe { libc::dladdr(libc::malloc as *const libc::c_void, &mut info) };
-    if found == 0 || info.dli_fname.is_null() {
-        return false;
-    }
-    // SAFETY: dladdr set `dli_fname` to a NUL-terminated path.
-    let file = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
-    let exe = std::env::current_exe().unwrap_or_default();
-    file.to_str().is_ok_and(|f| std::path::Path::new(f) != exe)
+    // The object each function was loaded from, by its load address (a path would be
+    // as the loader was given it, relative or not).
+    let base_of = |f: *const libc::c_void| {
+        // SAFETY: `Dl_info` is pointers and an integer, for which all zeroes is valid.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: `f` is a function of the process; `info` is written by dladdr.
+        let found = unsafe { libc::dladdr(f, &mut info) };
+        (found != 0).then_some(info.dli_fbase as usize)
+    };
+    let own = base_of(c_has_its_own_instance as *const libc::c_void);
+    let malloc = base_of(libc::malloc as *const libc::c_void);
+    own.is_some() && malloc.is_some() && own != malloc
 }
 
 fn main() {
@@ -118,8 +137,27 @@ fn main() {
             }
             println!("two instances: {two}");
         }
+        (Some("leak-both-reported"), Some(mib)) => {
+            let mib: usize = mib.parse().expect("MIB");
+            let template = std::env::var("EBB_REPORT").expect("EBB_REPORT");
+            rust_leak(mib);
+            c_leak(mib);
+            let want = if c_has_its_own_instance() { 2 } else { 1 };
+            let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while instances_reported_on_signal(&template) < want {
+                if std::time::Instant::now() > give_up {
+                    println!("not every instance reported");
+                    std::process::exit(1);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            println!("instances reported: {want}");
+        }
         _ => {
-            eprintln!("usage: ebb-test-rust-on-ebb leak-both MIB | leak-both-steps MIB STEPS");
+            eprintln!(
+                "usage: ebb-test-rust-on-ebb leak-both MIB | leak-both-steps MIB STEPS \
+                 | leak-both-reported MIB"
+            );
             std::process::exit(2);
         }
     }

@@ -453,7 +453,7 @@ pub fn write_report_file(trigger: Trigger) {
     };
     {
         let report = measure();
-        let mut w = StderrWriter::to_fd(fd);
+        let mut w = crate::diag::WholeWriter::to_fd(fd);
         if path[..len].ends_with(b".json") {
             let _ = report.write_json_from(&mut w, Some(trigger.name()));
             let _ = w.write_char('\n');
@@ -492,11 +492,13 @@ pub(super) static SIGNALLED: AtomicU32 = AtomicU32::new(0);
 /// watcher was started).
 static REPORT_SIGNAL: AtomicU32 = AtomicU32::new(0);
 
-extern "C" fn on_report_signal(_: core::ffi::c_int) {
+extern "C" fn on_report_signal(signo: core::ffi::c_int) {
     // Only async-signal-safe work here: a report takes locks the interrupted thread
     // may hold, so a thread of its own writes it.
     SIGNALLED.fetch_add(1, Ordering::Release);
     crate::os::wake(&SIGNALLED, 1);
+    // The process's other ebb instance, if it asked for this signal first.
+    crate::os::pass_on_signal(signo);
 }
 
 extern "C" fn report_watcher(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {

@@ -137,15 +137,59 @@ pub fn accept_signal(signo: c_int) -> bool {
     }
 }
 
+/// The handler each signal had before [`on_signal`] replaced it, if a plain function
+/// (no `SA_SIGINFO`), for [`pass_on_signal`]; 0: none. Indexed by signal number.
+static PREVIOUS_HANDLERS: [core::sync::atomic::AtomicUsize; SIGNAL_SLOTS] =
+    [const { core::sync::atomic::AtomicUsize::new(0) }; SIGNAL_SLOTS];
+/// Signal numbers 0 to `SIGRTMAX` (64 on Linux).
+const SIGNAL_SLOTS: usize = 65;
+
 /// Run `handler` when signal `signo` arrives (`SA_RESTART`, so interrupted system calls
-/// of the program resume). True if installed.
+/// of the program resume). True if installed. The handler it replaces, if a plain
+/// function, is kept for [`pass_on_signal`]: a process with two ebb instances (a Rust
+/// program on ebb with `libebb.so` preloaded) installs one for each, and the second
+/// would otherwise leave the first deaf to `ebb run`'s requests.
 pub fn on_signal(signo: c_int, handler: extern "C" fn(c_int)) -> bool {
-    // SAFETY: a zeroed sigaction is valid (empty mask, no flags); sigaction copies it.
+    // SAFETY: a zeroed sigaction is valid (empty mask, no flags); sigaction copies it
+    // and writes the old action into `old`.
     unsafe {
         let mut action: libc::sigaction = core::mem::zeroed();
         action.sa_sigaction = handler as usize;
         action.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut action.sa_mask);
-        preserving_errno(|| libc::sigaction(signo, &action, null_mut())) == 0
+        let mut old: libc::sigaction = core::mem::zeroed();
+        if preserving_errno(|| libc::sigaction(signo, &action, &mut old)) != 0 {
+            return false;
+        }
+        let previous = old.sa_sigaction;
+        let plain = old.sa_flags & libc::SA_SIGINFO == 0;
+        if let Some(slot) = PREVIOUS_HANDLERS.get(signo as usize) {
+            let chained = plain
+                && previous != libc::SIG_DFL
+                && previous != libc::SIG_IGN
+                && previous != handler as usize;
+            slot.store(
+                if chained { previous } else { 0 },
+                core::sync::atomic::Ordering::Release,
+            );
+        }
+        true
+    }
+}
+
+/// Call the handler signal `signo` had before [`on_signal`] installed this one, if it
+/// was a plain function: the last thing an `on_signal` handler does, so that every
+/// instance that asked for the signal hears it. Async-signal-safe.
+pub fn pass_on_signal(signo: c_int) {
+    let Some(slot) = PREVIOUS_HANDLERS.get(signo as usize) else {
+        return;
+    };
+    let previous = slot.load(core::sync::atomic::Ordering::Acquire);
+    if previous != 0 {
+        // SAFETY: `previous` was installed as a plain handler (`sa_handler`, no
+        // `SA_SIGINFO`) for this signal, so it takes the signal number alone; it was a
+        // function, not `SIG_DFL` or `SIG_IGN`.
+        let handler: extern "C" fn(c_int) = unsafe { core::mem::transmute(previous) };
+        handler(signo);
     }
 }

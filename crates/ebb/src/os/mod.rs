@@ -141,7 +141,9 @@
 //! part of the range is not mapped), `open_read(path)`, `read_fd(fd, buf)` and
 //! `read_fd_at(fd, buf, offset)` (reading `/proc/self/smaps` into a caller's buffer,
 //! `/proc/self/pagemap` entries), `signal_number(name)` and
-//! `on_signal(signo, handler)` (`EBB_REPORT_SIGNAL`), `accept_signal(signo)` (the
+//! `on_signal(signo, handler)` (`EBB_REPORT_SIGNAL`; the handler it replaces, if a
+//! plain function, is called by `pass_on_signal(signo)` at the end of ebb's: another
+//! ebb instance's in the same process), `accept_signal(signo)` (the
 //! calling allocator thread takes that signal, so one sent to it alone interrupts
 //! none of the program's threads), `read_checked(src, dst)` (copy
 //! from our own memory, false instead of a fault if another thread unmapped it: the
@@ -259,6 +261,7 @@ mod contract {
     const _: fn(c_int, &mut [u8], u64) -> isize = read_fd_at;
     const _: fn(&[u8]) -> Option<c_int> = signal_number;
     const _: fn(c_int, extern "C" fn(c_int)) -> bool = on_signal;
+    const _: fn(c_int) = pass_on_signal;
     const _: fn(c_int) -> bool = accept_signal;
     const _: fn(usize, &mut [u8]) -> bool = read_checked;
     const _: fn() -> c_int = errno;

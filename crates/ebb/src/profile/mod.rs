@@ -410,10 +410,12 @@ fn dump_peak_file() {
     }
 }
 
-extern "C" fn on_profile_signal(_: core::ffi::c_int) {
+extern "C" fn on_profile_signal(signo: core::ffi::c_int) {
     // Only async-signal-safe work here: the dump takes locks and may allocate.
     SIGNALLED.fetch_add(1, Ordering::Release);
     os::wake(&SIGNALLED, 1);
+    // The process's other ebb instance, if it asked for this signal first.
+    os::pass_on_signal(signo);
 }
 
 /// The `ebb-profile` thread: a sequence profile on each `EBB_PROFILE_SIGNAL` and, with
