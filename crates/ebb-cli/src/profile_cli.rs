@@ -100,6 +100,11 @@ pub struct ProfileNowArgs {
 pub struct FlameArgs {
     #[command(flatten)]
     pub query: ProfileQuery,
+    /// The same process's other ebb instance's profile of the same moment (a Rust
+    /// program on ebb with `libebb.so` preloaded writes a `.raw` beside the `.pb.gz`):
+    /// both drawn as one.
+    #[arg(value_name = "OTHER_INSTANCE", conflicts_with = "base")]
+    pub other: Option<PathBuf>,
     /// The SVG to write [default: the profile's name with .svg for .pb.gz].
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -142,6 +147,7 @@ pub fn flame(args: &FlameArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| default_flame_path(&args.query.profile));
     let what = flame_svg(
         &args.query.profile,
+        args.other.as_deref(),
         args.query.base.as_deref(),
         args.query.index.as_deref(),
         args.query.sites(),

@@ -122,6 +122,40 @@ pub fn series_text(
     Ok(text)
 }
 
+/// The profiles of one process's two ebb instances at one moment (a `.pb.gz` and a
+/// `.raw`), merged; an error if they are not that.
+fn one_moment(paths: &[PathBuf]) -> Result<ebb_pprof::proto::Profile> {
+    let mut profiles = Vec::new();
+    for path in paths {
+        let profile = read_profile(path)?;
+        profiles.push((written_at(path, &profile), path, profile));
+    }
+    let mut pids: Vec<&str> = profiles
+        .iter()
+        .filter_map(|(_, path, _)| profile_pid(path))
+        .collect();
+    pids.dedup();
+    let raw = profiles.iter().filter(|(_, path, _)| is_raw(path)).count();
+    if pids.len() > 1 || raw != 1 {
+        bail!(
+            "{} and {} are not one process's two ebb instances (its .pb.gz and its .raw \
+             of one moment)",
+            paths[0].display(),
+            paths[1].display()
+        );
+    }
+    let timed: Vec<ebb_pprof::merge::Timed> = profiles
+        .iter()
+        .map(|(at, path, profile)| ebb_pprof::merge::Timed {
+            instance: usize::from(is_raw(path)),
+            at_ns: nanos(*at),
+            profile,
+        })
+        .collect();
+    let mut moments = ebb_pprof::merge::over_time(&timed).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(moments.pop().expect("two profiles are a moment").1)
+}
+
 /// Where `ebb flame` writes by default: beside the profile, `.pb.gz` (`.gz`, `.raw`)
 /// replaced by `.svg`.
 pub fn default_flame_path(profile: &Path) -> PathBuf {
@@ -137,18 +171,23 @@ pub fn default_flame_path(profile: &Path) -> PathBuf {
     profile.with_file_name(format!("{stem}.svg"))
 }
 
-/// `ebb flame`: the stacks of one profile (minus a base: what grew) as a flame graph
-/// in `svg`, and in the folded format in `folded` if given; returns a line saying what
-/// was drawn.
+/// `ebb flame`: the stacks of one profile (minus a base: what grew; or with the same
+/// process's other instance's profile of the same moment, `other`, merged in) as a
+/// flame graph in `svg`, and in the folded format in `folded` if given; returns a line
+/// saying what was drawn.
 pub fn flame_svg(
     profile_path: &Path,
+    other: Option<&Path>,
     base_path: Option<&Path>,
     index: Option<&str>,
     sites: ebb_pprof::top::Sites,
     svg: &Path,
     folded: Option<&Path>,
 ) -> Result<String> {
-    let profile = read_profile(profile_path)?;
+    let profile = match other {
+        None => read_profile(profile_path)?,
+        Some(other) => one_moment(&[profile_path.to_path_buf(), other.to_path_buf()])?,
+    };
     let base = base_path.map(read_profile).transpose()?;
     let table = match ebb_pprof::top::top_stacks(&profile, base.as_ref(), index, sites) {
         Ok(table) => table,

@@ -670,6 +670,27 @@ fn profile_of_rust_on_ebb_holds_its_c_code_too() {
         let mib = bytes / (1 << 20) as f64;
         assert!((12.0..=20.0).contains(&mib), "{site}: {mib} MiB\n{top}");
     }
+    // `ebb flame` of the two: one graph holding both instances' stacks.
+    let (svg, folded) = (scratch("two-flame.svg"), scratch("two-flame.folded"));
+    let mut args = vec![
+        "flame",
+        "-o",
+        svg.to_str().unwrap(),
+        "--folded",
+        folded.to_str().unwrap(),
+    ];
+    args.extend(files.iter().map(String::as_str));
+    let out = ebb(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stacks = std::fs::read_to_string(&folded).unwrap();
+    for site in ["rust_leak", "c_leak"] {
+        assert!(
+            stacks
+                .lines()
+                .any(|l| l.split(' ').next().unwrap().ends_with(site)),
+            "no {site} stack: {stacks}"
+        );
+    }
 }
 
 /// `ebb run --profile --profile-every` of a Rust program on ebb whose C code the
