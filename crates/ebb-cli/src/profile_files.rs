@@ -75,15 +75,11 @@ pub fn series_text(
     }
     profiles.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
     let instances = profiles.iter().filter(|(_, path, _)| is_raw(path)).count();
-    let timed: Vec<ebb_pprof::merge::Timed> = profiles
-        .iter()
-        .map(|(at, path, profile)| ebb_pprof::merge::Timed {
-            instance: usize::from(is_raw(path)),
-            at_ns: nanos(*at),
-            profile,
-        })
-        .collect();
-    let moments = ebb_pprof::merge::over_time(&timed).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let moments = moments_of(
+        profiles
+            .iter()
+            .map(|(at, path, p)| (*at, path.as_path(), p)),
+    )?;
     let two = instances > 0 && instances < profiles.len();
     let merged_note = if two {
         "(the process's two ebb instances, its Rust code's .raw and its C code's .pb.gz, \
@@ -122,6 +118,22 @@ pub fn series_text(
     Ok(text)
 }
 
+/// One process's profiles (when written, file, profile), its `.raw` ones by one
+/// instance and its `.pb.gz` ones by another, as one profile per moment
+/// (`ebb_pprof::merge::over_time`), oldest first.
+fn moments_of<'a>(
+    profiles: impl Iterator<Item = (SystemTime, &'a Path, &'a ebb_pprof::proto::Profile)>,
+) -> Result<Vec<(u64, ebb_pprof::proto::Profile)>> {
+    let timed: Vec<ebb_pprof::merge::Timed> = profiles
+        .map(|(at, path, profile)| ebb_pprof::merge::Timed {
+            instance: usize::from(is_raw(path)),
+            at_ns: nanos(at),
+            profile,
+        })
+        .collect();
+    ebb_pprof::merge::over_time(&timed).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 /// The profiles of one process's two ebb instances at one moment (a `.pb.gz` and a
 /// `.raw`), merged; an error if they are not that.
 fn one_moment(paths: &[PathBuf]) -> Result<ebb_pprof::proto::Profile> {
@@ -144,15 +156,11 @@ fn one_moment(paths: &[PathBuf]) -> Result<ebb_pprof::proto::Profile> {
             paths[1].display()
         );
     }
-    let timed: Vec<ebb_pprof::merge::Timed> = profiles
-        .iter()
-        .map(|(at, path, profile)| ebb_pprof::merge::Timed {
-            instance: usize::from(is_raw(path)),
-            at_ns: nanos(*at),
-            profile,
-        })
-        .collect();
-    let mut moments = ebb_pprof::merge::over_time(&timed).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut moments = moments_of(
+        profiles
+            .iter()
+            .map(|(at, path, p)| (*at, path.as_path(), p)),
+    )?;
     Ok(moments.pop().expect("two profiles are a moment").1)
 }
 
