@@ -2,10 +2,12 @@
 //! (a profile file) and `ebb profile PID` (a running process, through `live.rs`).
 
 use crate::live;
-use crate::profile_files::{default_flame_path, flame_svg, series_text, top_text};
+use crate::profile_files::{
+    default_flame_path, flame_svg, other_instance_beside, series_text, top_text,
+};
 use anyhow::Result;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -136,7 +138,24 @@ pub fn top(args: &TopArgs) -> Result<ExitCode> {
         args.stacks.then_some(args.depth),
     )?;
     print!("{table}");
+    if args.query.base.is_none() {
+        hint_other_instance(&args.query.profile, "top");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// On stderr, when `profile` is one of a process's two ebb instances' profiles at exit
+/// and the other's lies beside it: how to see the whole process.
+fn hint_other_instance(profile: &Path, command: &str) {
+    if let Some(other) = other_instance_beside(profile) {
+        eprintln!(
+            "ebb: {} beside it is the same process's other ebb instance (a Rust program on \
+             ebb with libebb.so preloaded); `ebb {command} {} {}` shows both",
+            other.display(),
+            profile.display(),
+            other.display()
+        );
+    }
 }
 
 /// `ebb flame`: the profile's stacks as an SVG (and folded stacks with `--folded`).
@@ -155,6 +174,9 @@ pub fn flame(args: &FlameArgs) -> Result<ExitCode> {
         args.folded.as_deref(),
     )?;
     eprintln!("ebb: wrote {} ({what})", svg.display());
+    if args.other.is_none() && args.query.base.is_none() {
+        hint_other_instance(&args.query.profile, "flame");
+    }
     if let Some(folded) = &args.folded {
         eprintln!("ebb: wrote {}", folded.display());
     }

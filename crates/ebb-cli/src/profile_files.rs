@@ -164,6 +164,25 @@ fn one_moment(paths: &[PathBuf]) -> Result<ebb_pprof::proto::Profile> {
     Ok(moments.pop().expect("two profiles are a moment").1)
 }
 
+/// The same process's other ebb instance's profile of the same moment beside `path`,
+/// if there is one: `heap.77.raw` beside `heap.77.pb.gz` (at exit; a numbered profile
+/// `heap.77.3.raw` beside `heap.77.3.pb.gz` is each instance's third, not one moment,
+/// and a peak is its own instance's moment, so neither is named).
+pub fn other_instance_beside(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let (stem, other) = match name.strip_suffix(".pb.gz") {
+        Some(stem) => (stem, ".raw"),
+        None => (name.strip_suffix(".raw")?, ".pb.gz"),
+    };
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    let mut parts = stem.rsplit('.');
+    // `<prefix>.<pid>`: digits after a part that is not (`<prefix>.<pid>.<n>` is
+    // numbered).
+    let at_exit = digits(parts.next()?) && !digits(parts.next()?);
+    let beside = path.with_file_name(format!("{stem}{other}"));
+    (at_exit && beside.is_file()).then_some(beside)
+}
+
 /// Where `ebb flame` writes by default: beside the profile, `.pb.gz` (`.gz`, `.raw`)
 /// replaced by `.svg`.
 pub fn default_flame_path(profile: &Path) -> PathBuf {
@@ -335,6 +354,26 @@ mod tests {
             text.contains("9.0 MiB") && text.contains("18.0 MiB"),
             "{text}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    #[test]
+    fn the_other_instance_of_an_exit_profile_is_found_beside_it() {
+        let dir = std::env::temp_dir().join(format!("ebb-cli-beside-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in [
+            "heap.77.pb.gz",
+            "heap.77.raw",
+            "heap.78.3.pb.gz",
+            "heap.78.3.raw",
+        ] {
+            std::fs::write(dir.join(name), "").unwrap();
+        }
+        std::fs::write(dir.join("heap.79.pb.gz"), "").unwrap();
+        let beside = |name: &str| other_instance_beside(&dir.join(name));
+        assert_eq!(beside("heap.77.pb.gz"), Some(dir.join("heap.77.raw")));
+        assert_eq!(beside("heap.77.raw"), Some(dir.join("heap.77.pb.gz")));
+        assert_eq!(beside("heap.78.3.pb.gz"), None, "numbered: not one moment");
+        assert_eq!(beside("heap.79.pb.gz"), None, "one instance");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

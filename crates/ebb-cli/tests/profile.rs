@@ -691,6 +691,15 @@ fn profile_of_rust_on_ebb_holds_its_c_code_too() {
             "no {site} stack: {stacks}"
         );
     }
+    // `ebb top` of one of them names the other.
+    let pb = files.iter().find(|f| f.ends_with(".pb.gz")).unwrap();
+    let out = ebb(&["top", pb]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("same process's other ebb instance"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `ebb run --profile --profile-every` of a Rust program on ebb whose C code the
