@@ -131,28 +131,39 @@ pub struct Profiled {
     /// The profile of what was live at the peak so far, written with it.
     pub peak: Option<PathBuf>,
     /// Every numbered profile of the same instance (on a signal or on the timer of
-    /// `EBB_PROFILE_INTERVAL`), oldest first, ending with `path`.
+    /// `EBB_PROFILE_INTERVAL`), oldest first, ending with `path`; of a process with two
+    /// ebb instances, both instances' (`profile_files::series_text` merges them).
     pub all: Vec<PathBuf>,
+    /// The process's other ebb instance's profile of the same request, and its
+    /// profile before, if it has one (a Rust program on ebb with `libebb.so` preloaded:
+    /// both instances answer the signal).
+    pub other: Option<(PathBuf, Option<PathBuf>)>,
 }
 
 /// Ask `pid` for a heap profile now (`<EBB_PROFILE>.<pid>.<n>.pb.gz`, or `.raw` from
-/// Rust code on ebb; of a process with two ebb instances, the busier one's).
+/// Rust code on ebb; of a process with two ebb instances, both: `path` is the busier
+/// one's, `other` the other's).
 pub fn profile(pid: i32) -> Result<Profiled> {
     let (prefix, signal) =
         file_and_signal(pid, "EBB_PROFILE", "EBB_PROFILE_SIGNAL", HOW_TO_PROFILE)?;
     let prefix = as_seen_by(pid, PathBuf::from(prefix));
     let before = profile::signal_profiles(&prefix, pid);
     let asked_at = std::time::SystemTime::now() - Duration::from_secs(1);
+    // Each ebb instance of the process runs a watcher of its own, and all of them
+    // answer the signal (each handler calls the one it replaced).
+    let instances = procfs::threads_named(pid, "ebb-profile").max(1);
     if !procfs::signal_thread(pid, "ebb-profile", signal) {
         bail!("process {pid} has no ebb-profile thread to ask (it is just starting)");
     }
-    let written = wait_for(|| {
+    let new_whole = || {
         let new: Vec<PathBuf> = profile::signal_profiles(&prefix, pid)
             .into_iter()
             .filter(|p| !before.contains(p))
             .collect();
         (!new.is_empty() && new.iter().all(|p| profile::is_whole(p))).then_some(new)
-    });
+    };
+    // Every instance's, or, if one does not answer in time, what came.
+    let written = wait_for(|| new_whole().filter(|new| new.len() >= instances)).or_else(new_whole);
     let Some(new) = written else {
         bail!(
             "process {pid} wrote no profile {}.{pid}.<n>.pb.gz within {} s",
@@ -165,22 +176,31 @@ pub fn profile(pid: i32) -> Result<Profiled> {
         .map(|w| w.path)
         .find(|p| new.contains(p))
         .unwrap_or_else(|| new[0].clone());
-    let earlier = before
+    let earlier_of = |path: &Path| {
+        before
+            .iter()
+            .rev()
+            .find(|p| p.extension() == path.extension())
+            .cloned()
+    };
+    let other = new
         .iter()
-        .rev()
-        .find(|p| p.extension() == path.extension())
-        .cloned();
+        .find(|p| p.extension() != path.extension())
+        .map(|p| (p.clone(), earlier_of(p)));
     let peak = profile::peak_beside(&prefix, pid as u32, &path);
     let mut all: Vec<PathBuf> = before
-        .into_iter()
-        .filter(|p| p.extension() == path.extension())
+        .iter()
+        .filter(|p| other.is_some() || p.extension() == path.extension())
+        .cloned()
         .collect();
+    all.extend(new.iter().filter(|p| **p != path).cloned());
     all.push(path.clone());
     Ok(Profiled {
+        earlier: earlier_of(&path),
         path,
-        earlier,
         peak,
         all,
+        other,
     })
 }
 
@@ -236,6 +256,31 @@ pub fn profile_table(
             at_peak.display()
         );
         return profile_files::top_text(at_peak, None, index, sites, rows, None);
+    }
+    if let Some((other, other_earlier)) = &profiled.other {
+        // Two instances: both profiles of this request as one, minus both earlier ones.
+        let now = profile_files::one_moment(&[profiled.path.clone(), other.clone()])?;
+        let base = match (since_last, &profiled.earlier, other_earlier) {
+            (false, _, _) => None,
+            (true, Some(a), Some(b)) => Some(profile_files::one_moment(&[a.clone(), b.clone()])?),
+            (true, _, _) => bail!(
+                "process {pid}'s two ebb instances have not both written a profile before \
+                 {} and {} to subtract: run `ebb profile {pid}` again later",
+                profiled.path.display(),
+                other.display()
+            ),
+        };
+        eprintln!(
+            "ebb: process {pid} wrote {} and {} (its two ebb instances, merged){}",
+            profiled.path.display(),
+            other.display(),
+            if since_last {
+                "; what grew since their last:"
+            } else {
+                ""
+            }
+        );
+        return profile_files::top_of(&now, base.as_ref(), index, sites, rows, None);
     }
     let base = if since_last {
         let Some(earlier) = &profiled.earlier else {

@@ -194,6 +194,17 @@ pub fn thread_named(pid: i32, name: &str) -> Option<i32> {
     })
 }
 
+/// How many threads of `pid` are named `name` (`comm`).
+pub fn threads_named(pid: i32, name: &str) -> usize {
+    threads(pid)
+        .into_iter()
+        .filter(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|comm| comm.trim_end() == name)
+        })
+        .count()
+}
+
 /// The first thread of `pid` that blocks every signal but `signal` (`SigBlk` in its
 /// status): how ebb's watcher of that signal looks. ebb starts its threads with every
 /// signal blocked and a watcher unblocks its own; a program's thread that blocks all

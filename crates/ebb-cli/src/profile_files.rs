@@ -136,7 +136,7 @@ fn moments_of<'a>(
 
 /// The profiles of one process's two ebb instances at one moment (a `.pb.gz` and a
 /// `.raw`), merged; an error if they are not that.
-fn one_moment(paths: &[PathBuf]) -> Result<ebb_pprof::proto::Profile> {
+pub fn one_moment(paths: &[PathBuf]) -> Result<ebb_pprof::proto::Profile> {
     let mut profiles = Vec::new();
     for path in paths {
         let profile = read_profile(path)?;
@@ -277,10 +277,22 @@ pub fn top_text(
 ) -> Result<String> {
     let profile = read_profile(profile)?;
     let base = base.map(read_profile).transpose()?;
+    top_of(&profile, base.as_ref(), index, sites, rows, stack_depth)
+}
+
+/// [`top_text`] of profiles already read.
+pub fn top_of(
+    profile: &ebb_pprof::proto::Profile,
+    base: Option<&ebb_pprof::proto::Profile>,
+    index: Option<&str>,
+    sites: ebb_pprof::top::Sites,
+    rows: usize,
+    stack_depth: Option<usize>,
+) -> Result<String> {
     let text = match stack_depth {
-        Some(depth) => ebb_pprof::top::top_stacks(&profile, base.as_ref(), index, sites)
+        Some(depth) => ebb_pprof::top::top_stacks(profile, base, index, sites)
             .map(|table| ebb_pprof::top::format_stacks(&table, rows, depth)),
-        None => ebb_pprof::top::top(&profile, base.as_ref(), index, sites)
+        None => ebb_pprof::top::top(profile, base, index, sites)
             .map(|table| ebb_pprof::top::format(&table, rows)),
     };
     match text {

@@ -293,3 +293,73 @@ fn report_of_a_process_not_set_up_for_it_is_a_one_line_error() {
         stderr(&out)
     );
 }
+
+/// `ebb profile PID` of a Rust program on ebb with `libebb.so` preloaded (two ebb
+/// instances, both answering the signal): one table of the process, its Rust code's
+/// leak and its C code's, and with `--since-last` what both grew. (A workspace build
+/// gives the helper's ebb the `override` feature: one instance holds both leaks, and
+/// the figures are the same.)
+#[test]
+fn profile_of_rust_on_ebb_running_holds_both_instances() {
+    let prefix = scratch("live-two");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ebb-test-rust-on-ebb"));
+    cmd.args(["leak-both-lines", "8"])
+        .env("LD_PRELOAD", libebb())
+        .env("EBB_PROFILE", &prefix)
+        .env("EBB_PROFILE_SIGNAL", "USR1")
+        .env("EBB_PROFILE_RATE", "64k")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut server = Server(cmd.spawn().expect("start the helper"));
+    let pid = server.0.id();
+    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
+    let ready = lines.next().unwrap().unwrap();
+    assert!(ready.starts_with("ready"), "{ready}");
+    let two = ready.contains("two instances: true");
+    assert!(wait_for_thread(pid, "ebb-profile"), "no ebb-profile thread");
+    let threads = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim_end() == "ebb-profile")
+            })
+            .count()
+    };
+    if two {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while threads() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(threads(), 2, "one watcher per instance");
+    }
+    let profile = |args: &[&str]| {
+        let mut all = vec!["profile"];
+        all.extend_from_slice(args);
+        let pid = pid.to_string();
+        all.push(&pid);
+        let out = ebb(&all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr(&out),
+        )
+    };
+    let (table, said) = profile(&[]);
+    assert_eq!(said.contains("two ebb instances, merged"), two, "{said}");
+    for site in ["rust_leak", "c_leak"] {
+        let bytes = flat_of(&table, site).unwrap_or_else(|| panic!("no {site}: {table}"));
+        assert!((6.0 * MIB..10.5 * MIB).contains(&bytes), "{site}: {table}");
+    }
+    let mut stdin = server.0.stdin.take().unwrap();
+    writeln!(stdin, "leak").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "leaked");
+    let (grew, said) = profile(&["--since-last"]);
+    assert!(said.contains("grew since"), "{said}");
+    for site in ["rust_leak", "c_leak"] {
+        let bytes = flat_of(&grew, site).unwrap_or_else(|| panic!("no {site}: {grew}"));
+        assert!((6.0 * MIB..10.5 * MIB).contains(&bytes), "{site}: {grew}");
+    }
+}

@@ -6,8 +6,10 @@
 //! STEPS times, each step once every instance has written the profile of the step
 //! before (`EBB_PROFILE_INTERVAL`); `leak-both-reported MIB` leaks as `leak-both` and
 //! exits once every instance has written a retention report on the signal
-//! (`EBB_REPORT_SIGNAL`, which `ebb run --breakdown` sends), or after 30 s. Not meant
-//! for users.
+//! (`EBB_REPORT_SIGNAL`, which `ebb run --breakdown` sends), or after 30 s;
+//! `leak-both-lines MIB` leaks as `leak-both`, prints `ready (two instances: BOOL)`,
+//! then leaks as much again for each `leak` line on its input (answering `leaked`)
+//! until the input ends. Not meant for users.
 
 #[global_allocator]
 static GLOBAL: ebb::Ebb = ebb::Ebb;
@@ -153,10 +155,23 @@ fn main() {
             }
             println!("instances reported: {want}");
         }
+        (Some("leak-both-lines"), Some(mib)) => {
+            let mib: usize = mib.parse().expect("MIB");
+            rust_leak(mib);
+            c_leak(mib);
+            println!("ready (two instances: {})", c_has_its_own_instance());
+            for line in std::io::stdin().lines() {
+                if line.expect("stdin").trim() == "leak" {
+                    rust_leak(mib);
+                    c_leak(mib);
+                    println!("leaked");
+                }
+            }
+        }
         _ => {
             eprintln!(
                 "usage: ebb-test-rust-on-ebb leak-both MIB | leak-both-steps MIB STEPS \
-                 | leak-both-reported MIB"
+                 | leak-both-reported MIB | leak-both-lines MIB"
             );
             std::process::exit(2);
         }
