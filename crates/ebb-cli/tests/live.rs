@@ -71,11 +71,33 @@ fn wait_for_thread(pid: u32, name: &str) -> bool {
 }
 
 fn has_thread(pid: u32, name: &str) -> bool {
+    threads_named(pid, name) > 0
+}
+
+/// How many threads of `pid` are named `name`.
+fn threads_named(pid: u32, name: &str) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten()
         .flatten()
-        .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name))
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .count()
+}
+
+/// `ebb profile ARGS... PID`, which must succeed: (its table, what it said on stderr).
+fn ebb_profile(pid: u32, args: &[&str]) -> (String, String) {
+    let mut all = vec!["profile"];
+    all.extend_from_slice(args);
+    let pid = pid.to_string();
+    all.push(&pid);
+    let out = ebb(&all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr(&out),
+    )
 }
 
 /// A server started with `EBB_REPORT` (JSON) and `EBB_REPORT_SIGNAL`: `ebb report`
@@ -191,18 +213,7 @@ fn profile_of_a_running_server_and_what_grew_since() {
     let ready = lines.next().unwrap().unwrap();
     assert!(ready.contains("ready"), "{ready}");
     assert!(wait_for_thread(pid, "ebb-profile"), "no ebb-profile thread");
-    let profile = |args: &[&str]| {
-        let mut all = vec!["profile"];
-        all.extend_from_slice(args);
-        let pid = pid.to_string();
-        all.push(&pid);
-        let out = ebb(&all);
-        assert!(out.status.success(), "{}", stderr(&out));
-        (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr(&out),
-        )
-    };
+    let profile = |args: &[&str]| ebb_profile(pid, args);
     let (table, said) = profile(&[]);
     assert!(said.contains("live-heap."), "{said}");
     let first = flat_of(&table, "leak_blocks").unwrap_or_else(|| panic!("{table}"));
@@ -317,17 +328,7 @@ fn profile_of_rust_on_ebb_running_holds_both_instances() {
     assert!(ready.starts_with("ready"), "{ready}");
     let two = ready.contains("two instances: true");
     assert!(wait_for_thread(pid, "ebb-profile"), "no ebb-profile thread");
-    let threads = || {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|t| {
-                std::fs::read_to_string(t.path().join("comm"))
-                    .is_ok_and(|c| c.trim_end() == "ebb-profile")
-            })
-            .count()
-    };
+    let threads = || threads_named(pid, "ebb-profile");
     if two {
         let deadline = Instant::now() + Duration::from_secs(10);
         while threads() < 2 && Instant::now() < deadline {
@@ -335,18 +336,7 @@ fn profile_of_rust_on_ebb_running_holds_both_instances() {
         }
         assert_eq!(threads(), 2, "one watcher per instance");
     }
-    let profile = |args: &[&str]| {
-        let mut all = vec!["profile"];
-        all.extend_from_slice(args);
-        let pid = pid.to_string();
-        all.push(&pid);
-        let out = ebb(&all);
-        assert!(out.status.success(), "{}", stderr(&out));
-        (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr(&out),
-        )
-    };
+    let profile = |args: &[&str]| ebb_profile(pid, args);
     let (table, said) = profile(&[]);
     assert_eq!(said.contains("two ebb instances, merged"), two, "{said}");
     for site in ["rust_leak", "c_leak"] {
