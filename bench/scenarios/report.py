@@ -203,10 +203,11 @@ def scenario_table(scenario, by_alloc, markdown):
             for a in allocs
         ])
     if "ebb" in by_alloc and purger_share(by_alloc["ebb"]) is not None:
-        t.add(["ebb purger % of CPU (wake-ups)", ""] + [
-            f"{purger_share(by_alloc[a]):.2f}% ({median_summary(by_alloc[a], 'ebb_purger_wakeups'):.0f})"
-            if a == "ebb" else "" for a in allocs
-        ])
+        kernel = purger_kernel_share(by_alloc["ebb"])
+        row = "ebb purger % of CPU (wake-ups" + ("; kernel's part)" if kernel is not None else ")")
+        cell = f"{purger_share(by_alloc['ebb']):.2f}% ({median_summary(by_alloc['ebb'], 'ebb_purger_wakeups'):.0f}"
+        cell += f"; {kernel:.0f}%)" if kernel is not None else ")"
+        t.add([row, ""] + [cell if a == "ebb" else "" for a in allocs])
     runs_note = ", ".join(f"{a}: {n}" for a, n in runs.items())
     title = TITLES.get(scenario, scenario)
     head = f"### {scenario}\n\n{title}. RSS in MiB, median of runs ({runs_note}).\n" if markdown else \
@@ -220,6 +221,17 @@ def purger_share(runs):
         run["summary"]["ebb_purger_cpu_ns"] / 1e6 / run["summary"]["cpu_ms"] * 100
         for run in runs
         if run["summary"].get("cpu_ms") and "ebb_purger_cpu_ns" in run["summary"]
+    ]
+    return statistics.median(shares) if shares else None
+
+
+def purger_kernel_share(runs):
+    """ebb: the part of the purger's CPU time spent in the kernel (giving pages back), as a
+    percentage of the purger's time, median over the runs that report it."""
+    shares = [
+        run["summary"]["ebb_purger_sys_ns"] / run["summary"]["ebb_purger_cpu_ns"] * 100
+        for run in runs
+        if run["summary"].get("ebb_purger_cpu_ns") and "ebb_purger_sys_ns" in run["summary"]
     ]
     return statistics.median(shares) if shares else None
 
@@ -405,8 +417,12 @@ def check_targets(data):
     for s in ordered(data.keys(), SCENARIO_ORDER):
         share = purger_share(data[s].get("ebb", []))
         if share is not None:
+            kernel = purger_kernel_share(data[s].get("ebb", []))
+            detail = f"{share:.2f}%"
+            if kernel is not None:
+                detail += f" ({kernel:.0f}% of the purger's time in the kernel)"
             results.append((f"{s}: ebb purger < 0.5% of the process's CPU",
-                            "PASS" if share < 0.5 else "FAIL", f"{share:.2f}%"))
+                            "PASS" if share < 0.5 else "FAIL", detail))
     return results
 
 

@@ -136,7 +136,7 @@ extern "C" {
 }
 
 /// Allocator-specific statistics for the summary line (ebb: committed/allocated bytes, the
-/// purger's CPU time and wake-ups, decommit system calls).
+/// purger's CPU time, the kernel's part of it, and its wake-ups, decommit system calls).
 pub fn write_alloc_stats(out: &mut probe::Line) {
     #[cfg(feature = "alloc-ebb")]
     {
@@ -144,12 +144,14 @@ pub fn write_alloc_stats(out: &mut probe::Line) {
         let _ = write!(
             out,
             ",\"ebb_committed\":{},\"ebb_allocated\":{},\"ebb_free_committed\":{},\"ebb_purged\":{},\
-             \"ebb_purger_cpu_ns\":{},\"ebb_purger_wakeups\":{},\"ebb_decommit_calls\":{}",
+             \"ebb_purger_cpu_ns\":{},\"ebb_purger_sys_ns\":{},\"ebb_purger_wakeups\":{},\
+             \"ebb_decommit_calls\":{}",
             s.committed,
             s.allocated,
             s.free_committed,
             s.purged,
             s.purger_cpu_ns,
+            s.purger_sys_ns,
             s.purger_wakeups,
             s.decommit_calls
         );

@@ -60,6 +60,9 @@ pub struct EbbSummary {
     /// whole tree's CPU (user + sys) in that run: its cost is the program's.
     pub purger_cpu_s: f64,
     pub purger_share: f64,
+    /// The part of `purger_cpu_s` spent in the kernel (seconds; mostly freeing the
+    /// pages the purger gave back), if the library reports it (`purger_sys_ns`).
+    pub purger_sys_s: Option<f64>,
 }
 
 /// A background purger above this share of the tree's CPU is flagged (issue 20's
@@ -134,7 +137,18 @@ pub fn ebb_summary(runs: &[&RunResult]) -> Option<EbbSummary> {
                 0.0
             }
         }),
+        purger_sys_s: runs
+            .iter()
+            .flat_map(|r| &r.ebb_stats)
+            .any(|s| s.get("purger_sys_ns").is_some())
+            .then(|| med(&|r| ebb_field(r, "purger_sys_ns") / 1e9)),
     })
+}
+
+/// The kernel's share of the purger's CPU time, if known and the purger ran at all.
+pub fn purger_kernel_share(e: &EbbSummary) -> Option<f64> {
+    let sys = e.purger_sys_s?;
+    (e.purger_cpu_s > 0.0).then(|| (sys / e.purger_cpu_s).min(1.0))
 }
 
 /// Summaries of each allocator's runs (in the order given), ratios to the first.
@@ -310,7 +324,8 @@ fn rows(summaries: &[AllocatorSummary], markdown: bool) -> Vec<(String, Vec<Stri
 }
 
 /// The purger's CPU time and share of the tree's CPU, flagged above
-/// [`PURGER_SHARE_FLAG`]: `3.1 ms (0.2%)`, `40 ms (1.3% ⚠)`.
+/// [`PURGER_SHARE_FLAG`], and how much of that time was the kernel's:
+/// `3.1 ms (0.2%; kernel 40%)`, `40 ms (1.3% ⚠; kernel 85%)`.
 pub fn format_purger_cpu(e: &EbbSummary) -> String {
     let ms = e.purger_cpu_s * 1e3;
     let time = if ms >= 10.0 {
@@ -323,7 +338,10 @@ pub fn format_purger_cpu(e: &EbbSummary) -> String {
     } else {
         ""
     };
-    format!("{time} ({:.1}%{flag})", e.purger_share * 100.0)
+    let kernel = purger_kernel_share(e)
+        .map(|k| format!("; kernel {:.0}%", k * 100.0))
+        .unwrap_or_default();
+    format!("{time} ({:.1}%{flag}{kernel})", e.purger_share * 100.0)
 }
 
 pub fn format_secs(s: f64) -> String {
@@ -430,6 +448,7 @@ mod purger_tests {
             purger_wakeups: 3.0,
             purger_cpu_s: cpu_s,
             purger_share: share,
+            purger_sys_s: None,
         }
     }
 
@@ -438,5 +457,44 @@ mod purger_tests {
         assert_eq!(format_purger_cpu(&summary(0.0031, 0.002)), "3.1 ms (0.2%)");
         assert_eq!(format_purger_cpu(&summary(0.040, 0.013)), "40 ms (1.3% ⚠)");
         assert_eq!(format_purger_cpu(&summary(0.001, 0.005)), "1.0 ms (0.5%)");
+    }
+
+    #[test]
+    fn the_kernels_part_of_the_purgers_time_is_shown_when_reported() {
+        let with = |sys_s| EbbSummary {
+            purger_sys_s: Some(sys_s),
+            ..summary(0.040, 0.013)
+        };
+        assert_eq!(
+            format_purger_cpu(&with(0.034)),
+            "40 ms (1.3% ⚠; kernel 85%)"
+        );
+        assert!((purger_kernel_share(&with(0.034)).unwrap() - 0.85).abs() < 1e-9);
+        // A purger that never ran has no share to split.
+        let idle = EbbSummary {
+            purger_sys_s: Some(0.0),
+            ..summary(0.0, 0.0)
+        };
+        assert_eq!(purger_kernel_share(&idle), None);
+        assert_eq!(format_purger_cpu(&idle), "0.0 ms (0.0%)");
+    }
+
+    #[test]
+    fn the_purgers_kernel_time_comes_from_every_instance_of_the_run() {
+        let mut run = RunResult::new("prog".into(), "ebb".into(), None);
+        run.user_s = 1.0;
+        run.ebb_stats = vec![
+            serde_json::json!({"purger_cpu_ns": 30_000_000u64, "purger_sys_ns": 20_000_000u64}),
+            serde_json::json!({"purger_cpu_ns": 10_000_000u64, "purger_sys_ns": 10_000_000u64}),
+        ];
+        let e = ebb_summary(&[&run]).unwrap();
+        assert!((e.purger_cpu_s - 0.040).abs() < 1e-9);
+        assert!((e.purger_sys_s.unwrap() - 0.030).abs() < 1e-9);
+        assert!((purger_kernel_share(&e).unwrap() - 0.75).abs() < 1e-9);
+        // A library that does not report it: no kernel part rather than a false 0%.
+        run.ebb_stats = vec![serde_json::json!({"purger_cpu_ns": 30_000_000u64})];
+        let e = ebb_summary(&[&run]).unwrap();
+        assert_eq!(e.purger_sys_s, None);
+        assert_eq!(format_purger_cpu(&e), "30 ms (3.0% ⚠)");
     }
 }

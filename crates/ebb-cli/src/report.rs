@@ -114,10 +114,17 @@ pub fn run_text(command: &str, r: &RunResult) -> String {
                 compare::format_purger_cpu(&e)
             );
             if e.purger_share > compare::PURGER_SHARE_FLAG {
+                let why = match compare::purger_kernel_share(&e) {
+                    Some(k) => format!(
+                        "{:.0}% of it in the kernel, which frees the pages it gives back",
+                        k * 100.0
+                    ),
+                    None => "mostly the kernel's cost of freeing the pages it gave back".into(),
+                };
                 let _ = writeln!(
                     out,
-                    "                 ⚠ the background purger used more than {:.1}% of the CPU (mostly the \
-                     kernel's cost of freeing the pages it gave back; EBB_PURGE_DELAY sets how soon)",
+                    "                 ⚠ the background purger used more than {:.1}% of the CPU ({why}; \
+                     EBB_PURGE_DELAY sets how soon)",
                     compare::PURGER_SHARE_FLAG * 100.0
                 );
             }

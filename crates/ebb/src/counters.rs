@@ -29,6 +29,8 @@ pub struct Counters {
     pub purger_wakeups: AtomicU64,
     /// The purger thread's own CPU time (ns), as of its last pass.
     pub purger_cpu_ns: AtomicU64,
+    /// The part of it spent in the kernel (ns, approximate), as of the same pass.
+    pub purger_sys_ns: AtomicU64,
     pub invalid_frees: AtomicU64,
     pub steals: AtomicU64,
     pub steal_attempts: AtomicU64,
@@ -78,6 +80,7 @@ pub static COUNTERS: Counters = Counters {
     huge_frees: AtomicU64::new(0),
     purger_wakeups: AtomicU64::new(0),
     purger_cpu_ns: AtomicU64::new(0),
+    purger_sys_ns: AtomicU64::new(0),
     invalid_frees: AtomicU64::new(0),
     steals: AtomicU64::new(0),
     steal_attempts: AtomicU64::new(0),

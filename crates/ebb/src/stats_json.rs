@@ -17,7 +17,7 @@ impl Stats {
     /// no pages are left out of `classes`.
     pub fn write_json(&self, w: &mut impl Write) -> fmt::Result {
         write!(w, "{{\"ebb_stats_version\":{FORMAT_VERSION}")?;
-        let fields: [(&str, u64); 46] = [
+        let fields: [(&str, u64); 47] = [
             ("allocated", self.allocated),
             ("allocated_small", self.allocated_small),
             ("allocated_large", self.allocated_large),
@@ -41,6 +41,7 @@ impl Stats {
             ("huge_allocs", self.huge_allocs),
             ("purger_wakeups", self.purger_wakeups),
             ("purger_cpu_ns", self.purger_cpu_ns),
+            ("purger_sys_ns", self.purger_sys_ns),
             ("decommit_calls", self.decommit_calls),
             ("invalid_frees", self.invalid_frees),
             ("steals", self.steals),
@@ -211,7 +212,12 @@ mod tests {
         s.write_json(&mut text).unwrap();
         assert!(text.starts_with("{\"ebb_stats_version\":1,"), "{text}");
         assert!(text.ends_with("]}"), "{text}");
-        for key in ["\"allocated\":", "\"purger_cpu_ns\":", "\"classes\":["] {
+        for key in [
+            "\"allocated\":",
+            "\"purger_cpu_ns\":",
+            "\"purger_sys_ns\":",
+            "\"classes\":[",
+        ] {
             assert!(text.contains(key), "{key} missing in {text}");
         }
         assert_eq!(text.matches('{').count(), text.matches('}').count());

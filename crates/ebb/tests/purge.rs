@@ -457,6 +457,39 @@ fn purger_sleeps_under_steady_frees() {
     );
 }
 
+/// The stats split the purger's CPU time: `purger_sys_ns`, the part spent in the
+/// kernel, is counted and never more than the whole. Giving back 256 MiB of touched
+/// pages costs the kernel some 15 ms on this kind of machine (docs/MEMORY.md, "Stop
+/// 53"), several of the kernel's tick samples by which it splits a thread's time, so
+/// a purger that did that work has a kernel part above zero.
+#[test]
+fn the_purgers_kernel_time_is_counted() {
+    let _serial = serial();
+    if !background_enabled("the_purgers_kernel_time_is_counted") {
+        return;
+    }
+    let before = ebb::stats();
+    let blocks: Vec<Vec<u8>> = (0..256).map(|i| vec![i as u8; MIB]).collect();
+    drop(std::hint::black_box(blocks));
+    let gave_back = poll_until(|| ebb::stats().purged >= before.purged + 192 * MIB as u64);
+    assert!(gave_back, "the purger did not give the 256 MiB back");
+    // The counters are written as a pass ends: wait for the pass that purged to end.
+    let passed = poll_until(|| ebb::stats().purger_sys_ns > before.purger_sys_ns);
+    let after = ebb::stats();
+    assert!(
+        passed,
+        "the purger gave back {} MiB with no time in the kernel counted ({} ns of CPU)",
+        (after.purged - before.purged) >> 20,
+        after.purger_cpu_ns
+    );
+    assert!(
+        after.purger_sys_ns <= after.purger_cpu_ns,
+        "the kernel's part ({} ns) is more than the purger's whole CPU time ({} ns)",
+        after.purger_sys_ns,
+        after.purger_cpu_ns
+    );
+}
+
 /// Under thread churn (short-lived threads whose blocks another thread frees after they
 /// exit, as in a thread-per-task server or mimalloc-bench's mstress) the purger wakes
 /// in batches: for the drains (one pass per 10 ms batch), and for the idle-heap looks

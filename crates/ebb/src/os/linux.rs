@@ -357,6 +357,21 @@ pub fn thread_cpu_time_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The part of the calling thread's CPU time spent in the kernel, in nanoseconds
+/// (`getrusage(RUSAGE_THREAD)`'s system time; the kernel splits the thread's exact run
+/// time between user and system by its tick samples, so the split is approximate while
+/// the sum is exact). For the purger's accounting only: what of its time is the
+/// kernel's own work of giving pages back rather than ebb's.
+pub fn thread_sys_time_ns() -> u64 {
+    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: `usage` is a valid out-pointer; RUSAGE_THREAD needs nothing else.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+        return 0;
+    }
+    usage.ru_stime.tv_sec as u64 * 1_000_000_000 + usage.ru_stime.tv_usec as u64 * 1_000
+}
+
 /// Run `f` without letting it change the caller's `errno`: system calls that fail as
 /// a matter of course (a futex timing out, an in-place `mremap` that cannot grow) must
 /// not leak an errno into a program that called `malloc` and succeeded.

@@ -93,8 +93,9 @@
 //! Time: `now_ms() -> u64` (monotonic, may be a few ms coarse, no system call
 //! preferred: it runs on slow paths), `now_ms_by_syscall() -> u64` (the same clock,
 //! leaving no frame of a library on the stack: the heap profiler's sampling path),
-//! `thread_cpu_time_ns() -> u64` (the calling thread's CPU time; the purger's
-//! accounting only).
+//! `thread_cpu_time_ns() -> u64` (the calling thread's CPU time) and
+//! `thread_sys_time_ns() -> u64` (the part of it spent in the kernel, approximate; 0
+//! where the OS does not tell): the purger's accounting only.
 //!
 //! Waiting: `wait(word, expected, timeout_ms)`: sleep while `*word == expected`, at
 //! most `timeout_ms`; may return spuriously. `wake(word, count)`: wake up to `count`
@@ -228,6 +229,7 @@ mod contract {
     const _: fn() -> u64 = now_ms;
     const _: fn() -> u64 = now_ms_by_syscall;
     const _: fn() -> u64 = thread_cpu_time_ns;
+    const _: fn() -> u64 = thread_sys_time_ns;
     const _: fn(&AtomicU32, u32, Option<u64>) = wait;
     const _: fn(&AtomicU32, u32) = wake;
     const _: fn() = yield_now;

@@ -323,9 +323,14 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
             timeout = Some(timeout.map_or(exit_check_ms, |t| t.min(exit_check_ms)));
             exit_check_ms = (exit_check_ms * 2).min(ALONE_CHECK_MAX_MS);
         }
+        // The kernel's part first: it is read as of an earlier moment than the total,
+        // so a reader never sees more of it than of the whole.
+        let sys_ns = os::thread_sys_time_ns();
+        let cpu_ns = os::thread_cpu_time_ns();
         COUNTERS
-            .purger_cpu_ns
-            .store(os::thread_cpu_time_ns(), Ordering::Relaxed);
+            .purger_sys_ns
+            .store(sys_ns.min(cpu_ns), Ordering::Relaxed);
+        COUNTERS.purger_cpu_ns.store(cpu_ns, Ordering::Relaxed);
         os::wait(&WAKE, seen, timeout);
         PURGER_WAKES_AT.store(0, Ordering::SeqCst);
     }
