@@ -41,6 +41,11 @@ def medians(runs):
                   for r in rs if r.get("purger_cpu_ns") is not None
                   and r.get("stats_run_cpu_s", r["cpu_s"]) > 0]
         m["purger_pct"] = max(purger) if purger else None
+        # The kernel's part of the purger's time (freeing the pages it gave back), over
+        # all rounds; older results and libraries that do not report it have none.
+        timed = [r for r in rs if r.get("purger_sys_ns") is not None and r.get("purger_cpu_ns")]
+        m["purger_kernel_pct"] = (100 * sum(r["purger_sys_ns"] for r in timed)
+                                  / sum(r["purger_cpu_ns"] for r in timed)) if timed else None
         wakeups = [r["purger_wakeups"] for r in rs if r.get("purger_wakeups") is not None]
         m["purger_wakeups"] = statistics.median(wakeups) if wakeups else None
         out[key] = m
@@ -108,6 +113,9 @@ def tables(data):
             bests.append(winner[0] if winner else "-")
         pp = med[(p, "ebb")]["purger_pct"]
         purger = "-" if pp is None else ("%.2f%%" % pp) + (" ⚠" if pp > PURGER_LIMIT_PCT else "")
+        kp = med[(p, "ebb")].get("purger_kernel_pct")
+        if pp is not None and kp is not None:
+            purger += " (kernel %.0f%%)" % kp
         lines.append("| %s | %s | %s / %s / %s | %s |" % (p, " | ".join(cells), *bests, purger))
     lines.append("| **geometric mean** | %s |  |  |" % " | ".join(
         "**%.2f**" % geomean(ratios[f]) for f, _ in FIGURES))
@@ -115,7 +123,9 @@ def tables(data):
     lines.append("Bold: more than 5%% worse than the best other (the target is ≤ 1.05 on every "
                  "program, ≤ 1 on the geometric mean). Purger CPU: ebb's background purger "
                  "thread's CPU time (from `EBB_STATS_FILE`, in one more ebb run per round that is "
-                 "not timed) as a share of that run's whole process tree's CPU, the worst round; ⚠ above %.1f%%." % PURGER_LIMIT_PCT)
+                 "not timed) as a share of that run's whole process tree's CPU, the worst round; ⚠ above %.1f%%; "
+                 "in brackets the part of the purger's time spent in the kernel (freeing the pages it gives "
+                 "back), over all rounds." % PURGER_LIMIT_PCT)
     lines.append("")
 
     # Per program.

@@ -110,10 +110,12 @@ def programs(work, scale, bin_dir):
 
 
 def ebb_stats(pattern_dir):
-    """Sums purger CPU time and wake-ups over the stats files ebb wrote (one per process,
-    a JSON line per ebb instance in it: the Rust tool's ebb build links ebb in and has
-    libebb.so preloaded for its C side, two purgers)."""
+    """Sums purger CPU time, the kernel's part of it (None if the library does not report
+    it) and wake-ups over the stats files ebb wrote (one per process, a JSON line per ebb
+    instance in it: the Rust tool's ebb build links ebb in and has libebb.so preloaded
+    for its C side, two purgers)."""
     cpu_ns = wakeups = 0
+    sys_ns = None
     files = glob.glob(os.path.join(pattern_dir, "ebb-stats.*.json"))
     for path in files:
         try:
@@ -127,7 +129,9 @@ def ebb_stats(pattern_dir):
             found = find_keys(data)
             cpu_ns += found.get("purger_cpu_ns", 0)
             wakeups += found.get("purger_wakeups", 0)
-    return (cpu_ns, wakeups) if files else (None, None)
+            if "purger_sys_ns" in found:
+                sys_ns = (sys_ns or 0) + found["purger_sys_ns"]
+    return (cpu_ns, sys_ns, wakeups) if files else (None, None, None)
 
 
 def find_keys(data):
@@ -135,7 +139,7 @@ def find_keys(data):
     out = {}
     if isinstance(data, dict):
         for k, v in data.items():
-            if k in ("purger_cpu_ns", "purger_wakeups") and isinstance(v, (int, float)):
+            if k in ("purger_cpu_ns", "purger_sys_ns", "purger_wakeups") and isinstance(v, (int, float)):
                 out[k] = v
             elif isinstance(v, (dict, list)):
                 for k2, v2 in find_keys(v).items():
@@ -198,11 +202,12 @@ def run_one(prog, alloc, work, timeout, stats=False):
         parts = line.split()
         if len(parts) == 3 and parts[0] == "metric":
             metrics[parts[1]] = float(parts[2])
-    purger_cpu_ns, purger_wakeups = ebb_stats(stats_dir) if stats else (None, None)
+    purger_cpu_ns, purger_sys_ns, purger_wakeups = (
+        ebb_stats(stats_dir) if stats else (None, None, None))
     return dict(
         wall_s=wall, user_s=user, sys_s=system, cpu_s=user + system, peak_rss_kib=maxrss,
         exit=code, sha256=digest.hexdigest()[:16], metrics=metrics,
-        purger_cpu_ns=purger_cpu_ns, purger_wakeups=purger_wakeups,
+        purger_cpu_ns=purger_cpu_ns, purger_sys_ns=purger_sys_ns, purger_wakeups=purger_wakeups,
         stderr_tail=stderr[-300:] if code else "")
 
 
@@ -252,8 +257,8 @@ def main():
                 r.update(program=name, allocator=alloc, round=rnd)
                 if alloc == "ebb":
                     s = run_one(table[name], alloc, args.work, args.timeout, stats=True)
-                    r.update(purger_cpu_ns=s["purger_cpu_ns"], purger_wakeups=s["purger_wakeups"],
-                             stats_run_cpu_s=s["cpu_s"])
+                    r.update(purger_cpu_ns=s["purger_cpu_ns"], purger_sys_ns=s["purger_sys_ns"],
+                             purger_wakeups=s["purger_wakeups"], stats_run_cpu_s=s["cpu_s"])
                 runs.append(r)
                 purger = ""
                 if r["purger_cpu_ns"] is not None and r.get("stats_run_cpu_s", 0) > 0:
