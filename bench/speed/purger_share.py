@@ -3,7 +3,8 @@ run's, flagged above 0.5% (issue 20: a background thread's time is the program's
 
 The benchmark programs print `ebb_purger_cpu_ms` and `ebb_purger_wakeups` when ebb is
 their allocator (built in, or preloaded: `bench/speed/src/main.rs` `ebb_purger`,
-`bench/speed/c/common.h` `report`)."""
+`bench/speed/c/common.h` `report`), and `ebb_purger_sys_ms`, the kernel's part of the
+purger's time, where the library reports it."""
 
 import statistics
 
@@ -23,6 +24,14 @@ def _shares(rows):
     return out
 
 
+def _kernel_pct(rows):
+    """The kernel's part of the purger's time over the runs that report it, in %."""
+    timed = [r for r in rows if r.get("ebb_purger_sys_ms") is not None and r.get("ebb_purger_cpu_ms")]
+    if not timed:
+        return None
+    return 100 * sum(r["ebb_purger_sys_ms"] for r in timed) / sum(r["ebb_purger_cpu_ms"] for r in timed)
+
+
 def purger_table(grouped, allocs, display):
     """Markdown: a row per workload and ebb build in `allocs` that reported its purger;
     None if no run did."""
@@ -40,14 +49,18 @@ def purger_table(grouped, allocs, display):
             flag = " ⚠" if share > FLAG_PCT else ""
             if flag:
                 flagged.append(f"`{w}` ({display(a)})")
-            lines.append(f"| `{w}` | {display(a)} | {ms:.1f} ms | {share:.2f}%{flag} | "
+            kernel = _kernel_pct(by_alloc.get(a, []))
+            kernel = f" (kernel {kernel:.0f}%)" if kernel is not None else ""
+            lines.append(f"| `{w}` | {display(a)} | {ms:.1f} ms{kernel} | {share:.2f}%{flag} | "
                          f"{worst:.2f}% | {rate:.0f} |")
     if not lines:
         return None
     head = ("ebb's background purger thread (it drains frees into abandoned pages, looks "
             "for idle heaps and gives free memory back) during each run: its CPU time "
             "(median of the runs) and that as a share of the whole run's CPU, median and "
-            f"worst run, flagged ⚠ above {FLAG_PCT}%; passes a second of wall time. "
+            f"worst run, flagged ⚠ above {FLAG_PCT}%; passes a second of wall time. In brackets "
+            "after the CPU time, where reported: the part of it spent in the kernel (freeing "
+            "the pages the purger gives back), over all runs. "
             "Above the flag: " + (", ".join(flagged) if flagged else "none") + ".\n")
     table = ["| workload | build | purger CPU | share (median) | share (worst run) | "
              "passes / s |", "|---|---|---|---|---|---|"] + lines
