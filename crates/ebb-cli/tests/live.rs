@@ -58,6 +58,33 @@ fn server_from(args: &[&str], env: &[(&str, &str)]) -> (Server, u32) {
     (child, pid)
 }
 
+/// `program` run with `args` under ebb, profiling to `prefix` on SIGUSR1 at one sample
+/// per 64 KiB, its stdin and stdout piped; returns once it printed its `ready` line:
+/// the server, its further output lines, and that line.
+fn profiled_server(
+    program: &str,
+    args: &[&str],
+    prefix: &std::path::Path,
+) -> (
+    Server,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+    String,
+) {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("LD_PRELOAD", libebb())
+        .env("EBB_PROFILE", prefix)
+        .env("EBB_PROFILE_SIGNAL", "USR1")
+        .env("EBB_PROFILE_RATE", "64k")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut server = Server(cmd.spawn().expect("start the helper"));
+    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
+    let ready = lines.next().unwrap().unwrap();
+    assert!(ready.contains("ready"), "{ready}");
+    (server, lines, ready)
+}
+
 /// Waits up to 10 s for `pid`'s thread `name`; true if it came.
 fn wait_for_thread(pid: u32, name: &str) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -198,20 +225,9 @@ fn report_of_a_process_under_seccomp() {
 /// the leak in every profile it wrote, from 8 MiB to 24; the server runs on.
 #[test]
 fn profile_of_a_running_server_and_what_grew_since() {
-    let prefix = scratch("live-heap");
-    let mut cmd = Command::new(HELPER);
-    cmd.args(["leak-per-line", "8"])
-        .env("LD_PRELOAD", libebb())
-        .env("EBB_PROFILE", &prefix)
-        .env("EBB_PROFILE_SIGNAL", "USR1")
-        .env("EBB_PROFILE_RATE", "64k")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    let mut server = Server(cmd.spawn().expect("start the helper"));
+    let (mut server, mut lines, _) =
+        profiled_server(HELPER, &["leak-per-line", "8"], &scratch("live-heap"));
     let pid = server.0.id();
-    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
-    let ready = lines.next().unwrap().unwrap();
-    assert!(ready.contains("ready"), "{ready}");
     assert!(wait_for_thread(pid, "ebb-profile"), "no ebb-profile thread");
     let profile = |args: &[&str]| ebb_profile(pid, args);
     let (table, said) = profile(&[]);
@@ -312,20 +328,12 @@ fn report_of_a_process_not_set_up_for_it_is_a_one_line_error() {
 /// the figures are the same.)
 #[test]
 fn profile_of_rust_on_ebb_running_holds_both_instances() {
-    let prefix = scratch("live-two");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ebb-test-rust-on-ebb"));
-    cmd.args(["leak-both-lines", "8"])
-        .env("LD_PRELOAD", libebb())
-        .env("EBB_PROFILE", &prefix)
-        .env("EBB_PROFILE_SIGNAL", "USR1")
-        .env("EBB_PROFILE_RATE", "64k")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    let mut server = Server(cmd.spawn().expect("start the helper"));
+    let (mut server, mut lines, ready) = profiled_server(
+        env!("CARGO_BIN_EXE_ebb-test-rust-on-ebb"),
+        &["leak-both-lines", "8"],
+        &scratch("live-two"),
+    );
     let pid = server.0.id();
-    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
-    let ready = lines.next().unwrap().unwrap();
-    assert!(ready.starts_with("ready"), "{ready}");
     let two = ready.contains("two instances: true");
     assert!(wait_for_thread(pid, "ebb-profile"), "no ebb-profile thread");
     let threads = || threads_named(pid, "ebb-profile");
