@@ -159,6 +159,7 @@ pub struct Stats {
 /// snapshot that may be a few blocks off while a page changes hands).
 pub fn snapshot() -> Stats {
     let c = &COUNTERS;
+    let purger_cpu_ns = c.purger_cpu_ns.load(Ordering::Relaxed);
     let mut s = Stats {
         allocated: 0,
         allocated_small: 0,
@@ -184,8 +185,10 @@ pub fn snapshot() -> Stats {
         large_allocs: c.large_allocs.load(Ordering::Relaxed),
         huge_allocs: c.huge_allocs.load(Ordering::Relaxed),
         purger_wakeups: c.purger_wakeups.load(Ordering::Relaxed),
-        purger_cpu_ns: c.purger_cpu_ns.load(Ordering::Relaxed),
-        purger_sys_ns: c.purger_sys_ns.load(Ordering::Relaxed),
+        purger_cpu_ns,
+        // The purger writes the two counters one after the other: a snapshot between
+        // the stores would see a new kernel part beside an old total.
+        purger_sys_ns: c.purger_sys_ns.load(Ordering::Relaxed).min(purger_cpu_ns),
         decommit_calls: crate::os::decommit_calls(),
         invalid_frees: c.invalid_frees.load(Ordering::Relaxed),
         steals: c.steals.load(Ordering::Relaxed),

@@ -323,8 +323,9 @@ extern "C" fn purger_main(_: *mut core::ffi::c_void) -> *mut core::ffi::c_void {
             timeout = Some(timeout.map_or(exit_check_ms, |t| t.min(exit_check_ms)));
             exit_check_ms = (exit_check_ms * 2).min(ALONE_CHECK_MAX_MS);
         }
-        // The kernel's part first: it is read as of an earlier moment than the total,
-        // so a reader never sees more of it than of the whole.
+        // The kernel's part is read first, as of an earlier moment than the total, so
+        // it is never more than the whole (`stats::snapshot` clamps what it reads
+        // between the two stores).
         let sys_ns = os::thread_sys_time_ns();
         let cpu_ns = os::thread_cpu_time_ns();
         COUNTERS
