@@ -10,7 +10,7 @@
 //! null; `realloc(NULL, n)` is `malloc(n)`; overflow in `calloc`/`reallocarray` returns
 //! null with `ENOMEM`; `posix_memalign` returns its error and leaves `errno` alone;
 //! `memalign` rounds a non-power-of-two alignment up; `aligned_alloc` rejects one with
-//! `EINVAL`.
+//! `EINVAL` (C17 and glibc 2.38 on; glibc 2.36 rounded it up like `memalign`).
 
 use crate::front::{alloc, check};
 #[cfg(not(feature = "secure"))]
