@@ -7,7 +7,13 @@
 # preload, i.e. glibc), the starting library rotating from one round to the next, and
 # prints per library the median CPU (`cpu_ms`: user+sys, all threads) with its min-max,
 # the ratio of medians to the first library's, the median of the per-round ratios
-# ("paired") and the median wall time. The command must print the JSON line that
+# ("paired") with a 95% confidence interval for it, and the median wall time. The
+# interval is the sign test's (distribution-free: the k-th smallest and k-th largest
+# per-round ratio, k from the binomial distribution; it needs 6 runs or more), so a
+# difference is measured only when the interval leaves 1 out: the verdict column says
+# "faster" or "slower" then, "level" when the interval holds 1 (the runs cannot tell
+# the two apart), and adds "<=1.05" when all of the interval is at most 1.05 (the
+# issues' "no more than 5% slower" is then shown, not only likely). The command must print the JSON line that
 # bench/speed's programs print (the last line with "cpu_ms" counts): the C programs
 # (bench/speed/c, built by bench-speed.sh into $OUT/c) and ebb-bench-speed's `alloc-system`
 # build (target/bench-speed/system) both do.
@@ -81,7 +87,27 @@ for run in $(seq 1 "$RUNS"); do
     done
 done
 python3 - "$results" "${names[@]}" <<'EOF'
-import json, statistics, sys
+import json, math, statistics, sys
+
+
+def sign_test_interval(ratios, level=0.95):
+    """The distribution-free confidence interval for the median of `ratios` (the sign
+    test's): from the k-th smallest to the k-th largest, with the largest k whose
+    interval still holds the median with probability >= level. None below 6 values,
+    where no interval of the values reaches 95%."""
+    n = len(ratios)
+    k = 0
+    tail = 0.0  # P(fewer than j of n fair coin flips come up heads)
+    for j in range(1, n // 2 + 1):
+        tail += math.comb(n, j - 1) / 2**n
+        if 1 - 2 * tail < level:
+            break
+        k = j
+    if k == 0:
+        return None
+    xs = sorted(ratios)
+    return xs[k - 1], xs[n - k]
+
 
 rows = {}
 for line in open(sys.argv[1]):
@@ -91,12 +117,27 @@ for line in open(sys.argv[1]):
 names = sys.argv[2:]
 first = rows[names[0]]
 base = statistics.median(c for c, _ in first.values())
-print(f"{'library':12s} {'CPU ms':>8s} {'(min-max)':>15s} {'ratio':>6s} {'paired':>7s} {'wall ms':>8s}")
+print(f"CPU against {names[0]}'s, {len(first)} interleaved runs; interval: 95% for the "
+      "paired median (sign test)")
+print(f"{'library':12s} {'CPU ms':>8s} {'(min-max)':>15s} {'ratio':>6s} {'paired':>7s} "
+      f"{'interval':>11s} {'verdict':>15s} {'wall ms':>8s}")
 for name in names:
     r = rows[name]
     cpu = [c for c, _ in r.values()]
     paired = [r[k][0] / first[k][0] for k in r if k in first and first[k][0] > 0]
     med = statistics.median(cpu)
+    interval, verdict = "", ""
+    if name != names[0]:
+        ci = sign_test_interval(paired)
+        if ci is None:
+            interval = "(< 6 runs)"
+        else:
+            lo, hi = ci
+            interval = f"{lo:.2f}-{hi:.2f}"
+            verdict = "faster" if hi < 1 else "slower" if lo > 1 else "level"
+            if hi <= 1.05:
+                verdict += ", <=1.05"
     print(f"{name:12s} {med:8.0f} {min(cpu):7.0f}-{max(cpu):<7.0f} {med / base:6.2f} "
-          f"{statistics.median(paired):7.2f} {statistics.median(w for _, w in r.values()):8.0f}")
+          f"{statistics.median(paired):7.2f} {interval:>11s} {verdict:>15s} "
+          f"{statistics.median(w for _, w in r.values()):8.0f}")
 EOF
